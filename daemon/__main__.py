@@ -1,0 +1,49 @@
+"""``python -m tether.daemon``: run the owner (what `tether serve` and autostart exec)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from tether.store import StorageError
+
+from .config import ConfigError
+from .home import Home, OwnerRunning, resolve_home
+from .owner import run_owner, setup_logging
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tether serve", description="Run the tether owner.")
+    parser.add_argument("--home", help="home directory (default: $TETHER_HOME or the "
+                                       "platform's user data dir)")
+    parser.add_argument("--tcp", metavar="HOST:PORT",
+                        help="also listen on loopback TCP (bearer token required)")
+    parser.add_argument("--foreground", action="store_true",
+                        help="log to stderr as well as logs/owner.log")
+    args = parser.parse_args(argv)
+    home = Home(resolve_home(args.home))
+    try:
+        home.ensure()
+        setup_logging(home, foreground=args.foreground)
+        asyncio.run(run_owner(home, tcp=args.tcp))
+    except OwnerRunning as exc:
+        print(f"tether: {exc}", file=sys.stderr)
+        print("hint: use `tether status` to see it, `tether stop` to stop it", file=sys.stderr)
+        return 3
+    except ConfigError as exc:
+        print(f"tether: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as exc:
+        print(f"tether: cannot start the owner: {exc}", file=sys.stderr)
+        return 3
+    except StorageError as exc:
+        print(f"tether: state.db is unusable ({exc.reason}): {exc.detail}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

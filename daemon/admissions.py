@@ -1,0 +1,218 @@
+"""The admission service: record a submission durably, then acknowledge it.
+
+``submit`` answers a receipt only after the row is committed. Identity is
+(principal, session, request_id = input_id); a retry with the same canonical
+payload gets the stored receipt whatever its status and never runs twice, a
+different payload is ``admission_conflict``. Concurrent duplicates are safe
+because the check and the insert happen in one unit on the single writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sqlite3
+from typing import Any
+
+import orjson
+
+from tether.rpc.errors import (
+    AdmissionConflict,
+    InvalidParams,
+    NotFound,
+    Overloaded,
+    RuntimeDraining,
+    StorageUnavailable,
+    UnknownExecution,
+)
+from tether.rpc.models import TURN_OPTION_FIELDS, PromptSubmitParams
+from tether.store import StorageError, admissions, sessions
+
+from . import ledger
+from .events import Tx
+from .runtime import Runtime
+from .tools import unknown_toolsets
+from .turns import TurnRunner, session_info_payload
+
+__all__ = ["AdmissionService", "storage_error"]
+
+#: how long prompt.cancel waits for a started turn to record its outcome
+CANCEL_WAIT_SECONDS = 10.0
+
+
+def storage_error(exc: StorageError) -> StorageUnavailable:
+    return StorageUnavailable(f"the state database failed: {exc.detail}",
+                              storage_reason=exc.reason)
+
+
+def new_admission_id() -> str:
+    return "adm_" + secrets.token_hex(12)
+
+
+class AdmissionService:
+    def __init__(self, rt: Runtime, turns: TurnRunner) -> None:
+        self.rt = rt
+        self.turns = turns
+
+    # -- prompt.submit ----------------------------------------------------
+
+    def payload_of(self, p: PromptSubmitParams) -> dict[str, Any]:
+        options = {k: getattr(p, k) for k in TURN_OPTION_FIELDS}
+        attachments = [a.model_dump() for a in p.attachments] if p.attachments else None
+        return ledger.canonical_payload(p.text, p.finite, options, attachments)
+
+    def check_submit(self, p: PromptSubmitParams) -> None:
+        limit = self.rt.config.daemon.max_text_chars
+        if len(p.text) > limit:
+            raise InvalidParams(f"text is {len(p.text)} characters; the limit is {limit}",
+                                fields=[{"loc": "text", "msg": f"longer than {limit}",
+                                         "type": "too_long"}])
+        if p.toolsets is not None and (bad := unknown_toolsets(p.toolsets)):
+            raise InvalidParams(f"unknown toolsets: {', '.join(bad)}",
+                                fields=[{"loc": "toolsets", "msg": "unknown toolset",
+                                         "type": "value_error"}])
+
+    async def submit(self, p: PromptSubmitParams) -> dict[str, Any]:
+        self.check_submit(p)
+        payload_json = ledger.encode_payload(self.payload_of(p))
+        return await self.admit("local", p.session_id, p.input_id, payload_json)
+
+    async def admit(self, principal: str, session_id: str, request_id: str,
+                    payload_json: str, extra_unit: Any = None,
+                    internal: bool = False) -> dict[str, Any]:
+        """Record (or find) the admission and return its receipt.
+
+        ``extra_unit(tx)`` runs in the same transaction as a new row (delegation
+        delivery marks its row delivered there). ``internal`` admissions (the
+        owner's own producers) bypass draining and the per-session queue bound:
+        a result that is already computed must not be dropped.
+        """
+        rt = self.rt
+        digest = ledger.digest(payload_json)
+        # a retry is a read: no writer round trip, no fsync
+        try:
+            existing = await rt.db.read(
+                lambda c: admissions.find(c, principal, session_id, request_id))
+        except StorageError as exc:
+            raise storage_error(exc) from None
+        if existing is not None:
+            return self._same(existing, digest)
+        if rt.draining and not internal:
+            raise RuntimeDraining("the owner is shutting down and admits nothing new")
+        limit = rt.config.daemon.max_queued_per_session
+
+        def unit(tx: Tx) -> tuple[bool, dict[str, Any]]:
+            found = admissions.find(tx.conn, principal, session_id, request_id)
+            if found is not None:
+                return False, found
+            if sessions.get(tx.conn, session_id) is None:
+                raise NotFound(f"no session {session_id!r}", session_id=session_id)
+            if not internal and admissions.count_open(tx.conn, session_id) >= limit:
+                raise Overloaded(f"session {session_id} already has {limit} open admissions",
+                                 limit=limit)
+            row = admissions.insert(
+                tx.conn, admission_id=new_admission_id(), target_session_id=session_id,
+                principal_id=principal, request_id=request_id, payload_json=payload_json,
+                payload_digest=digest, owner_epoch=rt.epoch, now=tx.now)
+            if extra_unit is not None:
+                extra_unit(tx)
+            info = session_info_payload(rt, session_id)
+            info["pending"] = [*info["pending"], row["admission_id"]]
+            tx.event(session_id, "session.info", info)
+            return True, row
+
+        try:
+            fut = rt.journal.submit(unit)
+        except StorageError as exc:
+            raise storage_error(exc) from None
+        # enqueue from a done-callback: runs even if this caller is cancelled
+        # after the commit, so a committed admission is always scheduled
+        fut.add_done_callback(self._on_admitted)
+        try:
+            (created, row), _ = await asyncio.shield(fut)
+        except StorageError as exc:
+            raise storage_error(exc) from None
+        except sqlite3.IntegrityError as exc:
+            raise storage_error(StorageError(str(exc), "constraint")) from None
+        if not created:
+            return self._same(row, digest)
+        return ledger.receipt_from_row(row)
+
+    def _on_admitted(self, fut: asyncio.Future[Any]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            return
+        (created, row), _ = fut.result()
+        if created:
+            self.rt.scheduler.enqueue(row["target_session_id"], row["admission_id"])
+            self.turns.pump()
+
+    @staticmethod
+    def _same(row: dict[str, Any], digest: str) -> dict[str, Any]:
+        if row["payload_digest"] != digest:
+            raise AdmissionConflict(
+                f"input_id {row['request_id']!r} was already submitted with a different payload",
+                admission_id=row["admission_id"])
+        return ledger.receipt_from_row(row)
+
+    # -- prompt.receipt ---------------------------------------------------
+
+    async def receipt(self, session_id: str, admission_id: str | None,
+                      input_id: str | None) -> dict[str, Any]:
+        def read(c: sqlite3.Connection) -> dict[str, Any] | None:
+            if admission_id is not None:
+                row = admissions.get(c, admission_id)
+                return row if row and row["target_session_id"] == session_id else None
+            return admissions.find(c, "local", session_id, input_id or "")
+
+        try:
+            row = await self.rt.db.read(read)
+        except StorageError as exc:
+            raise storage_error(exc) from None
+        if row is None:
+            which = f"admission {admission_id!r}" if admission_id else f"input_id {input_id!r}"
+            raise NotFound(f"no {which} in session {session_id!r}")
+        return ledger.receipt_from_row(row)
+
+    # -- prompt.cancel / prompt.resolve_unknown ---------------------------
+
+    async def cancel(self, session_id: str, admission_id: str) -> dict[str, Any]:
+        row = await self.receipt(session_id, admission_id, None)
+        if row["status"] == "queued" and self.rt.scheduler.cancel(session_id, admission_id):
+            await self._settle(session_id, admission_id, "cancelled", "cancelled before it ran")
+        elif row["status"] == "started" or self.turns.running.get(session_id) is not None and \
+                self.turns.running[session_id].admission_id == admission_id:
+            if self.turns.stop(session_id, "cancelled") == admission_id:
+                await self.turns.wait(session_id, admission_id, CANCEL_WAIT_SECONDS)
+        elif row["status"] == "unknown":
+            raise UnknownExecution(
+                f"admission {admission_id} is unknown (it was running when the previous owner "
+                "stopped); settle it with prompt.resolve_unknown", admission_id=admission_id)
+        return await self.receipt(session_id, admission_id, None)
+
+    async def resolve_unknown(self, session_id: str, admission_id: str) -> dict[str, Any]:
+        row = await self.receipt(session_id, admission_id, None)
+        if row["status"] == "unknown":
+            await self._settle(session_id, admission_id, "interrupted",
+                               "the owner stopped while this turn ran; resolved as interrupted")
+            self.rt.scheduler.unblock(session_id, admission_id)
+            self.turns.pump()
+        elif row["status"] != "terminal":
+            raise InvalidParams(f"admission {admission_id} is {row['status']}, not unknown")
+        return await self.receipt(session_id, admission_id, None)
+
+    async def _settle(self, session_id: str, admission_id: str, outcome: str,
+                      error: str) -> None:
+        rt = self.rt
+        result_json = orjson.dumps({"text": "", "usage": {}, "error": error}).decode()
+
+        def unit(tx: Tx) -> None:
+            if admissions.finish(tx.conn, admission_id, outcome, result_json, tx.now):
+                tx.event(session_id, "message.complete",
+                         {"admission_id": admission_id, "outcome": outcome, "text": "",
+                          "error": error}, admission_id)
+                tx.event(session_id, "session.info", session_info_payload(rt, session_id))
+
+        try:
+            await rt.journal.write(unit)
+        except StorageError as exc:
+            raise storage_error(exc) from None

@@ -1,0 +1,130 @@
+"""The agent loop: model request → tool calls → tool results → repeat.
+
+Runs until the model answers with text (the turn's result) or ``max_turns``
+model calls were made. The loop knows nothing of sessions or the store: it
+reports everything through an ``AgentSink`` (deltas, tool progress, transcript
+additions), which the turn runner and the delegation service implement.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from .provider import Completion, Provider, ProviderError
+from .tools import Tool, ToolCallContext
+
+__all__ = ["AgentResult", "AgentSink", "run_agent"]
+
+#: tool results shown in tool.complete events are cut to this many characters
+EVENT_RESULT_CHARS = 2000
+
+
+@dataclass
+class AgentResult:
+    text: str
+    exit_reason: str  # completed | max_turns | failed
+    model: str
+    api_calls: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+    duration_seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_reason == "completed"
+
+
+class AgentSink(Protocol):
+    async def delta(self, text: str) -> None: ...
+    async def reasoning(self, text: str) -> None: ...
+    async def record(self, messages: list[dict[str, Any]]) -> None: ...
+    async def tool_start(self, call_id: str, name: str, arguments: str) -> None: ...
+    async def tool_complete(self, call_id: str, name: str, result: str,
+                            error: str | None) -> None: ...
+
+
+def _add_usage(total: dict[str, int], usage: dict[str, int]) -> None:
+    for key, value in usage.items():
+        if isinstance(value, int):
+            total[key] = total.get(key, 0) + value
+
+
+def _assistant_message(c: Completion) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": "assistant", "content": c.text}
+    if c.tool_calls:
+        msg["tool_calls"] = [
+            {"id": tc.id, "type": "function",
+             "function": {"name": tc.name, "arguments": tc.arguments}}
+            for tc in c.tool_calls
+        ]
+    return msg
+
+
+async def _run_tool(tools: dict[str, Tool], name: str, arguments: str,
+                    ctx: ToolCallContext) -> tuple[str, str | None]:
+    tool = tools.get(name)
+    if tool is None:
+        err = f"unknown tool {name!r}; available: {', '.join(sorted(tools)) or 'none'}"
+        return orjson.dumps({"error": err}).decode(), err
+    try:
+        args = orjson.loads(arguments or "{}")
+    except orjson.JSONDecodeError:
+        err = f"arguments of {name} are not valid JSON"
+        return orjson.dumps({"error": err}).decode(), err
+    if not isinstance(args, dict):
+        err = f"arguments of {name} must be a JSON object"
+        return orjson.dumps({"error": err}).decode(), err
+    return await tool.run(args, ctx), None
+
+
+async def run_agent(*, provider: Provider, model: str, reasoning: str | None,
+                    messages: list[dict[str, Any]], tools: dict[str, Tool], max_turns: int,
+                    sink: AgentSink, tool_context: Callable[[str], ToolCallContext]) -> AgentResult:
+    """Run the loop over ``messages`` (history plus the new user message).
+
+    Appends what it produces to ``messages`` and reports it to ``sink.record``.
+    Provider failures end the loop with exit_reason ``failed``; cancellation
+    propagates to the caller.
+    """
+    started = time.monotonic()
+    schemas = [t.schema() for t in tools.values()] or None
+    result = AgentResult(text="", exit_reason="max_turns", model=model)
+    for _ in range(max_turns):
+        try:
+            completion = await provider.complete(
+                messages=messages, tools=schemas, model=model, reasoning=reasoning,
+                on_delta=sink.delta, on_reasoning=sink.reasoning,
+            )
+        except ProviderError as exc:
+            result.exit_reason = "failed"
+            result.error = f"{exc.reason}: {exc.detail}"
+            break
+        result.api_calls += 1
+        _add_usage(result.usage, completion.usage)
+        assistant = _assistant_message(completion)
+        messages.append(assistant)
+        if not completion.tool_calls:
+            await sink.record([assistant])
+            result.text = completion.text or ""
+            result.exit_reason = "completed"
+            break
+        await sink.record([assistant])
+        replies = []
+        for call in completion.tool_calls:
+            await sink.tool_start(call.id, call.name, call.arguments)
+            text, error = await _run_tool(tools, call.name, call.arguments,
+                                          tool_context(call.id))
+            await sink.tool_complete(call.id, call.name, text[:EVENT_RESULT_CHARS], error)
+            replies.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
+                            "content": text})
+        messages.extend(replies)
+        await sink.record(replies)
+    else:
+        result.error = f"stopped after {max_turns} model calls without a final answer"
+    result.duration_seconds = time.monotonic() - started
+    return result

@@ -1,0 +1,134 @@
+"""Configuration: ``<home>/config.yaml`` + environment → one immutable Config.
+
+Precedence (SPEC §9): per-turn/session params > environment (OPENAI_BASE_URL,
+OPENAI_API_KEY, TETHER_HOME) > config.yaml > defaults. Every limit lives here
+with a finite default; docs/configuration.md lists them all. API keys are held
+in memory only and are excluded from ``repr``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "ConfigError", "load_config"]
+
+
+class ConfigError(Exception):
+    """config.yaml is unreadable or has a bad key/value."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    provider: str = "demo"
+    base_url: str | None = None
+    default: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    stream: bool = True
+    connect_timeout_seconds: float = 10.0
+    timeout_seconds: float = 120.0
+    max_retries: int = 2
+    retry_backoff_seconds: float = 0.5
+
+
+@dataclass(frozen=True)
+class DelegationConfig:
+    max_concurrent_children: int = 3
+    max_depth: int = 1
+    max_tasks: int = 8
+    child_max_turns: int = 20
+    provider: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    max_connections: int = 256
+    max_running_turns: int = 16
+    grace_seconds: float = 10.0
+    max_frame_bytes: int = 4 * 1024 * 1024
+    max_queued_per_session: int = 64
+    max_subscriptions_per_connection: int = 256
+    viewer_queue_events: int = 1024
+    max_text_chars: int = 200_000
+    max_turns: int = 30
+    # what to do with admissions found `unknown` after a crash: "manual" waits
+    # for prompt.resolve_unknown; "interrupt" settles them at once
+    unknown_policy: str = "manual"
+    tcp_allow_remote: bool = False
+    tcp_allowed_origins: tuple[str, ...] = ()
+    busy_timeout_ms: int = 5000
+
+
+@dataclass(frozen=True)
+class Config:
+    model: ModelConfig = ModelConfig()
+    delegation: DelegationConfig = DelegationConfig()
+    daemon: DaemonConfig = DaemonConfig()
+
+
+def _section(cls: type, raw: Any, name: str) -> Any:
+    if raw is None:
+        return cls()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config.yaml: `{name}` must be a mapping")
+    known = {f.name: f for f in fields(cls)}
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in known:
+            # unknown keys are tolerated (forward compatibility) but not silently used
+            continue
+        default = getattr(cls(), key)
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int):
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif isinstance(default, float):
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            value = float(value) if ok else value
+        elif isinstance(default, tuple):
+            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+            value = tuple(value) if ok else value
+        else:
+            ok = value is None or isinstance(value, str)
+        if not ok:
+            raise ConfigError(f"config.yaml: `{name}.{key}` has the wrong type ({value!r})")
+        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+            raise ConfigError(f"config.yaml: `{name}.{key}` must not be negative")
+        values[key] = value
+    return cls(**values)
+
+
+def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
+    """Read config.yaml (missing file = defaults) and apply the environment."""
+    env = dict(os.environ) if env is None else env
+    raw: dict[str, Any] = {}
+    if path is not None and path.exists():
+        import yaml
+
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: top level must be a mapping")
+        raw = loaded or {}
+    model = _section(ModelConfig, raw.get("model"), "model")
+    delegation = _section(DelegationConfig, raw.get("delegation"), "delegation")
+    daemon = _section(DaemonConfig, raw.get("daemon"), "daemon")
+    if env.get("OPENAI_BASE_URL"):
+        model = replace(model, base_url=env["OPENAI_BASE_URL"])
+        if "provider" not in (raw.get("model") or {}):
+            # a base URL in the environment and no provider chosen: use it
+            model = replace(model, provider="custom")
+    if env.get("OPENAI_API_KEY"):
+        model = replace(model, api_key=env["OPENAI_API_KEY"])
+    if daemon.unknown_policy not in ("manual", "interrupt"):
+        raise ConfigError("config.yaml: `daemon.unknown_policy` must be manual or interrupt")
+    if daemon.max_running_turns < 1 or daemon.max_connections < 1:
+        raise ConfigError("config.yaml: daemon limits must be at least 1")
+    return Config(model=model, delegation=delegation, daemon=daemon)

@@ -1,0 +1,221 @@
+"""Durable per-session events and their fan-out to viewers.
+
+``Journal.write(fn)`` runs ``fn(tx)`` as one store unit; every ``tx.event(...)``
+it makes is appended to the session's gap-free log in that same transaction
+and published to subscribers right after the commit, in commit (= seq) order.
+
+Each connection owns one ``Viewer``: an outbox of encoded frames drained by the
+connection's sender task. Event frames are bounded per viewer; a viewer whose
+queue is full is unsubscribed from that session and told so with a
+``session.replay_gap`` frame carrying the last seq it was sent, so a slow
+viewer never slows a turn or its neighbours, and catches up by replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import orjson
+
+from tether.rpc.framing import encode_notification
+from tether.rpc.methods import EVENT_METHOD
+from tether.store import Database
+from tether.store import events as event_rows
+
+__all__ = ["EventRecord", "Tx", "Journal", "EventBus", "Viewer"]
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class EventRecord:
+    session_id: str
+    seq: int
+    type: str
+    payload: dict[str, Any]
+    admission_id: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "seq": self.seq, "type": self.type,
+                "payload": self.payload, "admission_id": self.admission_id}
+
+
+class Tx:
+    """What a journal unit gets: the connection, a timestamp, and ``event()``."""
+
+    __slots__ = ("conn", "now", "events")
+
+    def __init__(self, conn: Any, now: float) -> None:
+        self.conn = conn
+        self.now = now
+        self.events: list[EventRecord] = []
+
+    def event(self, session_id: str, type_: str, payload: dict[str, Any],
+              admission_id: str | None = None) -> int:
+        seq = event_rows.append(self.conn, session_id, type_, orjson.dumps(payload).decode(),
+                                admission_id, self.now)
+        self.events.append(EventRecord(session_id, seq, type_, payload, admission_id))
+        return seq
+
+
+class Viewer:
+    """One connection's outbound frames: replies unbounded (they are bounded by
+    the connection's in-flight request limit), events bounded by ``max_events``."""
+
+    def __init__(self, max_events: int, max_subscriptions: int) -> None:
+        self.max_events = max_events
+        self.max_subscriptions = max_subscriptions
+        self.sessions: set[str] = set()
+        self._frames: deque[tuple[bytes, bool]] = deque()
+        self._events = 0
+        self._ready = asyncio.Event()
+        self.closed = False
+
+    def put_reply(self, frame: bytes) -> None:
+        if self.closed:
+            return
+        self._frames.append((frame, False))
+        self._ready.set()
+
+    def put_event(self, frame: bytes) -> bool:
+        """Queue an event frame; False if the event queue is full."""
+        if self.closed:
+            return True
+        if self._events >= self.max_events:
+            return False
+        self._events += 1
+        self._frames.append((frame, True))
+        self._ready.set()
+        return True
+
+    def put_notice(self, frame: bytes) -> None:
+        """An event-like frame that must get through (replay gap)."""
+        self.put_reply(frame)
+
+    async def next_frame(self) -> bytes:
+        while not self._frames:
+            self._ready.clear()
+            await self._ready.wait()
+        frame, is_event = self._frames.popleft()
+        if is_event:
+            self._events -= 1
+        return frame
+
+    def drain_now(self) -> list[bytes]:
+        """Everything queued, at once (batched sends)."""
+        out = [f for f, _ in self._frames]
+        self._frames.clear()
+        self._events = 0
+        return out
+
+    def close(self) -> None:
+        self.closed = True
+        self._frames.clear()
+        self._ready.set()
+
+
+@dataclass(slots=True)
+class _Sub:
+    # None while the subscriber's snapshot is being read: events are held back
+    floor: int | None
+    held: list[tuple[int, bytes]]
+    last_sent: int
+
+
+class EventBus:
+    def __init__(self) -> None:
+        self._subs: dict[str, dict[Viewer, _Sub]] = {}
+        self.published = 0
+
+    def subscribe(self, viewer: Viewer, session_id: str) -> bool:
+        """Start holding events for ``viewer``; False if over its subscription bound."""
+        subs = self._subs.setdefault(session_id, {})
+        if viewer in subs:
+            return True
+        if len(viewer.sessions) >= viewer.max_subscriptions:
+            if not subs:
+                del self._subs[session_id]
+            return False
+        subs[viewer] = _Sub(floor=None, held=[], last_sent=0)
+        viewer.sessions.add(session_id)
+        return True
+
+    def activate(self, viewer: Viewer, session_id: str, after_seq: int) -> None:
+        """The snapshot covers events up to ``after_seq``: release the later ones."""
+        sub = self._subs.get(session_id, {}).get(viewer)
+        if sub is None:
+            return
+        sub.floor = after_seq
+        sub.last_sent = after_seq
+        held, sub.held = sub.held, []
+        for seq, frame in held:
+            if seq > after_seq and not self._send(viewer, session_id, sub, seq, frame):
+                return
+
+    def unsubscribe(self, viewer: Viewer, session_id: str) -> None:
+        subs = self._subs.get(session_id)
+        if subs is not None:
+            subs.pop(viewer, None)
+            if not subs:
+                del self._subs[session_id]
+        viewer.sessions.discard(session_id)
+
+    def drop_viewer(self, viewer: Viewer) -> None:
+        for session_id in list(viewer.sessions):
+            self.unsubscribe(viewer, session_id)
+
+    def subscribers(self, session_id: str) -> int:
+        return len(self._subs.get(session_id, ()))
+
+    def publish(self, events: list[EventRecord]) -> None:
+        for ev in events:
+            subs = self._subs.get(ev.session_id)
+            self.published += 1
+            if not subs:
+                continue
+            frame = encode_notification(EVENT_METHOD, ev.wire())
+            for viewer, sub in list(subs.items()):
+                if sub.floor is None:
+                    sub.held.append((ev.seq, frame))
+                elif ev.seq > sub.floor:
+                    self._send(viewer, ev.session_id, sub, ev.seq, frame)
+
+    def _send(self, viewer: Viewer, session_id: str, sub: _Sub, seq: int, frame: bytes) -> bool:
+        if viewer.put_event(frame):
+            sub.last_sent = seq
+            return True
+        self.unsubscribe(viewer, session_id)
+        gap = {"session_id": session_id, "seq": sub.last_sent, "type": "session.replay_gap",
+               "payload": {"last_seq": sub.last_sent, "reason": "viewer_queue_overflow"},
+               "admission_id": None}
+        viewer.put_notice(encode_notification(EVENT_METHOD, gap))
+        return False
+
+
+class Journal:
+    """The store plus the bus: units whose events are published after commit."""
+
+    def __init__(self, db: Database, bus: EventBus) -> None:
+        self.db = db
+        self.bus = bus
+
+    async def write(self, fn: Callable[[Tx], T]) -> T:
+        value, _ = await asyncio.shield(self.submit(fn))
+        return value
+
+    def submit(self, fn: Callable[[Tx], T]) -> asyncio.Future[tuple[T, list[EventRecord]]]:
+        """Queue the unit now; call order is commit order, hence seq order."""
+        def unit(conn: Any) -> tuple[T, list[EventRecord]]:
+            tx = Tx(conn, time.time())
+            return fn(tx), tx.events
+
+        return self.db.submit(unit, after_commit=self._published)
+
+    def _published(self, value: tuple[Any, list[EventRecord]]) -> None:
+        if value[1]:
+            self.bus.publish(value[1])

@@ -1,0 +1,141 @@
+"""The rpc method handlers: thin glue from validated params to the services.
+
+Each handler gets the params model and a ``Call`` (the connection's viewer,
+which listener it came from, and hooks to run once the reply is queued).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tether.rpc import models as m
+from tether.rpc.dispatch import Dispatcher
+from tether.rpc.errors import InvalidParams, NotFound
+from tether.rpc.methods import PROTOCOL
+from tether.store import StorageError
+from tether.store import runtime as runtime_rows
+
+from .admissions import AdmissionService, storage_error
+from .events import Viewer
+from .runtime import Runtime
+from .sessions import SessionService
+from .turns import TurnRunner
+
+__all__ = ["Call", "Services", "build_dispatcher", "CAPABILITIES"]
+
+CAPABILITIES = ["admissions.v1", "events.replay", "delegation.inline", "delegation.background",
+                "prompt.cancel", "tokens"]
+
+
+@dataclass
+class Call:
+    viewer: Viewer
+    transport: str  # "unix" | "tcp"
+    after_reply: list[Callable[[], None]] = field(default_factory=list)
+
+
+@dataclass
+class Services:
+    rt: Runtime
+    sessions: SessionService
+    admissions: AdmissionService
+    turns: TurnRunner
+    delegations: Any = None  # DelegationService, set by the owner
+
+
+def build_dispatcher(svc: Services, *, check_results: bool = False) -> Dispatcher:
+    d = Dispatcher(check_results=check_results)
+    rt = svc.rt
+
+    @d.register("runtime.describe")
+    async def describe(p: m.RuntimeDescribeParams, call: Call) -> dict[str, Any]:
+        return {"protocol": PROTOCOL, "version": rt.version, "instance_id": rt.instance_id,
+                "epoch": rt.epoch, "pid": os.getpid(), "capabilities": CAPABILITIES}
+
+    @d.register("ping")
+    async def ping(p: m.PingParams, call: Call) -> dict[str, Any]:
+        return {"pong": True}
+
+    @d.register("runtime.shutdown")
+    async def shutdown(p: m.RuntimeShutdownParams, call: Call) -> dict[str, Any]:
+        if call.transport != "unix":
+            raise InvalidParams("runtime.shutdown is only accepted over the Unix socket")
+        rt.stop_requested.set()
+        return {"draining": True}
+
+    @d.register("token.create")
+    async def token_create(p: m.TokenCreateParams, call: Call) -> dict[str, Any]:
+        if call.transport != "unix":
+            raise InvalidParams("tokens are minted over the Unix socket only")
+        token = "tt_" + secrets.token_urlsafe(32)
+        token_id = "tok_" + secrets.token_hex(6)
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        try:
+            await rt.db.write(lambda c: runtime_rows.insert_token(
+                c, token_id, digest, p.label, time.time()))
+        except StorageError as exc:
+            raise storage_error(exc) from None
+        return {"token": token, "token_id": token_id}
+
+    @d.register("session.create")
+    async def session_create(p: m.SessionCreateParams, call: Call) -> dict[str, Any]:
+        snap, release = await svc.sessions.create(p, call.viewer)
+        call.after_reply.append(release)
+        return snap
+
+    @d.register("session.resume")
+    async def session_resume(p: m.SessionResumeParams, call: Call) -> dict[str, Any]:
+        snap, release = await svc.sessions.snapshot(p.session_id, p.after_seq, call.viewer)
+        call.after_reply.append(release)
+        return snap
+
+    @d.register("session.list")
+    async def session_list(p: m.SessionListParams, call: Call) -> dict[str, Any]:
+        return await svc.sessions.list(p.limit, p.cursor)
+
+    @d.register("session.events.since")
+    async def events_since(p: m.SessionEventsSinceParams, call: Call) -> dict[str, Any]:
+        return await svc.sessions.events_since(p.session_id, p.after_seq, p.limit)
+
+    @d.register("session.detach")
+    async def session_detach(p: m.SessionDetachParams, call: Call) -> dict[str, Any]:
+        if p.session_id not in call.viewer.sessions:
+            raise NotFound(f"this connection does not follow session {p.session_id!r}")
+        rt.bus.unsubscribe(call.viewer, p.session_id)
+        return {"ok": True}
+
+    @d.register("session.interrupt")
+    async def session_interrupt(p: m.SessionInterruptParams, call: Call) -> dict[str, Any]:
+        if not await svc.sessions.exists(p.session_id):
+            raise NotFound(f"no session {p.session_id!r}", session_id=p.session_id)
+        aid = svc.turns.stop(p.session_id, "cancelled")
+        if aid is not None:
+            await svc.turns.wait(p.session_id, aid, 10.0)
+        return {"interrupted": aid is not None, "admission_id": aid}
+
+    @d.register("prompt.submit")
+    async def prompt_submit(p: m.PromptSubmitParams, call: Call) -> dict[str, Any]:
+        return await svc.admissions.submit(p)
+
+    @d.register("prompt.receipt")
+    async def prompt_receipt(p: m.PromptReceiptParams, call: Call) -> dict[str, Any]:
+        return await svc.admissions.receipt(p.session_id, p.admission_id, p.input_id)
+
+    @d.register("prompt.cancel")
+    async def prompt_cancel(p: m.PromptCancelParams, call: Call) -> dict[str, Any]:
+        return await svc.admissions.cancel(p.session_id, p.admission_id)
+
+    @d.register("prompt.resolve_unknown")
+    async def prompt_resolve(p: m.PromptResolveUnknownParams, call: Call) -> dict[str, Any]:
+        return await svc.admissions.resolve_unknown(p.session_id, p.admission_id)
+
+    missing = d.unhandled()
+    if missing:
+        raise RuntimeError(f"methods without a handler: {missing}")
+    return d

@@ -1,0 +1,103 @@
+"""Per-turn settings: turn params > session defaults > environment/config > built-ins.
+
+The environment is folded into ``Config`` at load time (config.py), so here the
+order is simply turn options, then the session's stored options, then config.
+API keys never come from the wire: they are taken from config/environment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import Config
+from .provider import PROVIDER_NAMES, Provider, make_provider
+from .tools import DEFAULT_TOOLSETS
+
+__all__ = ["TurnSettings", "resolve_turn", "resolve_child", "build_provider", "ResolveError"]
+
+DEMO_MODEL = "tether-demo"
+
+
+class ResolveError(Exception):
+    """The turn's settings cannot work (e.g. provider custom without base_url)."""
+
+
+@dataclass(frozen=True)
+class TurnSettings:
+    provider: str
+    base_url: str | None
+    model: str
+    api_key: str | None
+    toolsets: tuple[str, ...]
+    reasoning: str | None
+    max_turns: int
+    ignore_rules: bool
+
+
+def _pick(key: str, *layers: dict[str, Any]) -> Any:
+    for layer in layers:
+        value = layer.get(key)
+        if value is not None:
+            return value
+    return None
+
+
+def resolve_turn(config: Config, session_options: dict[str, Any],
+                 turn_options: dict[str, Any]) -> TurnSettings:
+    m = config.model
+    provider = _pick("provider", turn_options, session_options) or m.provider
+    if provider not in PROVIDER_NAMES:
+        raise ResolveError(f"unknown provider {provider!r}; valid: {', '.join(PROVIDER_NAMES)}")
+    same_as_config = provider == m.provider
+    base_url = _pick("base_url", turn_options, session_options) or (
+        m.base_url if same_as_config or provider == "custom" else None)
+    model = _pick("model", turn_options, session_options) or m.default
+    if model is None:
+        model = DEMO_MODEL if provider == "demo" else "gpt-4o-mini"
+    toolsets = _pick("toolsets", turn_options, session_options)
+    return TurnSettings(
+        provider=provider,
+        base_url=base_url,
+        model=model,
+        api_key=m.api_key,
+        toolsets=tuple(DEFAULT_TOOLSETS if toolsets is None else toolsets),
+        reasoning=_pick("reasoning", turn_options, session_options),
+        max_turns=_pick("max_turns", turn_options, session_options) or config.daemon.max_turns,
+        ignore_rules=bool(_pick("ignore_rules", turn_options, session_options)),
+    )
+
+
+def resolve_child(config: Config, parent: TurnSettings, toolsets: tuple[str, ...]) -> TurnSettings:
+    """A child agent's settings: delegation.* config where set, else the parent's."""
+    d = config.delegation
+    provider = d.provider or parent.provider
+    return TurnSettings(
+        provider=provider,
+        base_url=d.base_url or (parent.base_url if provider == parent.provider else None),
+        model=d.model or parent.model,
+        api_key=d.api_key or parent.api_key,
+        toolsets=toolsets,
+        reasoning=parent.reasoning,
+        max_turns=min(parent.max_turns, d.child_max_turns),
+        ignore_rules=parent.ignore_rules,
+    )
+
+
+def build_provider(settings: TurnSettings, config: Config, http: Any,
+                   overrides: dict[str, Provider], config_path: Path | None) -> Provider:
+    """The Provider for these settings (tests and the bench inject overrides by name)."""
+    if settings.provider in overrides:
+        return overrides[settings.provider]
+    m = config.model
+    try:
+        return make_provider(
+            settings.provider, client=http, base_url=settings.base_url,
+            api_key=settings.api_key, stream=m.stream,
+            connect_timeout=m.connect_timeout_seconds, read_timeout=m.timeout_seconds,
+            max_retries=m.max_retries, backoff_base=m.retry_backoff_seconds,
+            config_path=config_path,
+        )
+    except ValueError as exc:
+        raise ResolveError(str(exc)) from None

@@ -1,0 +1,83 @@
+"""Pure turn scheduling: one turn at a time per session, FIFO, global bound.
+
+The scheduler holds admission ids only; it never touches the database or the
+loop. ``next()`` hands out the oldest ready admission of the session that has
+waited longest, as long as fewer than ``max_running`` turns run. A session with
+an ``unknown`` admission is paused (SPEC §7) until every one is resolved.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+
+__all__ = ["Scheduler"]
+
+
+class Scheduler:
+    def __init__(self, max_running: int) -> None:
+        if max_running < 1:
+            raise ValueError("max_running must be at least 1")
+        self.max_running = max_running
+        self._queued: dict[str, deque[str]] = {}
+        self._unknown: dict[str, set[str]] = {}
+        self.running: dict[str, str] = {}  # session_id -> admission_id
+        # sessions with queued work that could start now, in arrival order
+        self._ready: OrderedDict[str, None] = OrderedDict()
+
+    # -- inputs -----------------------------------------------------------
+
+    def enqueue(self, session_id: str, admission_id: str) -> None:
+        self._queued.setdefault(session_id, deque()).append(admission_id)
+        self._mark(session_id)
+
+    def cancel(self, session_id: str, admission_id: str) -> bool:
+        """Drop a queued admission; False if it was not queued here."""
+        q = self._queued.get(session_id)
+        if not q or admission_id not in q:
+            return False
+        q.remove(admission_id)
+        if not q:
+            del self._queued[session_id]
+            self._ready.pop(session_id, None)
+        return True
+
+    def block(self, session_id: str, admission_id: str) -> None:
+        self._unknown.setdefault(session_id, set()).add(admission_id)
+        self._ready.pop(session_id, None)
+
+    def unblock(self, session_id: str, admission_id: str) -> None:
+        ids = self._unknown.get(session_id)
+        if ids is None:
+            return
+        ids.discard(admission_id)
+        if not ids:
+            del self._unknown[session_id]
+            self._mark(session_id)
+
+    def finished(self, session_id: str) -> None:
+        self.running.pop(session_id, None)
+        self._mark(session_id)
+
+    # -- outputs ----------------------------------------------------------
+
+    def next(self) -> tuple[str, str] | None:
+        if len(self.running) >= self.max_running or not self._ready:
+            return None
+        session_id, _ = self._ready.popitem(last=False)
+        q = self._queued[session_id]
+        admission_id = q.popleft()
+        if not q:
+            del self._queued[session_id]
+        self.running[session_id] = admission_id
+        return session_id, admission_id
+
+    def queued(self, session_id: str) -> list[str]:
+        return list(self._queued.get(session_id, ()))
+
+    def is_blocked(self, session_id: str) -> bool:
+        return session_id in self._unknown
+
+    def _mark(self, session_id: str) -> None:
+        if (session_id in self._queued and session_id not in self.running
+                and session_id not in self._unknown):
+            self._ready.setdefault(session_id, None)

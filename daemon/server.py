@@ -1,0 +1,238 @@
+"""The WebSocket transport: the only module that imports the websockets server.
+
+Two listeners share one connection handler: the Unix socket ``daemon.sock``
+(mode 0600, peer uid checked with SO_PEERCRED) and an optional loopback TCP
+listener that requires a bearer token and checks the Origin of browsers. On
+both, the endpoint is ``/``; a client may offer the ``tether.v1`` subprotocol.
+
+Per connection: one receive loop, one task per request (bounded in flight),
+and one sender task draining the connection's ``Viewer`` outbox, so replies and
+events leave in the order they were queued and a slow socket only backs up
+its own outbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import ipaddress
+import logging
+import os
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.server import Server, ServerConnection, serve, unix_serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from tether.rpc.dispatch import Dispatcher
+from tether.rpc.errors import Overloaded
+from tether.rpc.framing import encode_error
+
+from .events import EventBus, Viewer
+from .handlers import Call
+
+__all__ = ["Listeners", "SUBPROTOCOL", "TOKEN_PREFIX", "parse_hostport"]
+
+log = logging.getLogger("tether.server")
+
+SUBPROTOCOL = "tether.v1"
+TOKEN_PREFIX = "tether.token."
+#: requests a single connection may have in flight; more get `overloaded`
+MAX_IN_FLIGHT = 64
+
+
+def parse_hostport(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT, got {value!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _peer_uid(conn: ServerConnection) -> int | None:
+    sock = conn.transport.get_extra_info("socket")
+    if sock is None or not hasattr(socket, "SO_PEERCRED"):
+        return None
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", raw)
+    return uid
+
+
+class Listeners:
+    """Owns the servers and every open connection."""
+
+    def __init__(self, dispatcher: Dispatcher, bus: EventBus, *, max_connections: int,
+                 max_frame_bytes: int, viewer_queue: int, max_subscriptions: int,
+                 token_check: Callable[[str], Awaitable[bool]] | None = None,
+                 allowed_origins: tuple[str, ...] = (),
+                 is_draining: Callable[[], bool] = lambda: False) -> None:
+        self.dispatcher = dispatcher
+        self.bus = bus
+        self.max_connections = max_connections
+        self.max_frame_bytes = max_frame_bytes
+        self.viewer_queue = viewer_queue
+        self.max_subscriptions = max_subscriptions
+        self.token_check = token_check
+        self.allowed_origins = allowed_origins
+        self.is_draining = is_draining
+        self.connections: set[ServerConnection] = set()
+        self._servers: list[Server] = []
+        self.tcp_url: str | None = None
+
+    # -- listeners --------------------------------------------------------
+
+    async def start_unix(self, path: Path) -> None:
+        try:
+            path.unlink()  # a stale socket of a crashed owner; we hold the lock
+        except FileNotFoundError:
+            pass
+        old = os.umask(0o177)  # the socket is born 0600: no window where others could connect
+        try:
+            server = await unix_serve(
+                lambda c: self._handle(c, "unix"), str(path),
+                process_request=self._check_unix, select_subprotocol=self._subprotocol,
+                **self._ws_options())
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+        self._servers.append(server)
+
+    async def start_tcp(self, host: str, port: int, *, allow_remote: bool) -> str:
+        if not _is_loopback(host) and not allow_remote:
+            raise ValueError(f"refusing to listen on {host}: not loopback "
+                             "(set daemon.tcp_allow_remote: true to allow)")
+        server = await serve(
+            lambda c: self._handle(c, "tcp"), host, port,
+            process_request=self._check_tcp, select_subprotocol=self._subprotocol,
+            **self._ws_options())
+        sock = next(iter(server.sockets))
+        bound = sock.getsockname()
+        shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+        self.tcp_url = f"ws://{shown}:{bound[1]}/"
+        self._servers.append(server)
+        return self.tcp_url
+
+    def _ws_options(self) -> dict[str, Any]:
+        # no compression: frames are small JSON, and deflate costs more CPU than it saves
+        return {"max_size": self.max_frame_bytes, "compression": None, "ping_interval": 20,
+                "ping_timeout": 20, "close_timeout": 5, "max_queue": 64}
+
+    async def close(self) -> None:
+        """Close every connection with 1001 (going away) and stop listening."""
+        for server in self._servers:
+            server.close(close_connections=True)
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers.clear()
+
+    # -- handshake checks -------------------------------------------------
+
+    def _refuse(self, conn: ServerConnection, status: HTTPStatus, reason: str) -> Response:
+        return conn.respond(status, reason + "\n")
+
+    def _common(self, conn: ServerConnection, request: Request) -> Response | None:
+        if request.path.split("?", 1)[0] != "/":
+            return self._refuse(conn, HTTPStatus.NOT_FOUND, "not_found: the endpoint is /")
+        if len(self.connections) >= self.max_connections:
+            return self._refuse(conn, HTTPStatus.SERVICE_UNAVAILABLE,
+                                f"overloaded: {self.max_connections} connections already open")
+        return None
+
+    def _check_unix(self, conn: ServerConnection, request: Request) -> Response | None:
+        uid = _peer_uid(conn)
+        if uid is not None and uid != os.getuid():
+            log.warning("refused a Unix-socket peer with uid %s", uid)
+            return self._refuse(conn, HTTPStatus.FORBIDDEN, "forbidden: peer is another user")
+        return self._common(conn, request)
+
+    async def _check_tcp(self, conn: ServerConnection, request: Request) -> Response | None:
+        origin = request.headers.get("Origin")
+        if origin is not None and origin not in self.allowed_origins:
+            return self._refuse(conn, HTTPStatus.FORBIDDEN,
+                                f"forbidden: origin {origin} is not allowed")
+        token = None
+        auth = request.headers.get("Authorization", "")
+        if auth.lower().startswith("bearer "):
+            token = auth[7:].strip()
+        else:
+            offered = request.headers.get("Sec-WebSocket-Protocol", "")
+            for proto in (p.strip() for p in offered.split(",")):
+                if proto.startswith(TOKEN_PREFIX):
+                    token = proto[len(TOKEN_PREFIX):]
+        if not token or self.token_check is None or not await self.token_check(token):
+            return self._refuse(conn, HTTPStatus.UNAUTHORIZED,
+                                "unauthorized: a valid bearer token is required "
+                                "(mint one with `tether token`)")
+        return self._common(conn, request)
+
+    @staticmethod
+    def _subprotocol(conn: ServerConnection, offered: Any) -> str | None:
+        if SUBPROTOCOL in offered:
+            return SUBPROTOCOL
+        # a browser that offered only its token must get one of its offers back
+        for proto in offered:
+            if proto.startswith(TOKEN_PREFIX):
+                return proto
+        return None
+
+    # -- one connection ---------------------------------------------------
+
+    async def _handle(self, conn: ServerConnection, transport: str) -> None:
+        self.connections.add(conn)
+        viewer = Viewer(self.viewer_queue, self.max_subscriptions)
+        sender = asyncio.create_task(self._send_loop(conn, viewer), name="ws-sender")
+        in_flight: set[asyncio.Task[None]] = set()
+        try:
+            async for frame in conn:
+                if len(in_flight) >= MAX_IN_FLIGHT:
+                    viewer.put_reply(encode_error(None, Overloaded(
+                        f"more than {MAX_IN_FLIGHT} requests in flight on this connection")))
+                    continue
+                task = asyncio.create_task(self._request(frame, viewer, transport))
+                in_flight.add(task)
+                task.add_done_callback(in_flight.discard)
+        except ConnectionClosed:
+            pass
+        finally:
+            self.connections.discard(conn)
+            self.bus.drop_viewer(viewer)
+            for task in in_flight:
+                task.cancel()
+            viewer.close()
+            sender.cancel()
+
+    async def _request(self, frame: str | bytes, viewer: Viewer, transport: str) -> None:
+        call = Call(viewer=viewer, transport=transport)
+        reply = await self.dispatcher.handle(frame, call)
+        if reply is not None:
+            viewer.put_reply(reply)
+        for hook in call.after_reply:
+            hook()
+
+    @staticmethod
+    async def _send_loop(conn: ServerConnection, viewer: Viewer) -> None:
+        try:
+            while not viewer.closed:
+                frame = await viewer.next_frame()
+                if viewer.closed:
+                    return
+                await conn.send(frame, text=True)
+        except ConnectionClosed:
+            pass
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()

@@ -1,0 +1,185 @@
+"""The session service: create (idempotent by request_id), snapshot, list, replay.
+
+A viewer subscribes to a session by creating or resuming it. The subscription
+starts *before* the snapshot is read and is released right after the reply is
+sent, so the viewer sees every event after the snapshot's ``last_seq`` exactly
+once, in order, with no gap between snapshot and stream.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import sqlite3
+from typing import Any
+
+import orjson
+
+from tether.rpc.errors import AdmissionConflict, InvalidParams, NotFound, Overloaded
+from tether.rpc.models import TURN_OPTION_FIELDS, SessionCreateParams
+from tether.store import StorageError, admissions, events, messages, sessions
+
+from . import ledger
+from .admissions import storage_error
+from .events import Viewer
+from .runtime import Runtime
+from .tools import unknown_toolsets
+
+__all__ = ["SessionService", "new_session_id", "event_dicts"]
+
+#: events returned inline by session.resume; more must be paged with events.since
+RESUME_EVENTS_MAX = 10_000
+
+
+def new_session_id() -> str:
+    return "ses_" + secrets.token_hex(12)
+
+
+def event_dicts(session_id: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"session_id": session_id, "seq": r["seq"], "type": r["type"],
+             "payload": orjson.loads(r["payload_json"]), "admission_id": r["admission_id"]}
+            for r in rows]
+
+
+def _info(row: dict[str, Any]) -> dict[str, Any]:
+    opts = row["options"]
+    return {"source": row["source"], "title": row["title"], "cwd": row["cwd"],
+            "model": opts.get("model"), "provider": opts.get("provider"),
+            "toolsets": opts.get("toolsets"), "created_at": row["created_at"],
+            "parent_session_id": row["parent_session_id"]}
+
+
+def _encode_cursor(updated_at: float, session_id: str) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps([updated_at, session_id])).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[float, str]:
+    try:
+        updated_at, session_id = orjson.loads(base64.urlsafe_b64decode(cursor.encode()))
+        return float(updated_at), str(session_id)
+    except (ValueError, TypeError, orjson.JSONDecodeError):
+        raise InvalidParams("cursor is not one this owner issued",
+                            fields=[{"loc": "cursor", "msg": "malformed", "type": "value_error"}]
+                            ) from None
+
+
+class SessionService:
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    async def create(self, p: SessionCreateParams, viewer: Viewer | None) -> tuple[dict, Any]:
+        """Create (or find by request_id) a session; returns (snapshot, release)."""
+        if p.toolsets is not None and (bad := unknown_toolsets(p.toolsets)):
+            raise InvalidParams(f"unknown toolsets: {', '.join(bad)}",
+                                fields=[{"loc": "toolsets", "msg": "unknown toolset",
+                                         "type": "value_error"}])
+        options = {k: v for k in TURN_OPTION_FIELDS if (v := getattr(p, k)) is not None}
+        params = p.model_dump(exclude={"request_id"}, exclude_none=True)
+        digest = ledger.digest(ledger.encode_payload(params))
+        session_id = new_session_id()
+
+        def unit(tx: Any) -> str:
+            if p.request_id is not None:
+                found = sessions.get_by_request(tx.conn, p.request_id)
+                if found is not None:
+                    if found["params_digest"] != digest:
+                        raise AdmissionConflict(
+                            f"request_id {p.request_id!r} already created a session with "
+                            "different params", session_id=found["session_id"])
+                    return found["session_id"]
+            sessions.insert(tx.conn, session_id=session_id, request_id=p.request_id,
+                            params_digest=digest, parent_session_id=None, source=p.source,
+                            title=p.title, cwd=p.cwd, options=options, now=tx.now)
+            return session_id
+
+        try:
+            sid = await self.rt.journal.write(unit)
+        except StorageError as exc:
+            raise storage_error(exc) from None
+        return await self.snapshot(sid, None, viewer)
+
+    async def snapshot(self, session_id: str, after_seq: int | None,
+                       viewer: Viewer | None) -> tuple[dict, Any]:
+        """The session's snapshot; with a viewer, also subscribe it.
+
+        Returns (snapshot, release): call ``release()`` once the reply is queued.
+        """
+        rt = self.rt
+        if viewer is not None and not rt.bus.subscribe(viewer, session_id):
+            raise Overloaded(f"this connection already follows {viewer.max_subscriptions} "
+                             "sessions; detach one first", limit=viewer.max_subscriptions)
+
+        def read(c: sqlite3.Connection) -> dict[str, Any] | None:
+            row = sessions.get(c, session_id)
+            if row is None:
+                return None
+            pending = []
+            for a in admissions.open_for_session(c, session_id):
+                payload = orjson.loads(a["payload_json"])
+                pending.append({"receipt": ledger.receipt_from_row(a), "text": payload["text"]})
+            snap = {
+                "session_id": session_id, "stored_session_id": session_id, "info": _info(row),
+                "messages": messages.list_for(c, session_id), "pending": pending,
+                "last_seq": events.last_seq(c, session_id), "events": None,
+            }
+            if after_seq is not None:
+                snap["events"] = event_dicts(
+                    session_id, events.since(c, session_id, after_seq, RESUME_EVENTS_MAX))
+            return snap
+
+        try:
+            snap = await rt.db.read(read)
+        except StorageError as exc:
+            if viewer is not None:
+                rt.bus.unsubscribe(viewer, session_id)
+            raise storage_error(exc) from None
+        if snap is None:
+            if viewer is not None:
+                rt.bus.unsubscribe(viewer, session_id)
+            raise NotFound(f"no session {session_id!r}", session_id=session_id)
+        snap["running"] = rt.scheduler.running.get(session_id)
+        last = snap["last_seq"]
+
+        def release() -> None:
+            if viewer is not None:
+                rt.bus.activate(viewer, session_id, last)
+
+        return snap, release
+
+    async def list(self, limit: int, cursor: str | None) -> dict[str, Any]:
+        after = _decode_cursor(cursor) if cursor else None
+        try:
+            rows = await self.rt.db.read(lambda c: sessions.list_page(c, limit, after))
+        except StorageError as exc:
+            raise storage_error(exc) from None
+        running = self.rt.scheduler.running
+        out = [{"session_id": r["session_id"], "title": r["title"], "source": r["source"],
+                "created_at": r["created_at"], "updated_at": r["updated_at"],
+                "message_count": r["message_count"], "running": r["session_id"] in running,
+                "parent_session_id": r["parent_session_id"]} for r in rows]
+        nxt = _encode_cursor(rows[-1]["updated_at"], rows[-1]["session_id"]) \
+            if len(rows) == limit else None
+        return {"sessions": out, "next_cursor": nxt}
+
+    async def events_since(self, session_id: str, after_seq: int, limit: int) -> dict[str, Any]:
+        def read(c: sqlite3.Connection) -> dict[str, Any] | None:
+            if sessions.get(c, session_id) is None:
+                return None
+            return {"events": event_dicts(session_id,
+                                          events.since(c, session_id, after_seq, limit)),
+                    "last_seq": events.last_seq(c, session_id)}
+
+        try:
+            out = await self.rt.db.read(read)
+        except StorageError as exc:
+            raise storage_error(exc) from None
+        if out is None:
+            raise NotFound(f"no session {session_id!r}", session_id=session_id)
+        return out
+
+    async def exists(self, session_id: str) -> bool:
+        try:
+            row = await self.rt.db.read(lambda c: sessions.get(c, session_id))
+        except StorageError as exc:
+            raise storage_error(exc) from None
+        return row is not None

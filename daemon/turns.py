@@ -1,0 +1,354 @@
+"""The turn runner: takes admissions from the scheduler and runs each as a turn.
+
+A turn is: mark the admission started (with its user message and
+``message.start``) in one commit, run the agent loop with a sink that turns its
+progress into events and transcript rows, then record the terminal outcome
+with ``message.complete`` in one commit. Whatever happens in between (provider
+failure, interrupt, owner shutdown), the admission ends terminal; only a crash
+leaves it ``started``, which the next owner turns into ``unknown``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tether.store import StorageError, admissions, messages, sessions
+
+from .agent import AgentResult, run_agent
+from .events import Tx
+from .ledger import TURN_OPTION_KEY
+from .resolve import ResolveError, TurnSettings, build_provider, resolve_turn
+from .runtime import Runtime
+from .tools import ToolCallContext, tools_for
+
+__all__ = ["TurnRunner", "EventSink", "chat_history", "session_info_payload"]
+
+log = logging.getLogger("tether.turns")
+
+#: deltas are coalesced into one event per this many seconds or characters
+DELTA_SECONDS = 0.05
+DELTA_CHARS = 2048
+RULES_FILES = ("AGENTS.md", ".tether/rules.md")
+RULES_MAX_BYTES = 64 * 1024
+
+SYSTEM_PROMPT = (
+    "You are an agent running inside tether, a persistent session daemon. "
+    "Answer the user's request. Use delegate_task to hand independent pieces of work "
+    "to helper agents when that helps; their results come back to you as tool results "
+    "(or, for background delegations, as a later message)."
+)
+
+
+def chat_history(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Transcript rows → chat-completions messages."""
+    out = []
+    for r in rows:
+        m: dict[str, Any] = {"role": r["role"], "content": r["content"]}
+        if r.get("tool_calls"):
+            m["tool_calls"] = r["tool_calls"]
+        if r.get("tool_call_id"):
+            m["tool_call_id"] = r["tool_call_id"]
+        if r.get("name") and r["role"] == "tool":
+            m["name"] = r["name"]
+        out.append(m)
+    return out
+
+
+def user_text(payload: dict[str, Any]) -> str:
+    """The user message of an admission: its text plus any text attachments."""
+    text = payload["text"]
+    for a in payload.get("attachments") or ():
+        text += f"\n\n[attachment {a['name']} ({a.get('mime_type', 'text/plain')})]\n{a['content']}"
+    return text
+
+
+def rules_message(cwd: str | None) -> dict[str, Any] | None:
+    """Project rules (AGENTS.md) from the session's cwd, unless ignore_rules."""
+    if not cwd:
+        return None
+    for name in RULES_FILES:
+        path = Path(cwd) / name
+        try:
+            with path.open("rb") as f:
+                text = f.read(RULES_MAX_BYTES).decode("utf-8", "replace")
+        except OSError:
+            continue
+        return {"role": "system", "content": f"Project rules from {path}:\n{text}"}
+    return None
+
+
+def session_info_payload(rt: Runtime, session_id: str) -> dict[str, Any]:
+    return {"pending": rt.scheduler.queued(session_id),
+            "running": rt.scheduler.running.get(session_id)}
+
+
+class EventSink:
+    """AgentSink that writes a session's events and transcript through the journal.
+
+    Deltas are coalesced: held for at most DELTA_SECONDS or DELTA_CHARS, and
+    always flushed before any other event so order is preserved.
+    """
+
+    def __init__(self, rt: Runtime, session_id: str, admission_id: str | None) -> None:
+        self.rt = rt
+        self.session_id = session_id
+        self.admission_id = admission_id
+        self._buf: list[str] = []
+        self._buf_kind = "message.delta"
+        self._chars = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._pending: list[asyncio.Future[Any]] = []
+        self.streamed: list[str] = []  # every delta, for the final text of a failed stream
+
+    def _queue(self, fn: Any) -> asyncio.Future[Any]:
+        fut = self.rt.journal.submit(fn)
+        self._pending.append(fut)
+        if len(self._pending) > 64:
+            self._pending = [f for f in self._pending if not f.done() or f.exception()]
+        return fut
+
+    def flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._buf:
+            return
+        text, kind = "".join(self._buf), self._buf_kind
+        self._buf.clear()
+        self._chars = 0
+        sid, aid = self.session_id, self.admission_id
+        self._queue(lambda tx: tx.event(sid, kind, {"text": text}, aid))
+
+    async def _buffer(self, kind: str, text: str) -> None:
+        if not text:
+            return
+        if self._buf and kind != self._buf_kind:
+            self.flush()
+        self._buf_kind = kind
+        self._buf.append(text)
+        self._chars += len(text)
+        if self._chars >= DELTA_CHARS:
+            self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(DELTA_SECONDS, self.flush)
+
+    async def delta(self, text: str) -> None:
+        self.streamed.append(text)
+        await self._buffer("message.delta", text)
+
+    async def reasoning(self, text: str) -> None:
+        await self._buffer("reasoning.delta", text)
+
+    async def event(self, type_: str, payload: dict[str, Any]) -> None:
+        self.flush()
+        sid, aid = self.session_id, self.admission_id
+        await self._queue(lambda tx: tx.event(sid, type_, payload, aid))
+
+    async def record(self, new: list[dict[str, Any]]) -> None:
+        self.flush()
+        sid, aid = self.session_id, self.admission_id
+        rows = [{**m, "admission_id": aid} for m in new]
+        await self._queue(lambda tx: messages.append(tx.conn, sid, rows, tx.now))
+
+    async def tool_start(self, call_id: str, name: str, arguments: str) -> None:
+        await self.event("tool.start", {"call_id": call_id, "name": name,
+                                        "arguments": arguments})
+
+    async def tool_complete(self, call_id: str, name: str, result: str,
+                            error: str | None) -> None:
+        payload: dict[str, Any] = {"call_id": call_id, "name": name, "result": result}
+        if error:
+            payload["error"] = error
+        await self.event("tool.complete", payload)
+
+    async def settle(self) -> None:
+        """Flush and wait for every queued write; raises the first storage error."""
+        self.flush()
+        pending, self._pending = self._pending, []
+        for fut in pending:
+            await asyncio.shield(fut)
+
+
+@dataclass
+class _Running:
+    session_id: str
+    admission_id: str
+    task: asyncio.Task[None]
+    # why it was cancelled: "cancelled" (user) or "interrupted" (owner)
+    cancel_outcome: str | None = None
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class TurnRunner:
+    def __init__(self, rt: Runtime, services: Any) -> None:
+        self.rt = rt
+        self.services = services
+        self.running: dict[str, _Running] = {}  # by session_id
+
+    # -- scheduling -------------------------------------------------------
+
+    def pump(self) -> None:
+        """Start every turn the scheduler allows now."""
+        if self.rt.draining:
+            return
+        while (item := self.rt.scheduler.next()) is not None:
+            session_id, admission_id = item
+            task = self.rt.spawn(self._turn(session_id, admission_id), f"turn:{admission_id}")
+            self.running[session_id] = _Running(session_id, admission_id, task)
+
+    def stop(self, session_id: str, outcome: str) -> str | None:
+        """Cancel the session's running turn; returns its admission_id."""
+        run = self.running.get(session_id)
+        if run is None:
+            return None
+        if run.cancel_outcome is None:
+            run.cancel_outcome = outcome
+            run.task.cancel(f"turn {outcome}")
+        return run.admission_id
+
+    async def wait(self, session_id: str, admission_id: str, timeout: float) -> None:
+        run = self.running.get(session_id)
+        if run is not None and run.admission_id == admission_id:
+            try:
+                await asyncio.wait_for(run.done.wait(), timeout)
+            except TimeoutError:
+                pass
+
+    async def stop_all(self, grace: float) -> None:
+        """Shutdown: let running turns finish within ``grace``, then interrupt them."""
+        runs = list(self.running.values())
+        if runs:
+            await asyncio.wait([r.task for r in runs], timeout=grace)
+        for run in list(self.running.values()):
+            if run.cancel_outcome is None:
+                run.cancel_outcome = "interrupted"
+                run.task.cancel("owner shutting down")
+        for run in runs:
+            await run.done.wait()
+
+    # -- one turn ---------------------------------------------------------
+
+    async def _turn(self, session_id: str, admission_id: str) -> None:
+        run = self.running[session_id]
+        try:
+            await self._run(run)
+        except Exception:  # noqa: BLE001 - a bug must not kill the owner
+            log.exception("turn %s crashed", admission_id)
+        finally:
+            run.done.set()
+            self.running.pop(session_id, None)
+            self.rt.scheduler.finished(session_id)
+            self.pump()
+
+    async def _run(self, run: _Running) -> None:
+        rt, sid, aid = self.rt, run.session_id, run.admission_id
+        started = await self._start(sid, aid)
+        if started is None:
+            return
+        row, session, history = started
+        payload = orjson.loads(row["payload_json"])
+        sink = EventSink(rt, sid, aid)
+        result: AgentResult | None = None
+        outcome, error = "failed", None
+        try:
+            settings = resolve_turn(rt.config, session["options"],
+                                    payload.get(TURN_OPTION_KEY, {}))
+            provider = build_provider(settings, rt.config, rt.http, rt.providers, rt.home.config)
+            msgs = [{"role": "system", "content": SYSTEM_PROMPT}]
+            if not settings.ignore_rules and (rules := rules_message(session.get("cwd"))):
+                msgs.append(rules)
+            msgs.extend(chat_history(history))
+            result = await run_agent(
+                provider=provider, model=settings.model, reasoning=settings.reasoning,
+                messages=msgs, tools=self._tools(settings), max_turns=settings.max_turns,
+                sink=sink, tool_context=self._context(sid, aid, bool(payload.get("finite")),
+                                                      settings),
+            )
+            outcome = "completed" if result.ok else "failed"
+            error = result.error
+            await sink.settle()
+        except ResolveError as exc:
+            error = f"bad_settings: {exc}"
+        except StorageError as exc:
+            error = f"storage_unavailable: {exc.detail}"
+        except asyncio.CancelledError:
+            outcome = run.cancel_outcome or "interrupted"
+            error = "turn cancelled by request" if outcome == "cancelled" else (
+                "owner shut down before the turn finished")
+            # this task was cancelled on purpose; finish recording below
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            sink.flush()
+        text = result.text if result is not None else "".join(sink.streamed)
+        usage = result.usage if result is not None else {}
+        await self._finish(sid, aid, outcome, text, usage, error)
+
+    def _tools(self, settings: TurnSettings) -> dict[str, Any]:
+        return tools_for(settings.toolsets, depth=0,
+                         max_depth=self.rt.config.delegation.max_depth)
+
+    def _context(self, sid: str, aid: str, finite: bool, settings: TurnSettings) -> Any:
+        def make(call_id: str) -> ToolCallContext:
+            return ToolCallContext(session_id=sid, admission_id=aid, finite=finite, depth=0,
+                                   toolsets=settings.toolsets, call_id=call_id,
+                                   services=self.services, settings=settings)
+        return make
+
+    async def _start(self, sid: str, aid: str) -> tuple[dict, dict, list] | None:
+        rt = self.rt
+        info = session_info_payload(rt, sid)
+
+        def unit(tx: Tx) -> tuple[dict, dict] | None:
+            if not admissions.mark_started(tx.conn, aid, rt.epoch, tx.now):
+                return None
+            row = admissions.get(tx.conn, aid)
+            payload = orjson.loads(row["payload_json"])
+            messages.append(tx.conn, sid, [{"role": "user", "content": user_text(payload),
+                                            "admission_id": aid}], tx.now)
+            session = sessions.get(tx.conn, sid)
+            tx.event(sid, "message.start", {"admission_id": aid}, aid)
+            tx.event(sid, "session.info", info)
+            return row, session
+
+        try:
+            got = await rt.journal.write(unit)
+        except StorageError:
+            log.exception("could not start admission %s", aid)
+            return None
+        if got is None:
+            return None
+        history = await rt.db.read(lambda c: messages.list_for(c, sid))
+        return got[0], got[1], history
+
+    async def _finish(self, sid: str, aid: str, outcome: str, text: str,
+                      usage: dict[str, int], error: str | None) -> None:
+        rt = self.rt
+        result: dict[str, Any] = {"text": text, "usage": usage}
+        if error:
+            result["error"] = error
+        result_json = orjson.dumps(result).decode()
+        complete = {"admission_id": aid, "outcome": outcome, "text": text}
+        if error:
+            complete["error"] = error
+
+        def unit(tx: Tx) -> None:
+            if admissions.finish(tx.conn, aid, outcome, result_json, tx.now):
+                tx.event(sid, "message.complete", complete, aid)
+                info = session_info_payload(rt, sid)
+                info["running"] = None
+                tx.event(sid, "session.info", info)
+
+        for attempt in range(5):
+            try:
+                await rt.journal.write(unit)
+                return
+            except StorageError:
+                # the outcome must not be lost: retry for a while; if the disk stays
+                # broken the admission stays `started` and becomes `unknown` later
+                log.exception("could not record outcome of %s (attempt %d)", aid, attempt + 1)
+                await asyncio.sleep(0.2 * (attempt + 1))

@@ -1,0 +1,109 @@
+"""Queries for `session_admissions`, the ledger of every submitted prompt."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+__all__ = [
+    "COLUMNS", "insert", "find", "get", "mark_started", "finish", "open_for_session",
+    "all_open", "mark_unknown_before", "count_open", "all_rows",
+]
+
+COLUMNS = (
+    "seq", "admission_id", "target_session_id", "principal_id", "request_id", "payload_json",
+    "payload_digest", "status", "outcome", "result_json", "owner_epoch", "created_at",
+    "started_at", "finished_at",
+)
+_SELECT = "SELECT " + ", ".join(COLUMNS) + " FROM session_admissions"
+
+
+def _row(row: sqlite3.Row | None) -> dict[str, Any] | None:
+    return dict(row) if row is not None else None
+
+
+def insert(conn: sqlite3.Connection, *, admission_id: str, target_session_id: str,
+           principal_id: str, request_id: str, payload_json: str, payload_digest: str,
+           owner_epoch: int, now: float) -> dict[str, Any]:
+    """Insert a queued admission and return the stored row.
+
+    Raises sqlite3.IntegrityError when the identity (principal, session,
+    request_id) already exists; callers look the existing row up instead.
+    """
+    conn.execute(
+        "INSERT INTO session_admissions(admission_id, target_session_id, principal_id, "
+        "request_id, payload_json, payload_digest, status, owner_epoch, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
+        (admission_id, target_session_id, principal_id, request_id, payload_json,
+         payload_digest, owner_epoch, now),
+    )
+    return get(conn, admission_id)  # type: ignore[return-value]
+
+
+def find(conn: sqlite3.Connection, principal_id: str, target_session_id: str,
+         request_id: str) -> dict[str, Any] | None:
+    return _row(conn.execute(
+        _SELECT + " WHERE principal_id = ? AND target_session_id = ? AND request_id = ?",
+        (principal_id, target_session_id, request_id),
+    ).fetchone())
+
+
+def get(conn: sqlite3.Connection, admission_id: str) -> dict[str, Any] | None:
+    return _row(conn.execute(_SELECT + " WHERE admission_id = ?", (admission_id,)).fetchone())
+
+
+def mark_started(conn: sqlite3.Connection, admission_id: str, epoch: int, now: float) -> bool:
+    """queued → started; returns False if it was no longer queued."""
+    cur = conn.execute(
+        "UPDATE session_admissions SET status = 'started', owner_epoch = ?, started_at = ? "
+        "WHERE admission_id = ? AND status = 'queued'",
+        (epoch, now, admission_id),
+    )
+    return cur.rowcount == 1
+
+
+def finish(conn: sqlite3.Connection, admission_id: str, outcome: str, result_json: str | None,
+           now: float) -> bool:
+    """Any non-terminal status → terminal/outcome; returns False if already terminal."""
+    cur = conn.execute(
+        "UPDATE session_admissions SET status = 'terminal', outcome = ?, result_json = ?, "
+        "finished_at = ? WHERE admission_id = ? AND status != 'terminal'",
+        (outcome, result_json, now, admission_id),
+    )
+    return cur.rowcount == 1
+
+
+def open_for_session(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        _SELECT + " WHERE target_session_id = ? AND status != 'terminal' ORDER BY seq",
+        (session_id,),
+    )
+    return [dict(r) for r in rows]
+
+
+def all_open(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    rows = conn.execute(_SELECT + " WHERE status != 'terminal' ORDER BY seq")
+    return [dict(r) for r in rows]
+
+
+def mark_unknown_before(conn: sqlite3.Connection, epoch: int) -> list[str]:
+    """started by an older epoch → unknown (SPEC §7); returns their admission_ids."""
+    rows = conn.execute(
+        "UPDATE session_admissions SET status = 'unknown' "
+        "WHERE status = 'started' AND owner_epoch < ? RETURNING admission_id",
+        (epoch,),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def count_open(conn: sqlite3.Connection, session_id: str) -> int:
+    (n,) = conn.execute(
+        "SELECT COUNT(*) FROM session_admissions WHERE target_session_id = ? "
+        "AND status != 'terminal'",
+        (session_id,),
+    ).fetchone()
+    return int(n)
+
+
+def all_rows(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [dict(r) for r in conn.execute(_SELECT + " ORDER BY seq")]

@@ -1,0 +1,67 @@
+"""Queries for `async_delegations`: background delegations and their delivery."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+__all__ = ["insert", "get", "finish", "mark_delivered", "interrupt_running", "undelivered"]
+
+_SELECT = (
+    "SELECT delegation_id, origin_session_id, origin_admission_id, state, task_json, "
+    "result_json, delivery_state, owner_epoch, created_at, finished_at, delivered_at "
+    "FROM async_delegations"
+)
+
+
+def insert(conn: sqlite3.Connection, *, delegation_id: str, origin_session_id: str,
+           origin_admission_id: str, task_json: str, owner_epoch: int, now: float) -> None:
+    conn.execute(
+        "INSERT INTO async_delegations(delegation_id, origin_session_id, origin_admission_id, "
+        "state, task_json, owner_epoch, created_at) VALUES (?, ?, ?, 'running', ?, ?, ?)",
+        (delegation_id, origin_session_id, origin_admission_id, task_json, owner_epoch, now),
+    )
+
+
+def get(conn: sqlite3.Connection, delegation_id: str) -> dict[str, Any] | None:
+    row = conn.execute(_SELECT + " WHERE delegation_id = ?", (delegation_id,)).fetchone()
+    return dict(row) if row else None
+
+
+def finish(conn: sqlite3.Connection, delegation_id: str, state: str, result_json: str,
+           now: float) -> bool:
+    """running → completed|failed|interrupted, with the result; False if not running."""
+    cur = conn.execute(
+        "UPDATE async_delegations SET state = ?, result_json = ?, finished_at = ? "
+        "WHERE delegation_id = ? AND state = 'running'",
+        (state, result_json, now, delegation_id),
+    )
+    return cur.rowcount == 1
+
+
+def mark_delivered(conn: sqlite3.Connection, delegation_id: str, now: float) -> bool:
+    """pending → delivered, only for a finished row; False if already delivered."""
+    cur = conn.execute(
+        "UPDATE async_delegations SET delivery_state = 'delivered', delivered_at = ? "
+        "WHERE delegation_id = ? AND delivery_state = 'pending' AND state != 'running'",
+        (now, delegation_id),
+    )
+    return cur.rowcount == 1
+
+
+def interrupt_running(conn: sqlite3.Connection, result_json: str, now: float) -> list[str]:
+    """Every row still running (its children died with the previous owner) → interrupted."""
+    rows = conn.execute(
+        "UPDATE async_delegations SET state = 'interrupted', result_json = ?, finished_at = ? "
+        "WHERE state = 'running' RETURNING delegation_id",
+        (result_json, now),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def undelivered(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Finished rows whose result has not yet been delivered, oldest first."""
+    rows = conn.execute(
+        _SELECT + " WHERE delivery_state = 'pending' AND state != 'running' ORDER BY created_at"
+    )
+    return [dict(r) for r in rows]

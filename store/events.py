@@ -1,0 +1,43 @@
+"""Queries for the `events` table: each session's durable, gap-free event log."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+__all__ = ["append", "since", "last_seq", "last_seqs"]
+
+
+def append(conn: sqlite3.Connection, session_id: str, type_: str, payload_json: str,
+           admission_id: str | None, now: float) -> int:
+    """Append one event and return its seq (previous max + 1, so gap-free even
+    when a surrounding unit rolls back)."""
+    (seq,) = conn.execute(
+        "INSERT INTO events(session_id, seq, type, admission_id, payload_json, created_at) "
+        "VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session_id = ?), "
+        "?, ?, ?, ?) RETURNING seq",
+        (session_id, session_id, type_, admission_id, payload_json, now),
+    ).fetchone()
+    return int(seq)
+
+
+def since(conn: sqlite3.Connection, session_id: str, after_seq: int,
+          limit: int) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT seq, type, admission_id, payload_json FROM events "
+        "WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+        (session_id, after_seq, limit),
+    )
+    return [dict(r) for r in rows]
+
+
+def last_seq(conn: sqlite3.Connection, session_id: str) -> int:
+    (seq,) = conn.execute(
+        "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return int(seq)
+
+
+def last_seqs(conn: sqlite3.Connection) -> dict[str, int]:
+    rows = conn.execute("SELECT session_id, MAX(seq) FROM events GROUP BY session_id")
+    return {r[0]: int(r[1]) for r in rows}

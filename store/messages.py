@@ -1,0 +1,53 @@
+"""Queries for the `messages` table: each session's transcript, in order."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import orjson
+
+from . import sessions
+
+__all__ = ["append", "list_for"]
+
+
+def append(conn: sqlite3.Connection, session_id: str, messages: list[dict[str, Any]],
+           now: float) -> None:
+    """Append chat-format messages (role, content, tool_calls?, tool_call_id?, name?).
+
+    Also bumps the session's message_count and updated_at.
+    """
+    if not messages:
+        return
+    (start,) = conn.execute(
+        "SELECT COALESCE(MAX(idx), -1) + 1 FROM messages WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    conn.executemany(
+        "INSERT INTO messages(session_id, idx, role, content, tool_calls_json, tool_call_id, "
+        "name, admission_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                session_id, start + i, m["role"], m.get("content"),
+                orjson.dumps(m["tool_calls"]).decode() if m.get("tool_calls") else None,
+                m.get("tool_call_id"), m.get("name"), m.get("admission_id"), now,
+            )
+            for i, m in enumerate(messages)
+        ],
+    )
+    sessions.touch(conn, session_id, now, len(messages))
+
+
+def list_for(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT role, content, tool_calls_json, tool_call_id, name, admission_id, created_at "
+        "FROM messages WHERE session_id = ? ORDER BY idx",
+        (session_id,),
+    )
+    out = []
+    for r in rows:
+        m = dict(r)
+        raw = m.pop("tool_calls_json")
+        m["tool_calls"] = orjson.loads(raw) if raw else None
+        out.append(m)
+    return out

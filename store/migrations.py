@@ -1,0 +1,130 @@
+"""Numbered schema migrations, tracked by ``PRAGMA user_version``.
+
+Migration N brings a file from user_version N-1 to N. Each runs in its own
+transaction together with the version bump, so a crash mid-migration leaves the
+file at the previous version. Never edit a shipped migration; add the next one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+__all__ = ["MIGRATIONS", "migrate", "SCHEMA_VERSION"]
+
+_V1 = """
+CREATE TABLE runtime (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE sessions (
+    session_id        TEXT PRIMARY KEY,
+    request_id        TEXT UNIQUE,
+    params_digest     TEXT,
+    parent_session_id TEXT REFERENCES sessions(session_id),
+    source            TEXT,
+    title             TEXT,
+    cwd               TEXT,
+    options_json      TEXT NOT NULL,
+    created_at        REAL NOT NULL,
+    updated_at        REAL NOT NULL,
+    message_count     INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX sessions_updated ON sessions(updated_at, session_id);
+
+CREATE TABLE messages (
+    session_id      TEXT NOT NULL REFERENCES sessions(session_id),
+    idx             INTEGER NOT NULL,
+    role            TEXT NOT NULL CHECK (role IN ('user', 'assistant', 'tool', 'system')),
+    content         TEXT,
+    tool_calls_json TEXT,
+    tool_call_id    TEXT,
+    name            TEXT,
+    admission_id    TEXT,
+    created_at      REAL NOT NULL,
+    PRIMARY KEY (session_id, idx)
+) WITHOUT ROWID;
+
+CREATE TABLE session_admissions (
+    seq               INTEGER PRIMARY KEY AUTOINCREMENT,
+    admission_id      TEXT NOT NULL UNIQUE,
+    target_session_id TEXT NOT NULL REFERENCES sessions(session_id),
+    principal_id      TEXT NOT NULL,
+    request_id        TEXT NOT NULL,
+    payload_json      TEXT NOT NULL,
+    payload_digest    TEXT NOT NULL,
+    status            TEXT NOT NULL
+                      CHECK (status IN ('queued', 'started', 'unknown', 'terminal')),
+    outcome           TEXT
+                      CHECK (outcome IN ('completed', 'failed', 'cancelled', 'interrupted')),
+    result_json       TEXT,
+    owner_epoch       INTEGER NOT NULL,
+    created_at        REAL NOT NULL,
+    started_at        REAL,
+    finished_at       REAL,
+    UNIQUE (principal_id, target_session_id, request_id),
+    CHECK ((status = 'terminal') = (outcome IS NOT NULL))
+);
+CREATE INDEX admissions_open ON session_admissions(target_session_id, seq)
+    WHERE status != 'terminal';
+
+CREATE TABLE async_delegations (
+    delegation_id       TEXT PRIMARY KEY,
+    origin_session_id   TEXT NOT NULL REFERENCES sessions(session_id),
+    origin_admission_id TEXT NOT NULL,
+    state               TEXT NOT NULL
+                        CHECK (state IN ('running', 'completed', 'failed', 'interrupted')),
+    task_json           TEXT NOT NULL,
+    result_json         TEXT,
+    delivery_state      TEXT NOT NULL DEFAULT 'pending'
+                        CHECK (delivery_state IN ('pending', 'delivered')),
+    owner_epoch         INTEGER NOT NULL,
+    created_at          REAL NOT NULL,
+    finished_at         REAL,
+    delivered_at        REAL
+);
+
+CREATE TABLE events (
+    session_id   TEXT NOT NULL,
+    seq          INTEGER NOT NULL,
+    type         TEXT NOT NULL,
+    admission_id TEXT,
+    payload_json TEXT NOT NULL,
+    created_at   REAL NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+
+CREATE TABLE tokens (
+    token_id   TEXT PRIMARY KEY,
+    token_hash TEXT NOT NULL UNIQUE,
+    label      TEXT,
+    created_at REAL NOT NULL
+);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring ``conn``'s file to SCHEMA_VERSION; return the version it started at.
+
+    A file newer than this code is refused rather than guessed at.
+    """
+    (start,) = conn.execute("PRAGMA user_version").fetchone()
+    if start > SCHEMA_VERSION:
+        raise sqlite3.DatabaseError(
+            f"state.db has schema version {start}, newer than this tether ({SCHEMA_VERSION})"
+        )
+    for version in range(start + 1, SCHEMA_VERSION + 1):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in MIGRATIONS[version - 1].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={version}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return start

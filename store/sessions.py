@@ -1,0 +1,74 @@
+"""Queries for the `sessions` table."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import orjson
+
+__all__ = ["insert", "get", "get_by_request", "list_page", "touch", "children_of"]
+
+_COLUMNS = (
+    "session_id, request_id, params_digest, parent_session_id, source, title, cwd, "
+    "options_json, created_at, updated_at, message_count"
+)
+
+
+def _row(row: sqlite3.Row | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    out = dict(row)
+    out["options"] = orjson.loads(out.pop("options_json"))
+    return out
+
+
+def insert(conn: sqlite3.Connection, *, session_id: str, request_id: str | None,
+           params_digest: str | None, parent_session_id: str | None, source: str | None,
+           title: str | None, cwd: str | None, options: dict[str, Any], now: float) -> None:
+    conn.execute(
+        f"INSERT INTO sessions({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+        (session_id, request_id, params_digest, parent_session_id, source, title, cwd,
+         orjson.dumps(options, option=orjson.OPT_SORT_KEYS).decode(), now, now),
+    )
+
+
+def get(conn: sqlite3.Connection, session_id: str) -> dict[str, Any] | None:
+    return _row(conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE session_id = ?",
+                             (session_id,)).fetchone())
+
+
+def get_by_request(conn: sqlite3.Connection, request_id: str) -> dict[str, Any] | None:
+    return _row(conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE request_id = ?",
+                             (request_id,)).fetchone())
+
+
+def list_page(conn: sqlite3.Connection, limit: int,
+              cursor: tuple[float, str] | None) -> list[dict[str, Any]]:
+    """Newest-updated first; ``cursor`` is the (updated_at, session_id) of the last row seen."""
+    if cursor is None:
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM sessions ORDER BY updated_at DESC, session_id DESC LIMIT ?",
+            (limit,),
+        )
+    else:
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM sessions WHERE (updated_at, session_id) < (?, ?) "
+            "ORDER BY updated_at DESC, session_id DESC LIMIT ?",
+            (cursor[0], cursor[1], limit),
+        )
+    return [_row(r) for r in rows]  # type: ignore[misc]
+
+
+def touch(conn: sqlite3.Connection, session_id: str, now: float, added_messages: int = 0) -> None:
+    conn.execute(
+        "UPDATE sessions SET updated_at = ?, message_count = message_count + ? "
+        "WHERE session_id = ?",
+        (now, added_messages, session_id),
+    )
+
+
+def children_of(conn: sqlite3.Connection, session_id: str) -> list[str]:
+    rows = conn.execute("SELECT session_id FROM sessions WHERE parent_session_id = ?",
+                        (session_id,))
+    return [r[0] for r in rows]
