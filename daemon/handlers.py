@@ -105,8 +105,10 @@ def build_dispatcher(svc: Services, *, check_results: bool = False) -> Dispatche
 
     @d.register("session.detach")
     async def session_detach(p: m.SessionDetachParams, call: Call) -> dict[str, Any]:
-        if p.session_id not in call.viewer.sessions:
-            raise NotFound(f"this connection does not follow session {p.session_id!r}")
+        if p.session_id not in call.viewer.sessions and \
+                not await svc.sessions.exists(p.session_id):
+            raise NotFound(f"no session {p.session_id!r}", session_id=p.session_id)
+        # idempotent: detaching a session this connection does not follow is a no-op
         rt.bus.unsubscribe(call.viewer, p.session_id)
         return {"ok": True}
 

@@ -1,0 +1,114 @@
+"""JSON-RPC 2.0 message encoding and reply decoding, for the dispatcher and for clients.
+
+Everything here turns Python values into one frame's bytes or back; nothing
+touches a socket. Messages are compact UTF-8 JSON written by orjson.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+
+from .errors import InternalError, ParseError, RpcError
+from .methods import EVENT_METHOD
+from .models import Event
+
+__all__ = [
+    "decode_reply",
+    "encode_error",
+    "encode_event",
+    "encode_notification",
+    "encode_request",
+    "encode_result",
+]
+
+RequestId = str | int | None
+
+# The reply envelope is spliced around an already-encoded result rather than built
+# as a dict: it saves a model_dump plus a second walk of the result on every call.
+_ID_HEAD = b'{"jsonrpc":"2.0","id":'
+_RESULT_KEY = b',"result":'
+_ERROR_KEY = b',"error":'
+_TAIL = b"}"
+_EVENT_HEAD = b'{"jsonrpc":"2.0","method":' + orjson.dumps(EVENT_METHOD) + b',"params":'
+
+
+def _params(params: BaseModel | dict[str, Any] | None) -> dict[str, Any] | None:
+    if isinstance(params, BaseModel):
+        # None means "not sent" in every params model, so leaving it out keeps the
+        # frame (and the admission's canonical payload) to what the caller chose.
+        return params.model_dump(mode="json", exclude_none=True)
+    return params
+
+
+def encode_request(
+    id: str | int, method: str, params: BaseModel | dict[str, Any] | None = None
+) -> bytes:
+    """A request frame; ``params`` may be a params model or a dict, and is omitted when None."""
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
+    body = _params(params)
+    if body is not None:
+        msg["params"] = body
+    return orjson.dumps(msg)
+
+
+def encode_notification(method: str, params: BaseModel | dict[str, Any] | None = None) -> bytes:
+    """A notification frame (no ``id``: the receiver never replies)."""
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    body = _params(params)
+    if body is not None:
+        msg["params"] = body
+    return orjson.dumps(msg)
+
+
+def encode_event(event: Event) -> bytes:
+    """The ``event`` notification for one event; encode once, send to every viewer."""
+    return b"".join((_EVENT_HEAD, event.__pydantic_serializer__.to_json(event), _TAIL))
+
+
+def encode_result(id: RequestId, result: Any) -> bytes:
+    """A success reply. ``result`` is a model (serialised in JSON mode) or plain JSON data.
+
+    Raises ``TypeError`` (orjson's ``JSONEncodeError``) or pydantic's
+    ``PydanticSerializationError`` when the result cannot be encoded.
+    """
+    # The exact-type test first: isinstance against pydantic's ABC metaclass is
+    # the slower check, and dict results are the common cheap case (ping).
+    if type(result) is not dict and isinstance(result, BaseModel):
+        body = result.__pydantic_serializer__.to_json(result)
+        return b"".join((_ID_HEAD, orjson.dumps(id), _RESULT_KEY, body, _TAIL))
+    return orjson.dumps({"jsonrpc": "2.0", "id": id, "result": result})
+
+
+def encode_error(id: RequestId, error: RpcError) -> bytes:
+    """An error reply. Extras that are not JSON are dropped to their ``str`` form."""
+    try:
+        body = orjson.dumps(error.to_wire())
+    except TypeError:
+        # An error reply must always go out; a bad extra must not turn into a
+        # second failure while reporting the first.
+        body = orjson.dumps(error.to_wire(), default=str)
+    return b"".join((_ID_HEAD, orjson.dumps(id), _ERROR_KEY, body, _TAIL))
+
+
+def decode_reply(reply: dict[str, Any] | bytes | str) -> Any:
+    """The ``result`` of a reply, or raise the ``RpcError`` subclass it carries.
+
+    Accepts the parsed reply object or its raw frame. A frame that is not JSON
+    raises ``ParseError``; a reply with neither ``result`` nor ``error`` (a peer
+    breaking the protocol) raises ``InternalError``.
+    """
+    if isinstance(reply, bytes | bytearray | memoryview | str):
+        try:
+            reply = orjson.loads(reply)
+        except orjson.JSONDecodeError as exc:
+            raise ParseError(f"reply is not JSON: {exc}") from None
+    if not isinstance(reply, dict):
+        raise InternalError(f"malformed reply: expected an object, got {type(reply).__name__}")
+    if "error" in reply:
+        raise RpcError.from_wire(reply["error"])
+    if "result" in reply:
+        return reply["result"]
+    raise InternalError("malformed reply: neither result nor error")

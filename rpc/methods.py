@@ -1,0 +1,137 @@
+"""The method table: each wire method's name, params model, result model and one-line doc.
+
+This table is the single source the dispatcher validates against, ``tether
+schema`` prints, and docs/protocol.md describes; adding a method starts here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .models import (
+    EventsSinceResult,
+    InterruptResult,
+    Model,
+    OkResult,
+    PingParams,
+    PingResult,
+    PromptCancelParams,
+    PromptReceiptParams,
+    PromptResolveUnknownParams,
+    PromptSubmitParams,
+    Receipt,
+    RuntimeDescribeParams,
+    RuntimeDescribeResult,
+    RuntimeShutdownParams,
+    SessionCreateParams,
+    SessionDetachParams,
+    SessionEventsSinceParams,
+    SessionInterruptParams,
+    SessionListParams,
+    SessionListResult,
+    SessionResumeParams,
+    ShutdownResult,
+    Snapshot,
+    TokenCreateParams,
+    TokenCreateResult,
+)
+
+__all__ = ["EVENT_METHOD", "METHODS", "PROTOCOL", "Method"]
+
+PROTOCOL = "tether/1"
+EVENT_METHOD = "event"  # the owner's notification carrying one Event as params
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    name: str
+    params: type[Model]
+    result: type[Model]
+    doc: str
+
+
+def _table(*methods: Method) -> dict[str, Method]:
+    return {m.name: m for m in methods}
+
+
+METHODS: dict[str, Method] = _table(
+    Method(
+        "runtime.describe",
+        RuntimeDescribeParams,
+        RuntimeDescribeResult,
+        "Identify the owner: protocol, version, instance id, epoch, pid, capabilities.",
+    ),
+    Method("ping", PingParams, PingResult, "Liveness check; answers {pong: true}."),
+    Method(
+        "runtime.shutdown",
+        RuntimeShutdownParams,
+        ShutdownResult,
+        "Ask the owner to drain (refuse new admissions, let running turns finish) and exit.",
+    ),
+    Method(
+        "token.create",
+        TokenCreateParams,
+        TokenCreateResult,
+        "Mint a bearer token for the TCP listener; the token is shown once.",
+    ),
+    Method(
+        "session.create",
+        SessionCreateParams,
+        Snapshot,
+        "Create a session (idempotent by request_id) and subscribe this connection to it.",
+    ),
+    Method(
+        "session.resume",
+        SessionResumeParams,
+        Snapshot,
+        "Snapshot a session, with events after after_seq, and subscribe this connection.",
+    ),
+    Method(
+        "session.list",
+        SessionListParams,
+        SessionListResult,
+        "List sessions a page at a time; pass next_cursor back as cursor for the next page.",
+    ),
+    Method(
+        "session.events.since",
+        SessionEventsSinceParams,
+        EventsSinceResult,
+        "Replay a session's durable events after a seq.",
+    ),
+    Method(
+        "session.detach",
+        SessionDetachParams,
+        OkResult,
+        "Stop receiving a session's events on this connection; the session lives on.",
+    ),
+    Method(
+        "session.interrupt",
+        SessionInterruptParams,
+        InterruptResult,
+        "Stop the session's running turn; its admission ends terminal/cancelled.",
+    ),
+    Method(
+        "prompt.submit",
+        PromptSubmitParams,
+        Receipt,
+        "Admit a prompt durably (idempotent by input_id) and return its receipt.",
+    ),
+    Method(
+        "prompt.receipt",
+        PromptReceiptParams,
+        Receipt,
+        "Look up an admission's receipt by admission_id or input_id.",
+    ),
+    Method(
+        "prompt.cancel",
+        PromptCancelParams,
+        Receipt,
+        "Cancel a queued admission, or interrupt it if it has started.",
+    ),
+    Method(
+        "prompt.resolve_unknown",
+        PromptResolveUnknownParams,
+        Receipt,
+        "Settle an unknown admission as interrupted so the session's queue resumes.",
+    ),
+)
