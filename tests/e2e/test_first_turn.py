@@ -1,8 +1,7 @@
 """A first turn through the real owner: submit, stream, complete, retry."""
 
-from harness import OwnerProcess, Peer, db_rows, write_config
-
 from fakeprovider import FakeProvider, text_reply
+from harness import OwnerProcess, Peer, db_rows, write_config
 
 
 async def test_submit_runs_turn_and_retry_returns_same_receipt(tmp_path):
