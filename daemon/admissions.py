@@ -176,17 +176,19 @@ class AdmissionService:
     # -- prompt.cancel / prompt.resolve_unknown ---------------------------
 
     async def cancel(self, session_id: str, admission_id: str) -> dict[str, Any]:
+        """queued → terminal/cancelled; started → its turn is stopped (outcome cancelled)."""
         row = await self.receipt(session_id, admission_id, None)
-        if row["status"] == "queued" and self.rt.scheduler.cancel(session_id, admission_id):
-            await self._settle(session_id, admission_id, "cancelled", "cancelled before it ran")
-        elif row["status"] == "started" or self.turns.running.get(session_id) is not None and \
-                self.turns.running[session_id].admission_id == admission_id:
-            if self.turns.stop(session_id, "cancelled") == admission_id:
-                await self.turns.wait(session_id, admission_id, CANCEL_WAIT_SECONDS)
-        elif row["status"] == "unknown":
+        status = row["status"]
+        if status == "unknown":
             raise UnknownExecution(
                 f"admission {admission_id} is unknown (it was running when the previous owner "
                 "stopped); settle it with prompt.resolve_unknown", admission_id=admission_id)
+        if status == "queued" and self.rt.scheduler.cancel(session_id, admission_id):
+            await self._settle(session_id, admission_id, "cancelled", "cancelled before it ran")
+        elif status in ("queued", "started"):
+            # queued but no longer in the scheduler: it has just been handed to a turn
+            if self.turns.stop(session_id, "cancelled", admission_id) is not None:
+                await self.turns.wait(session_id, admission_id, CANCEL_WAIT_SECONDS)
         return await self.receipt(session_id, admission_id, None)
 
     async def resolve_unknown(self, session_id: str, admission_id: str) -> dict[str, Any]:

@@ -202,10 +202,11 @@ class TurnRunner:
             task = self.rt.spawn(self._turn(session_id, admission_id), f"turn:{admission_id}")
             self.running[session_id] = _Running(session_id, admission_id, task)
 
-    def stop(self, session_id: str, outcome: str) -> str | None:
-        """Cancel the session's running turn; returns its admission_id."""
+    def stop(self, session_id: str, outcome: str, admission_id: str | None = None) -> str | None:
+        """Cancel the session's running turn (only if it runs ``admission_id``, when
+        given); returns the admission_id it stopped."""
         run = self.running.get(session_id)
-        if run is None:
+        if run is None or (admission_id is not None and run.admission_id != admission_id):
             return None
         if run.cancel_outcome is None:
             run.cancel_outcome = outcome
