@@ -104,14 +104,22 @@ class EventSink:
         self._chars = 0
         self._timer: asyncio.TimerHandle | None = None
         self._pending: list[asyncio.Future[Any]] = []
+        self._error: BaseException | None = None  # first failed write
         self.streamed: list[str] = []  # every delta, for the final text of a failed stream
 
     def _queue(self, fn: Any) -> asyncio.Future[Any]:
         fut = self.rt.journal.submit(fn)
         self._pending.append(fut)
-        if len(self._pending) > 64:
-            self._pending = [f for f in self._pending if not f.done() or f.exception()]
+        fut.add_done_callback(self._written)
         return fut
+
+    def _written(self, fut: asyncio.Future[Any]) -> None:
+        try:
+            self._pending.remove(fut)
+        except ValueError:
+            pass
+        if not fut.cancelled() and fut.exception() is not None and self._error is None:
+            self._error = fut.exception()
 
     def flush(self) -> None:
         if self._timer is not None:
@@ -148,13 +156,13 @@ class EventSink:
     async def event(self, type_: str, payload: dict[str, Any]) -> None:
         self.flush()
         sid, aid = self.session_id, self.admission_id
-        await self._queue(lambda tx: tx.event(sid, type_, payload, aid))
+        await asyncio.shield(self._queue(lambda tx: tx.event(sid, type_, payload, aid)))
 
     async def record(self, new: list[dict[str, Any]]) -> None:
         self.flush()
         sid, aid = self.session_id, self.admission_id
         rows = [{**m, "admission_id": aid} for m in new]
-        await self._queue(lambda tx: messages.append(tx.conn, sid, rows, tx.now))
+        await asyncio.shield(self._queue(lambda tx: messages.append(tx.conn, sid, rows, tx.now)))
 
     async def tool_start(self, call_id: str, name: str, arguments: str) -> None:
         await self.event("tool.start", {"call_id": call_id, "name": name,
@@ -170,9 +178,10 @@ class EventSink:
     async def settle(self) -> None:
         """Flush and wait for every queued write; raises the first storage error."""
         self.flush()
-        pending, self._pending = self._pending, []
-        for fut in pending:
+        for fut in list(self._pending):
             await asyncio.shield(fut)
+        if self._error is not None:
+            raise self._error
 
 
 @dataclass
@@ -249,7 +258,17 @@ class TurnRunner:
 
     async def _run(self, run: _Running) -> None:
         rt, sid, aid = self.rt, run.session_id, run.admission_id
-        started = await self._start(sid, aid)
+        # starting is not interruptible halfway: once begun, we learn whether the
+        # admission was marked started, so a stop right now still records an outcome
+        start = asyncio.ensure_future(self._start(sid, aid))
+        try:
+            started = await asyncio.shield(start)
+        except asyncio.CancelledError:
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            if await start is not None:
+                outcome = run.cancel_outcome or "interrupted"
+                await self._finish(sid, aid, outcome, "", {}, f"turn {outcome} before it ran")
+            return
         if started is None:
             return
         row, session, history = started
