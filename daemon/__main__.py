@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 from tether.store import StorageError
@@ -23,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="log to stderr as well as logs/owner.log")
     args = parser.parse_args(argv)
     home = Home(resolve_home(args.home))
+    # before the first file is made: logs/owner.log is as private as state.db
+    os.umask(0o077)
     try:
         home.ensure()
         setup_logging(home, foreground=args.foreground)

@@ -30,8 +30,8 @@ from tether.store import StorageError, admissions, sessions
 
 from . import ledger
 from .events import Tx
+from .resolve import check_turn_options
 from .runtime import Runtime
-from .tools import unknown_toolsets
 from .turns import TurnRunner, session_info_payload
 
 __all__ = ["AdmissionService", "storage_error"]
@@ -56,7 +56,9 @@ class AdmissionService:
 
     # -- prompt.submit ----------------------------------------------------
 
-    def payload_of(self, p: PromptSubmitParams) -> dict[str, Any]:
+    @staticmethod
+    def payload_of(p: PromptSubmitParams) -> dict[str, Any]:
+        """The canonical payload (SPEC §4) of a prompt.submit, as stored in the ledger."""
         options = {k: getattr(p, k) for k in TURN_OPTION_FIELDS}
         attachments = [a.model_dump() for a in p.attachments] if p.attachments else None
         return ledger.canonical_payload(p.text, p.finite, options, attachments)
@@ -67,10 +69,14 @@ class AdmissionService:
             raise InvalidParams(f"text is {len(p.text)} characters; the limit is {limit}",
                                 fields=[{"loc": "text", "msg": f"longer than {limit}",
                                          "type": "too_long"}])
-        if p.toolsets is not None and (bad := unknown_toolsets(p.toolsets)):
-            raise InvalidParams(f"unknown toolsets: {', '.join(bad)}",
-                                fields=[{"loc": "toolsets", "msg": "unknown toolset",
-                                         "type": "value_error"}])
+        # attachments become part of the user message, so they count toward it too
+        total = len(p.text) + sum(len(a.content) for a in p.attachments or ())
+        if total > limit:
+            raise InvalidParams(
+                f"text and attachments are {total} characters; the limit is {limit}",
+                fields=[{"loc": "attachments", "msg": f"text + attachments longer than {limit}",
+                         "type": "too_long"}])
+        check_turn_options(p.provider, p.toolsets)
 
     async def submit(self, p: PromptSubmitParams) -> dict[str, Any]:
         self.check_submit(p)
@@ -99,6 +105,13 @@ class AdmissionService:
             return self._same(existing, digest)
         if rt.draining and not internal:
             raise RuntimeDraining("the owner is shutting down and admits nothing new")
+        if not internal and (paused_on := rt.scheduler.unknown(session_id)):
+            # a new prompt would wait behind the pause with nobody told why (a finite
+            # CLI would hang): refuse it, naming what to resolve (docs/recovery.md)
+            raise UnknownExecution(
+                f"session {session_id} is paused: admission(s) {', '.join(paused_on)} were "
+                "running when the previous owner stopped; settle them with "
+                "prompt.resolve_unknown", admission_id=paused_on[0], admission_ids=paused_on)
         limit = rt.config.daemon.max_queued_per_session
 
         def unit(tx: Tx) -> tuple[bool, dict[str, Any]]:

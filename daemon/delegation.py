@@ -15,7 +15,9 @@ ambient process state:
   second delivery attempt finds the first and adds nothing.
 
 Each child runs in its own child session (``parent_session_id`` set) with no
-parent history, at most ``delegation.max_concurrent_children`` at once.
+parent history and never a toolset its parent lacks, at most
+``delegation.max_concurrent_children`` at once per call. docs/delegation.md
+has the whole story (events, limits, the exactly-once argument).
 """
 
 from __future__ import annotations
@@ -24,13 +26,15 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from tether.store import StorageError, delegations, sessions
+from tether.store import StorageError, admissions, delegations, sessions
 
+from . import faults
 from .agent import run_agent
 from .demo import CHILD_MARKER, RESULTS_MARKER
 from .events import Tx
@@ -39,7 +43,7 @@ from .resolve import ResolveError, TurnSettings, build_provider, resolve_child
 from .tools import Tool, ToolCallContext, register, tools_for
 from .turns import EventSink
 
-__all__ = ["DelegationService", "TaskSpec", "parse_tasks", "DELEGATE_TOOL"]
+__all__ = ["DelegationService", "TaskSpec", "parse_tasks", "child_toolsets", "DELEGATE_TOOL"]
 
 log = logging.getLogger("tether.delegation")
 
@@ -49,6 +53,9 @@ CHILD_SYSTEM_PROMPT = (
     "that summary is all the other agent will see."
 )
 SUMMARY_MAX_CHARS = 4000
+#: how long shutdown waits for cancelled background delegations to record themselves
+STOP_WAIT_SECONDS = 10.0
+_TASK_KEYS = ("goal", "context", "toolsets")
 
 
 @dataclass(frozen=True)
@@ -68,10 +75,11 @@ class TaskSpec:
 
 def _task(obj: Any, where: str) -> TaskSpec:
     if not isinstance(obj, dict):
-        raise ValueError(f"{where} must be an object")
-    extra = set(obj) - {"goal", "context", "toolsets"}
+        raise ValueError(f"{where} must be an object with a `goal`")
+    extra = set(obj) - set(_TASK_KEYS)
     if extra:
-        raise ValueError(f"{where} has unknown keys: {', '.join(sorted(extra))}")
+        raise ValueError(f"{where} has unknown keys: {', '.join(sorted(extra))} "
+                         f"(a task has {', '.join(_TASK_KEYS)})")
     goal = obj.get("goal")
     if not isinstance(goal, str) or not goal.strip():
         raise ValueError(f"{where}.goal must be a non-empty string")
@@ -86,17 +94,48 @@ def _task(obj: Any, where: str) -> TaskSpec:
 
 
 def parse_tasks(args: dict[str, Any], max_tasks: int) -> list[TaskSpec]:
-    """``{goal, context?, toolsets?}`` or ``{tasks: [...]}`` → tasks; ValueError says why."""
+    """``{goal, context?, toolsets?}`` or ``{tasks: [...]}`` → tasks; ValueError says why.
+
+    The messages are written for the model that made the call: it reads them as
+    the tool's result and can correct itself.
+    """
     if "tasks" in args:
-        if set(args) - {"tasks"}:
-            raise ValueError("give either `tasks` or a single `goal`, not both")
+        if mixed := sorted(set(args) - {"tasks"}):
+            raise ValueError(f"give either `tasks` or one task's keys, not both "
+                             f"(also got: {', '.join(mixed)})")
         tasks = args["tasks"]
         if not isinstance(tasks, list) or not tasks:
-            raise ValueError("`tasks` must be a non-empty list")
+            raise ValueError("`tasks` must be a non-empty list of {goal, context?, toolsets?}")
         if len(tasks) > max_tasks:
-            raise ValueError(f"at most {max_tasks} tasks per call")
+            raise ValueError(f"{len(tasks)} tasks given; at most {max_tasks} per call")
         return [_task(t, f"tasks[{i}]") for i, t in enumerate(tasks)]
+    if "goal" not in args:
+        raise ValueError("give `goal` (one task) or `tasks` (a list of tasks)")
     return [_task(args, "arguments")]
+
+
+def child_toolsets(requested: tuple[str, ...] | None,
+                   parent: tuple[str, ...]) -> tuple[str, ...]:
+    """A child's toolsets: what its task asked for (default: all of the parent's),
+    minus anything the parent itself does not have."""
+    wanted = parent if requested is None else requested
+    return tuple(dict.fromkeys(t for t in wanted if t in parent))
+
+
+def _interrupted(index: int, model: str, error: str) -> dict[str, Any]:
+    return {"task_index": index, "status": "interrupted", "summary": "", "api_calls": 0,
+            "duration_seconds": 0.0, "model": model, "exit_reason": "interrupted",
+            "error": error}
+
+
+def _fill_interrupted(results: list[dict[str, Any] | None], model: str,
+                      error: str) -> list[dict[str, Any]]:
+    """Keep every finished child's result; the others say interrupted."""
+    return [r if r is not None else _interrupted(i, model, error)
+            for i, r in enumerate(results)]
+
+
+OWNER_STOPPED = "the owner stopped before this task finished"
 
 
 class DelegationService:
@@ -108,38 +147,60 @@ class DelegationService:
     # -- children ---------------------------------------------------------
 
     async def run_children(self, parent_session_id: str, parent: TurnSettings, depth: int,
-                           tasks: list[TaskSpec], delegation_id: str | None
+                           tasks: list[TaskSpec], *, admission_id: str | None = None,
+                           delegation_id: str | None = None,
+                           results: list[dict[str, Any] | None] | None = None
                            ) -> list[dict[str, Any]]:
         """Run every task as a child agent, at most max_concurrent_children at once.
 
-        Per-task failures are reported in that task's result; cancellation of the
-        caller cancels every child.
+        ``results`` (one slot per task) is filled in place as children finish, so a
+        caller that is cancelled still knows which ones completed. Per-task failures
+        are reported in that task's result; cancellation of the caller cancels every
+        child. With ``delegation_id``, each finished child is also saved on the row.
         """
         slots = asyncio.Semaphore(max(1, self.rt.config.delegation.max_concurrent_children))
-        results: list[dict[str, Any]] = [{} for _ in tasks]
+        if results is None:
+            results = [None] * len(tasks)
+
+        def done(index: int, child: dict[str, Any], result: dict[str, Any]) -> None:
+            results[index] = result
+            payload = {**child, "status": result["status"], "summary": result["summary"]}
+            progress = None
+            if delegation_id is not None:
+                progress = orjson.dumps({"results": [r for r in results if r is not None],
+                                         "partial": True}).decode()
+
+            def unit(tx: Tx) -> None:
+                tx.event(parent_session_id, "subagent.complete", payload, admission_id)
+                if progress is not None:  # a crash now still keeps this child's work
+                    delegations.record_progress(tx.conn, delegation_id, progress)
+
+            # queued synchronously: ordered before whatever the parent writes next
+            fut = self.rt.journal.submit(unit)
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
 
         async def one(index: int, task: TaskSpec) -> None:
             async with slots:
-                results[index] = await self._child(parent_session_id, parent, depth, index,
-                                                   task, delegation_id)
+                await self._child(parent_session_id, parent, depth, index, task,
+                                  admission_id, delegation_id, done)
 
         async with asyncio.TaskGroup() as tg:
             for i, t in enumerate(tasks):
                 tg.create_task(one(i, t), name=f"child:{parent_session_id}:{i}")
-        return results
+        return [r for r in results if r is not None]
 
     async def _child(self, parent_session_id: str, parent: TurnSettings, depth: int,
-                     index: int, task: TaskSpec, delegation_id: str | None) -> dict[str, Any]:
+                     index: int, task: TaskSpec, admission_id: str | None,
+                     delegation_id: str | None,
+                     done: Callable[[int, dict[str, Any], dict[str, Any]], None]) -> None:
         rt = self.rt
         started = time.monotonic()
-        wanted = task.toolsets if task.toolsets is not None else parent.toolsets
-        # a child never gets a toolset its parent did not have
-        toolsets = tuple(t for t in wanted if t in parent.toolsets)
+        toolsets = child_toolsets(task.toolsets, parent.toolsets)
         settings = resolve_child(rt.config, parent, toolsets)
         child_id = "ses_" + secrets.token_hex(12)
-        base = {"task_index": index, "child_session_id": child_id}
+        child: dict[str, Any] = {"task_index": index, "child_session_id": child_id}
         if delegation_id:
-            base["delegation_id"] = delegation_id
+            child["delegation_id"] = delegation_id
 
         def create(tx: Tx) -> None:
             sessions.insert(tx.conn, session_id=child_id, request_id=None, params_digest=None,
@@ -147,7 +208,8 @@ class DelegationService:
                             title=task.goal[:200], cwd=None,
                             options={"provider": settings.provider, "model": settings.model,
                                      "toolsets": list(toolsets)}, now=tx.now)
-            tx.event(parent_session_id, "subagent.start", {**base, "goal": task.goal})
+            tx.event(parent_session_id, "subagent.start", {**child, "goal": task.goal},
+                     admission_id)
 
         result: dict[str, Any] = {"task_index": index, "status": "failed", "summary": "",
                                   "api_calls": 0, "duration_seconds": 0.0,
@@ -163,6 +225,7 @@ class DelegationService:
                                       rt.home.config)
 
             def context(call_id: str) -> ToolCallContext:
+                # finite: a child's own delegations join inside the child
                 return ToolCallContext(session_id=child_id, admission_id=None, finite=True,
                                        depth=depth + 1, toolsets=toolsets, call_id=call_id,
                                        services=self.svc, settings=settings)
@@ -184,7 +247,7 @@ class DelegationService:
             result.update(status="interrupted", exit_reason="interrupted",
                           error="the child was stopped before it finished")
             result["duration_seconds"] = round(time.monotonic() - started, 3)
-            self._announce_nowait(parent_session_id, base, result)
+            done(index, child, result)
             raise
         except (ResolveError, StorageError) as exc:
             result["error"] = str(exc)
@@ -192,16 +255,7 @@ class DelegationService:
             log.exception("child %s of %s crashed", index, parent_session_id)
             result["error"] = f"internal error in child agent: {type(exc).__name__}"
         result["duration_seconds"] = round(time.monotonic() - started, 3)
-        self._announce_nowait(parent_session_id, base, result)
-        return result
-
-    def _announce_nowait(self, parent_session_id: str, base: dict[str, Any],
-                         result: dict[str, Any]) -> None:
-        payload = {**base, "status": result["status"], "summary": result["summary"]}
-        # queued synchronously: ordered before whatever the parent writes next
-        fut = self.rt.journal.submit(
-            lambda tx: tx.event(parent_session_id, "subagent.complete", payload))
-        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+        done(index, child, result)
 
     # -- the tool ---------------------------------------------------------
 
@@ -213,7 +267,7 @@ class DelegationService:
         if ctx.finite or ctx.admission_id is None:
             started = time.monotonic()
             results = await self.run_children(ctx.session_id, ctx.settings, ctx.depth, tasks,
-                                              None)
+                                              admission_id=ctx.admission_id)
             return orjson.dumps({"results": results, "total_duration_seconds":
                                  round(time.monotonic() - started, 3)}).decode()
         delegation_id = await self.dispatch(ctx, tasks)
@@ -247,40 +301,61 @@ class DelegationService:
 
     async def _background_run(self, delegation_id: str, origin: str, settings: TurnSettings,
                               depth: int, tasks: list[TaskSpec]) -> None:
+        # runs in the owner's TaskGroup: nothing may escape from here but cancellation
+        # of the recording itself, which recovery then covers on the next start
         started = time.monotonic()
+        results: list[dict[str, Any] | None] = [None] * len(tasks)
         try:
-            results = await self.run_children(origin, settings, depth, tasks, delegation_id)
-            state = "completed" if any(r["status"] == "completed" for r in results) else "failed"
+            await self.run_children(origin, settings, depth, tasks,
+                                    delegation_id=delegation_id, results=results)
+            state = "completed" if any(r and r["status"] == "completed" for r in results) \
+                else "failed"
         except asyncio.CancelledError:
-            results = [_interrupted(i, t, settings.model) for i, t in enumerate(tasks)]
             state = "interrupted"
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
-        body = {"results": results,
+        except Exception:  # noqa: BLE001 - a bug here must not take the owner down
+            log.exception("background delegation %s crashed", delegation_id)
+            state = "failed"
+        model = resolve_child(self.rt.config, settings, ()).model
+        body = {"results": _fill_interrupted(results, model, OWNER_STOPPED if state ==
+                                             "interrupted" else "internal error"),
                 "total_duration_seconds": round(time.monotonic() - started, 3)}
         try:
             await self.rt.journal.write(lambda tx: delegations.finish(
                 tx.conn, delegation_id, state, orjson.dumps(body).decode(), tx.now))
+            # the crash suite kills the owner here: finished but not yet delivered
+            await faults.pause("pause_before_delivery")
             await self.deliver(delegation_id)
         except Exception:  # noqa: BLE001 - recovery delivers it on the next start
             log.exception("could not record/deliver delegation %s", delegation_id)
 
     async def deliver(self, delegation_id: str) -> None:
-        """Deliver a finished row into its origin session, exactly once."""
+        """Deliver a finished row into its origin session, exactly once.
+
+        The new admission (principal ``delegation``, request_id = delegation_id) and
+        the row's ``delivered`` mark commit together or not at all; the ledger's
+        unique identity makes any second attempt find the first admission.
+        """
         row = await self.rt.db.read(lambda c: delegations.get(c, delegation_id))
         if row is None or row["state"] == "running" or row["delivery_state"] == "delivered":
             return
-        origin = row["origin_session_id"]
+        origin = row["origin_session_id"]  # stored routing only, never ambient state
         results = orjson.loads(row["result_json"] or '{"results": []}')
         text = (f"{RESULTS_MARKER} Background delegation {delegation_id} finished "
                 f"({row['state']}). Results:\n" + orjson.dumps(results).decode())
         payload_json = encode_payload({"text": text, "finite": False,
                                        "delegation_id": delegation_id})
+        statuses = [{"task_index": r.get("task_index"), "status": r.get("status")}
+                    for r in results.get("results", [])]
 
         def mark(tx: Tx) -> None:
             if not delegations.mark_delivered(tx.conn, delegation_id, tx.now):
                 raise _AlreadyDelivered
+            adm = admissions.find(tx.conn, "delegation", origin, delegation_id)
             tx.event(origin, "delegation.complete",
-                     {"delegation_id": delegation_id, "state": row["state"]})
+                     {"delegation_id": delegation_id, "state": row["state"],
+                      "admission_id": adm["admission_id"] if adm else None,
+                      "results": statuses})
 
         try:
             await self.svc.admissions.admit("delegation", origin, delegation_id, payload_json,
@@ -289,52 +364,53 @@ class DelegationService:
             pass
 
     async def recover(self) -> None:
-        """After a restart: running rows → interrupted; deliver every pending row."""
+        """After a restart: rows an older owner left running → interrupted (keeping the
+        children that had finished); then deliver every finished, undelivered row."""
         rt = self.rt
 
-        def interrupt(conn: Any) -> list[str]:
-            ids = []
-            for row in [r for r in _running_rows(conn)]:
-                spec = orjson.loads(row["task_json"])
-                model = spec.get("settings", {}).get("model", "")
-                body = {"results": [_interrupted(i, TaskSpec(t["goal"]), model)
-                                    for i, t in enumerate(spec["tasks"])],
-                        "total_duration_seconds": 0.0}
-                if delegations.finish(conn, row["delegation_id"], "interrupted",
-                                      orjson.dumps(body).decode(), time.time()):
-                    ids.append(row["delegation_id"])
-            return ids
+        def interrupt(conn: Any) -> None:
+            for row in delegations.running_before(conn, rt.epoch):
+                try:
+                    spec = orjson.loads(row["task_json"])
+                    saved = orjson.loads(row["result_json"] or "{}").get("results", [])
+                    slots: list[dict[str, Any] | None] = [None] * len(spec["tasks"])
+                    for r in saved:
+                        if isinstance(r.get("task_index"), int) and \
+                                0 <= r["task_index"] < len(slots):
+                            slots[r["task_index"]] = r
+                    model = spec.get("settings", {}).get("model", "")
+                    body = {"results": _fill_interrupted(slots, model, OWNER_STOPPED),
+                            "total_duration_seconds": 0.0}
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    log.exception("delegation %s has an unreadable row", row["delegation_id"])
+                    body = {"results": [], "total_duration_seconds": 0.0}
+                delegations.finish(conn, row["delegation_id"], "interrupted",
+                                   orjson.dumps(body).decode(), time.time())
 
-        await rt.db.write(interrupt)
-        for row in await rt.db.read(delegations.undelivered):
+        try:
+            await rt.db.write(interrupt)
+            pending = await rt.db.read(delegations.undelivered)
+        except StorageError as exc:
+            log.error("could not recover background delegations: %s", exc.detail)
+            return
+        for row in pending:
             try:
                 await self.deliver(row["delegation_id"])
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - the next start tries again
                 log.exception("could not deliver delegation %s", row["delegation_id"])
 
     async def stop_all(self) -> None:
-        """Shutdown: cancel background children; each records itself interrupted."""
+        """Shutdown: cancel background children; each delegation records itself
+        interrupted and is delivered (its admission runs after the next start)."""
         tasks = list(self._background.values())
         for task in tasks:
             task.cancel("owner shutting down")
         if tasks:
-            await asyncio.wait(tasks, timeout=10)
+            await asyncio.wait(tasks, timeout=STOP_WAIT_SECONDS)
 
 
 class _AlreadyDelivered(Exception):
     pass
-
-
-def _running_rows(conn: Any) -> list[dict[str, Any]]:
-    rows = conn.execute("SELECT delegation_id, task_json FROM async_delegations "
-                        "WHERE state = 'running'")
-    return [dict(r) for r in rows]
-
-
-def _interrupted(index: int, task: TaskSpec, model: str) -> dict[str, Any]:
-    return {"task_index": index, "status": "interrupted", "summary": "", "api_calls": 0,
-            "duration_seconds": 0.0, "model": model, "exit_reason": "interrupted",
-            "error": "the owner stopped before this task finished"}
 
 
 def _settings_json(s: TurnSettings) -> dict[str, Any]:
@@ -352,7 +428,8 @@ _TASK_SCHEMA = {
         "goal": {"type": "string", "description": "What the helper agent must achieve."},
         "context": {"type": "string", "description": "Facts the helper needs; it sees "
                                                      "nothing of this conversation."},
-        "toolsets": {"type": "array", "items": {"type": "string"}},
+        "toolsets": {"type": "array", "items": {"type": "string"},
+                     "description": "Toolsets the helper may use (at most yours)."},
     },
     "required": ["goal"],
 }

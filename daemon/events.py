@@ -64,8 +64,9 @@ class Tx:
 
 
 class Viewer:
-    """One connection's outbound frames: replies unbounded (they are bounded by
-    the connection's in-flight request limit), events bounded by ``max_events``."""
+    """One connection's outbound frames: events bounded by ``max_events``; replies
+    counted in ``replies`` until the sender takes them, so the transport can stop
+    reading requests from a peer that does not read its replies (server.py)."""
 
     def __init__(self, max_events: int, max_subscriptions: int) -> None:
         self.max_events = max_events
@@ -73,12 +74,15 @@ class Viewer:
         self.sessions: set[str] = set()
         self._frames: deque[tuple[bytes, bool]] = deque()
         self._events = 0
+        self.replies = 0  # reply frames queued, not yet taken by the sender
         self._ready = asyncio.Event()
+        self._room = asyncio.Event()
         self.closed = False
 
     def put_reply(self, frame: bytes) -> None:
         if self.closed:
             return
+        self.replies += 1
         self._frames.append((frame, False))
         self._ready.set()
 
@@ -104,6 +108,9 @@ class Viewer:
         frame, is_event = self._frames.popleft()
         if is_event:
             self._events -= 1
+        else:
+            self.replies -= 1
+            self._room.set()
         return frame
 
     def drain_now(self) -> list[bytes]:
@@ -111,12 +118,26 @@ class Viewer:
         out = [f for f, _ in self._frames]
         self._frames.clear()
         self._events = 0
+        self.replies = 0
+        self._room.set()
         return out
+
+    def made_room(self) -> None:
+        """Wake ``wait_room`` (a request ended without a reply, say)."""
+        self._room.set()
+
+    async def wait_room(self) -> None:
+        """Until a reply is taken by the sender, ``made_room`` is called, or close."""
+        if self.closed:
+            return
+        self._room.clear()
+        await self._room.wait()
 
     def close(self) -> None:
         self.closed = True
         self._frames.clear()
         self._ready.set()
+        self._room.set()
 
 
 @dataclass(slots=True)
@@ -133,9 +154,18 @@ class EventBus:
         self.published = 0
 
     def subscribe(self, viewer: Viewer, session_id: str) -> bool:
-        """Start holding events for ``viewer``; False if over its subscription bound."""
+        """Start holding events for ``viewer``; False if over its subscription bound.
+
+        Subscribing again (a viewer that resumes a session it already follows)
+        holds events again until the new snapshot's ``activate``: otherwise events
+        after the new snapshot's last_seq would reach the viewer before the
+        snapshot itself, and a viewer that resets its view to the snapshot would
+        lose them.
+        """
         subs = self._subs.setdefault(session_id, {})
-        if viewer in subs:
+        if (sub := subs.get(viewer)) is not None:
+            if sub.floor is not None:
+                sub.floor = None
             return True
         if len(viewer.sessions) >= viewer.max_subscriptions:
             if not subs:

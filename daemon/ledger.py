@@ -69,7 +69,10 @@ def receipt_from_row(row: dict[str, Any]) -> dict[str, Any]:
     terminal = row["status"] == TERMINAL
     result = None
     if terminal and row.get("result_json"):
-        result = orjson.loads(row["result_json"])
+        stored = orjson.loads(row["result_json"])
+        # the wire TurnResult always has all three keys (error null on success)
+        result = {"text": stored.get("text") or "", "usage": stored.get("usage") or {},
+                  "error": stored.get("error")}
     return {
         "admission_id": row["admission_id"],
         "session_id": row["target_session_id"],

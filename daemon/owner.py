@@ -20,12 +20,12 @@ import logging.handlers
 import os
 import secrets
 import signal
-import time
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import httpx
+import orjson
 
 from tether.rpc.methods import PROTOCOL
 from tether.store import Database, StorageError, admissions
@@ -34,7 +34,7 @@ from tether.store import runtime as runtime_rows
 from .admissions import AdmissionService
 from .config import Config, load_config
 from .delegation import DelegationService
-from .events import EventBus, Journal
+from .events import EventBus, Journal, Tx
 from .handlers import Services, build_dispatcher
 from .home import Home
 from .runtime import Runtime
@@ -69,8 +69,14 @@ def setup_logging(home: Home, *, foreground: bool) -> None:
         root.addHandler(stream)
 
 
-async def _recover(db: Database, epoch: int, scheduler: Scheduler, policy: str) -> None:
-    """Put the ledger back into the scheduler after a restart (SPEC §7)."""
+#: result error of an unknown admission settled by ``daemon.unknown_policy: interrupt``
+POLICY_INTERRUPTED = ("the owner stopped while this turn ran; interrupted by "
+                      "daemon.unknown_policy")
+
+
+async def _recover(journal: Journal, epoch: int, scheduler: Scheduler, policy: str) -> None:
+    """Put the ledger back into the scheduler after a restart (SPEC §7, docs/recovery.md)."""
+    db = journal.db
     unknown = await db.write(lambda c: admissions.mark_unknown_before(c, epoch))
     if unknown:
         log.warning("%d admission(s) were running when the previous owner stopped; "
@@ -83,18 +89,21 @@ async def _recover(db: Database, epoch: int, scheduler: Scheduler, policy: str) 
         elif row["status"] == "unknown" and policy == "manual":
             scheduler.block(sid, aid)
     if policy == "interrupt":
-        import orjson
+        body = orjson.dumps({"text": "", "usage": {}, "error": POLICY_INTERRUPTED}).decode()
 
-        body = orjson.dumps({"text": "", "usage": {}, "error": (
-            "the owner stopped while this turn ran; interrupted by daemon.unknown_policy")}
-        ).decode()
-
-        def settle(c: Any) -> None:
+        def settle(tx: Tx) -> None:
+            # as prompt.resolve_unknown would: terminal, and announced to viewers
             for row in rows:
-                if row["status"] == "unknown":
-                    admissions.finish(c, row["admission_id"], "interrupted", body, time.time())
+                sid, aid = row["target_session_id"], row["admission_id"]
+                if row["status"] == "unknown" and admissions.finish(
+                        tx.conn, aid, "interrupted", body, tx.now):
+                    tx.event(sid, "message.complete",
+                             {"admission_id": aid, "outcome": "interrupted", "text": "",
+                              "error": POLICY_INTERRUPTED}, aid)
+                    tx.event(sid, "session.info",
+                             {"pending": scheduler.queued(sid), "running": None})
 
-        await db.write(settle)
+        await journal.write(settle)
 
 
 async def run_owner(home: Home, *, tcp: str | None = None, config: Config | None = None,
@@ -119,11 +128,12 @@ async def _serve(home: Home, config: Config, tcp: str | None, providers: dict[st
     try:
         epoch = await db.write(runtime_rows.bump_epoch)
         scheduler = Scheduler(dcfg.max_running_turns)
-        await _recover(db, epoch, scheduler, dcfg.unknown_policy)
         bus = EventBus()
+        journal = Journal(db, bus)
+        await _recover(journal, epoch, scheduler, dcfg.unknown_policy)
         loop = asyncio.get_running_loop()
         async with httpx.AsyncClient() as http, asyncio.TaskGroup() as tasks:
-            rt = Runtime(home=home, config=config, db=db, bus=bus, journal=Journal(db, bus),
+            rt = Runtime(home=home, config=config, db=db, bus=bus, journal=journal,
                          scheduler=scheduler, http=http, epoch=epoch,
                          instance_id="own_" + secrets.token_hex(8), version=tether_version(),
                          tasks=tasks, providers=providers)

@@ -11,11 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tether.rpc.errors import InvalidParams
+
 from .config import Config
 from .provider import PROVIDER_NAMES, Provider, make_provider
-from .tools import DEFAULT_TOOLSETS
+from .tools import DEFAULT_TOOLSETS, unknown_toolsets
 
-__all__ = ["TurnSettings", "resolve_turn", "resolve_child", "build_provider", "ResolveError"]
+__all__ = ["TurnSettings", "resolve_turn", "resolve_child", "build_provider", "ResolveError",
+           "check_turn_options"]
 
 DEMO_MODEL = "tether-demo"
 
@@ -34,6 +37,23 @@ class TurnSettings:
     reasoning: str | None
     max_turns: int
     ignore_rules: bool
+
+
+def check_turn_options(provider: str | None, toolsets: list[str] | None) -> None:
+    """Refuse, at session.create / prompt.submit, options no turn could run with.
+
+    Caught here, a typo is an ``invalid_params`` the user sees at once, with
+    nothing recorded; caught when the turn runs, it would be a failed turn, and
+    for a session default, every turn of that session failing.
+    """
+    if provider is not None and provider not in PROVIDER_NAMES:
+        raise InvalidParams(f"unknown provider {provider!r}; valid: {', '.join(PROVIDER_NAMES)}",
+                            fields=[{"loc": "provider", "msg": "unknown provider",
+                                     "type": "value_error"}])
+    if toolsets is not None and (bad := unknown_toolsets(toolsets)):
+        raise InvalidParams(f"unknown toolsets: {', '.join(bad)}",
+                            fields=[{"loc": "toolsets", "msg": "unknown toolset",
+                                     "type": "value_error"}])
 
 
 def _pick(key: str, *layers: dict[str, Any]) -> Any:
@@ -70,14 +90,20 @@ def resolve_turn(config: Config, session_options: dict[str, Any],
 
 
 def resolve_child(config: Config, parent: TurnSettings, toolsets: tuple[str, ...]) -> TurnSettings:
-    """A child agent's settings: delegation.* config where set, else the parent's."""
+    """A child agent's settings: delegation.* config where set, else the parent's.
+
+    The parent's API key goes only to the parent's own endpoint: a child sent to
+    another provider or base_url uses ``delegation.api_key`` or none at all.
+    """
     d = config.delegation
     provider = d.provider or parent.provider
+    base_url = d.base_url or (parent.base_url if provider == parent.provider else None)
+    same_endpoint = provider == parent.provider and base_url == parent.base_url
     return TurnSettings(
         provider=provider,
-        base_url=d.base_url or (parent.base_url if provider == parent.provider else None),
+        base_url=base_url,
         model=d.model or parent.model,
-        api_key=d.api_key or parent.api_key,
+        api_key=d.api_key or (parent.api_key if same_endpoint else None),
         toolsets=toolsets,
         reasoning=parent.reasoning,
         max_turns=min(parent.max_turns, d.child_max_turns),

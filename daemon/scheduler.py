@@ -77,6 +77,10 @@ class Scheduler:
     def is_blocked(self, session_id: str) -> bool:
         return session_id in self._unknown
 
+    def unknown(self, session_id: str) -> list[str]:
+        """The unknown admissions the session is paused behind (sorted)."""
+        return sorted(self._unknown.get(session_id, ()))
+
     def _mark(self, session_id: str) -> None:
         if (session_id in self._queued and session_id not in self.running
                 and session_id not in self._unknown):

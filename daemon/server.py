@@ -5,10 +5,12 @@ Two listeners share one connection handler: the Unix socket ``daemon.sock``
 listener that requires a bearer token and checks the Origin of browsers. On
 both, the endpoint is ``/``; a client may offer the ``tether.v1`` subprotocol.
 
-Per connection: one receive loop, one task per request (bounded in flight),
-and one sender task draining the connection's ``Viewer`` outbox, so replies and
-events leave in the order they were queued and a slow socket only backs up
-its own outbox.
+Per connection: one receive loop, one task per request, and one sender task
+draining the connection's ``Viewer`` outbox, so replies and events leave in the
+order they were queued and a slow socket only backs up its own outbox. Events
+are bounded per viewer (events.py); requests are bounded by backpressure: with
+MAX_IN_FLIGHT requests running or waiting for their replies to leave, the
+connection is not read until one does.
 """
 
 from __future__ import annotations
@@ -30,20 +32,42 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from tether.rpc.dispatch import Dispatcher
-from tether.rpc.errors import Overloaded
-from tether.rpc.framing import encode_error
 
 from .events import EventBus, Viewer
 from .handlers import Call
 
-__all__ = ["Listeners", "SUBPROTOCOL", "TOKEN_PREFIX", "parse_hostport"]
+__all__ = ["Listeners", "SUBPROTOCOL", "TOKEN_PREFIX", "parse_hostport", "serve_echo", "ws_options"]
 
 log = logging.getLogger("tether.server")
 
 SUBPROTOCOL = "tether.v1"
 TOKEN_PREFIX = "tether.token."
-#: requests a single connection may have in flight; more get `overloaded`
+#: requests a connection may have running or with unsent replies; at this bound
+#: the connection's frames are not read until a reply leaves (backpressure)
 MAX_IN_FLIGHT = 64
+
+
+def ws_options(max_frame_bytes: int) -> dict[str, Any]:
+    """The websockets options of every listener (and of the bench's echo baseline)."""
+    # no compression: frames are small JSON, and deflate costs more CPU than it saves
+    return {"max_size": max_frame_bytes, "compression": None, "ping_interval": 20,
+            "ping_timeout": 20, "close_timeout": 5, "max_queue": 64}
+
+
+async def serve_echo(path: Path, max_frame_bytes: int = 4 * 1024 * 1024) -> Server:
+    """A bare websockets echo server on a Unix socket, with the listeners' options.
+
+    The baseline ``tether bench`` divides the ping round trip by: what the same
+    library costs per round trip with no dispatcher, store or fan-out behind it.
+    """
+    async def echo(conn: ServerConnection) -> None:
+        try:
+            async for frame in conn:
+                await conn.send(frame)
+        except ConnectionClosed:
+            pass
+
+    return await unix_serve(echo, str(path), **ws_options(max_frame_bytes))
 
 
 def parse_hostport(value: str) -> tuple[str, int]:
@@ -126,9 +150,7 @@ class Listeners:
         return self.tcp_url
 
     def _ws_options(self) -> dict[str, Any]:
-        # no compression: frames are small JSON, and deflate costs more CPU than it saves
-        return {"max_size": self.max_frame_bytes, "compression": None, "ping_interval": 20,
-                "ping_timeout": 20, "close_timeout": 5, "max_queue": 64}
+        return ws_options(self.max_frame_bytes)
 
     async def close(self) -> None:
         """Close every connection with 1001 (going away) and stop listening."""
@@ -195,15 +217,22 @@ class Listeners:
         viewer = Viewer(self.viewer_queue, self.max_subscriptions)
         sender = asyncio.create_task(self._send_loop(conn, viewer), name="ws-sender")
         in_flight: set[asyncio.Task[None]] = set()
+
+        def done(task: asyncio.Task[None]) -> None:
+            in_flight.discard(task)
+            viewer.made_room()
+
         try:
             async for frame in conn:
-                if len(in_flight) >= MAX_IN_FLIGHT:
-                    viewer.put_reply(encode_error(None, Overloaded(
-                        f"more than {MAX_IN_FLIGHT} requests in flight on this connection")))
-                    continue
+                # Backpressure (docs/decisions.md): a request holds a slot from the
+                # moment it is read until its reply is taken by the sender. With every
+                # slot held, stop reading: websockets then stops reading the socket and
+                # the peer's writes stall, instead of its replies piling up here.
+                while len(in_flight) + viewer.replies >= MAX_IN_FLIGHT and not viewer.closed:
+                    await viewer.wait_room()
                 task = asyncio.create_task(self._request(frame, viewer, transport))
                 in_flight.add(task)
-                task.add_done_callback(in_flight.discard)
+                task.add_done_callback(done)
         except ConnectionClosed:
             pass
         finally:
@@ -231,7 +260,7 @@ class Listeners:
                     return
                 await conn.send(frame, text=True)
         except ConnectionClosed:
-            pass
+            viewer.close()  # wakes a receive loop held back by wait_room
 
 
 def token_hash(token: str) -> str:

@@ -15,15 +15,21 @@ from typing import Any
 
 import orjson
 
-from tether.rpc.errors import AdmissionConflict, InvalidParams, NotFound, Overloaded
+from tether.rpc.errors import (
+    AdmissionConflict,
+    InvalidParams,
+    NotFound,
+    Overloaded,
+    RuntimeDraining,
+)
 from tether.rpc.models import TURN_OPTION_FIELDS, SessionCreateParams
 from tether.store import StorageError, admissions, events, messages, sessions
 
 from . import ledger
 from .admissions import storage_error
 from .events import Viewer
+from .resolve import check_turn_options
 from .runtime import Runtime
-from .tools import unknown_toolsets
 
 __all__ = ["SessionService", "new_session_id", "event_dicts"]
 
@@ -69,14 +75,13 @@ class SessionService:
 
     async def create(self, p: SessionCreateParams, viewer: Viewer | None) -> tuple[dict, Any]:
         """Create (or find by request_id) a session; returns (snapshot, release)."""
-        if p.toolsets is not None and (bad := unknown_toolsets(p.toolsets)):
-            raise InvalidParams(f"unknown toolsets: {', '.join(bad)}",
-                                fields=[{"loc": "toolsets", "msg": "unknown toolset",
-                                         "type": "value_error"}])
+        check_turn_options(p.provider, p.toolsets)
         options = {k: v for k in TURN_OPTION_FIELDS if (v := getattr(p, k)) is not None}
         params = p.model_dump(exclude={"request_id"}, exclude_none=True)
         digest = ledger.digest(ledger.encode_payload(params))
         session_id = new_session_id()
+        # read once, on the loop: a drain that starts later does not undo this call
+        draining = self.rt.draining
 
         def unit(tx: Any) -> str:
             if p.request_id is not None:
@@ -87,15 +92,27 @@ class SessionService:
                             f"request_id {p.request_id!r} already created a session with "
                             "different params", session_id=found["session_id"])
                     return found["session_id"]
+            if draining:  # a retry above is still answered; nothing new is created
+                raise RuntimeDraining("the owner is shutting down and creates nothing new")
             sessions.insert(tx.conn, session_id=session_id, request_id=p.request_id,
                             params_digest=digest, parent_session_id=None, source=p.source,
                             title=p.title, cwd=p.cwd, options=options, now=tx.now)
             return session_id
 
+        bus = self.rt.bus
+        # take the subscription slot before writing: a connection at its bound is
+        # refused with nothing created, not left with a session it cannot follow
+        if viewer is not None and not bus.subscribe(viewer, session_id):
+            raise Overloaded(f"this connection already follows {viewer.max_subscriptions} "
+                             "sessions; detach one first", limit=viewer.max_subscriptions)
+        sid: str | None = None
         try:
             sid = await self.rt.journal.write(unit)
         except StorageError as exc:
             raise storage_error(exc) from None
+        finally:
+            if viewer is not None and sid != session_id:
+                bus.unsubscribe(viewer, session_id)  # failed, or found an existing one
         return await self.snapshot(sid, None, viewer)
 
     async def snapshot(self, session_id: str, after_seq: int | None,

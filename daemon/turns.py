@@ -45,18 +45,47 @@ SYSTEM_PROMPT = (
 )
 
 
+#: the reply given to the model for a tool call whose turn ended before it returned
+UNFINISHED_TOOL_CALL = orjson.dumps({"error": (
+    "this tool call never returned: its turn was stopped (interrupted, cancelled or the "
+    "owner crashed) before it finished")}).decode()
+
+
 def chat_history(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Transcript rows → chat-completions messages."""
-    out = []
+    """Transcript rows → chat-completions messages.
+
+    A turn stopped inside a tool call (crash, interrupt) leaves an assistant
+    ``tool_calls`` message with no ``role=tool`` reply; OpenAI-compatible servers
+    refuse such a history (400), which would fail every later turn of the
+    session. Each unanswered call gets a synthetic error reply here, so the
+    stored transcript stays exactly what happened.
+    """
+    out: list[dict[str, Any]] = []
+    unanswered: list[tuple[str, str | None]] = []  # (call id, tool name)
+
+    def close_calls() -> None:
+        for call_id, name in unanswered:
+            reply = {"role": "tool", "tool_call_id": call_id, "content": UNFINISHED_TOOL_CALL}
+            if name:
+                reply["name"] = name
+            out.append(reply)
+        unanswered.clear()
+
     for r in rows:
+        if r["role"] != "tool":
+            close_calls()
         m: dict[str, Any] = {"role": r["role"], "content": r["content"]}
         if r.get("tool_calls"):
             m["tool_calls"] = r["tool_calls"]
+            unanswered.extend((c.get("id"), (c.get("function") or {}).get("name"))
+                              for c in r["tool_calls"])
         if r.get("tool_call_id"):
             m["tool_call_id"] = r["tool_call_id"]
+            unanswered[:] = [u for u in unanswered if u[0] != r["tool_call_id"]]
         if r.get("name") and r["role"] == "tool":
             m["name"] = r["name"]
         out.append(m)
+    close_calls()
     return out
 
 

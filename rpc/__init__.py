@@ -6,74 +6,48 @@
 - ``framing``: encoding of requests, notifications, events and replies; ``decode_reply``.
 - ``dispatch``: ``Dispatcher``, the sans-I/O JSON-RPC 2.0 dispatcher.
 - ``schema``: ``protocol_schema()``, the JSON Schema behind ``tether schema``.
+
+Every public name is importable from here, but the submodules load on first use
+(PEP 562): ``errors`` needs nothing beyond the stdlib, while ``models`` pulls in
+pydantic (~100 ms), which the CLI's hot path never needs.
 """
 
-from .dispatch import MAX_BATCH, MAX_FIELD_ERRORS, Dispatcher, Handler
-from .errors import (
-    ERRORS,
-    AdmissionConflict,
-    InternalError,
-    InvalidParams,
-    InvalidRequest,
-    MethodNotFound,
-    NotFound,
-    Overloaded,
-    ParseError,
-    RpcError,
-    RuntimeDraining,
-    StorageUnavailable,
-    UnknownExecution,
-)
-from .framing import (
-    decode_reply,
-    encode_error,
-    encode_event,
-    encode_notification,
-    encode_request,
-    encode_result,
-)
-from .methods import EVENT_METHOD, METHODS, PROTOCOL, Method
-from .models import (
-    EVENT_TYPES,
-    MAX_ATTACHMENTS,
-    MAX_ID_CHARS,
-    MAX_TEXT_CHARS,
-    TURN_OPTION_FIELDS,
-    Attachment,
-    Event,
-    EventsSinceResult,
-    InterruptResult,
-    Model,
-    OkResult,
-    PendingAdmission,
-    PingParams,
-    PingResult,
-    PromptCancelParams,
-    PromptReceiptParams,
-    PromptResolveUnknownParams,
-    PromptSubmitParams,
-    Receipt,
-    RuntimeDescribeParams,
-    RuntimeDescribeResult,
-    RuntimeShutdownParams,
-    SessionCreateParams,
-    SessionDetachParams,
-    SessionEventsSinceParams,
-    SessionInfo,
-    SessionInterruptParams,
-    SessionListParams,
-    SessionListResult,
-    SessionResumeParams,
-    SessionSummary,
-    ShutdownResult,
-    Snapshot,
-    TokenCreateParams,
-    TokenCreateResult,
-    TranscriptMessage,
-    TurnOptions,
-    TurnResult,
-)
-from .schema import protocol_schema
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# name -> submodule that defines it; drives the lazy __getattr__ below
+_SOURCES: dict[str, str] = {}
+for _module, _names in {
+    "dispatch": ("MAX_BATCH", "MAX_FIELD_ERRORS", "Dispatcher", "Handler"),
+    "errors": (
+        "ERRORS", "AdmissionConflict", "InternalError", "InvalidParams", "InvalidRequest",
+        "MethodNotFound", "NotFound", "Overloaded", "ParseError", "RpcError",
+        "RuntimeDraining", "StorageUnavailable", "UnknownExecution",
+    ),
+    "framing": (
+        "decode_reply", "encode_error", "encode_event", "encode_notification",
+        "encode_request", "encode_result",
+    ),
+    "methods": ("EVENT_METHOD", "METHODS", "PROTOCOL", "Method"),
+    "models": (
+        "EVENT_TYPES", "MAX_ATTACHMENTS", "MAX_ID_CHARS", "MAX_TEXT_CHARS",
+        "TURN_OPTION_FIELDS", "Attachment", "Event", "EventsSinceResult", "InterruptResult",
+        "Model", "OkResult", "PendingAdmission", "PingParams", "PingResult",
+        "PromptCancelParams", "PromptReceiptParams", "PromptResolveUnknownParams",
+        "PromptSubmitParams", "Receipt", "RuntimeDescribeParams", "RuntimeDescribeResult",
+        "RuntimeShutdownParams", "SessionCreateParams", "SessionDetachParams",
+        "SessionEventsSinceParams", "SessionInfo", "SessionInterruptParams",
+        "SessionListParams", "SessionListResult", "SessionResumeParams", "SessionSummary",
+        "ShutdownResult", "Snapshot", "TokenCreateParams", "TokenCreateResult",
+        "TranscriptMessage", "TurnOptions", "TurnResult",
+    ),
+    "schema": ("protocol_schema",),
+}.items():
+    for _name in _names:
+        _SOURCES[_name] = _module
+del _module, _names, _name
 
 __all__ = [
     # errors
@@ -149,3 +123,17 @@ __all__ = [
     # schema
     "protocol_schema",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _SOURCES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+

@@ -243,8 +243,14 @@ def _invalid_params(exc: ValidationError) -> InvalidParams:
     # Neither the offending input nor pydantic's docs URL goes on the wire: the
     # input may be megabytes of prompt text, and loc/msg/type say enough.
     problems = exc.errors(include_url=False, include_context=False, include_input=False)
+    # A loc part may be a key the peer made up (extra_forbidden): shortened like
+    # method names, or a 4 MiB key would come back twice in the reply.
     fields = [
-        {"loc": ".".join(str(part) for part in p["loc"]), "msg": p["msg"], "type": p["type"]}
+        {
+            "loc": ".".join(str(part)[:_METHOD_ECHO_CHARS] for part in p["loc"]),
+            "msg": p["msg"],
+            "type": p["type"],
+        }
         for p in problems[:MAX_FIELD_ERRORS]
     ]
     detail = "; ".join(f"{f['loc']}: {f['msg']}" if f["loc"] else f["msg"] for f in fields)

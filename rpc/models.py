@@ -310,7 +310,8 @@ class Event(Model):
     subagent.complete      delegation_id?, task_index, status, summary,
                            child_session_id
     delegation.dispatched  delegation_id, tasks
-    delegation.complete    delegation_id, state
+    delegation.complete    delegation_id, state, admission_id (of the delivery),
+                           results: [{task_index, status}]
     message.complete       admission_id, outcome, text, error?
     session.replay_gap     last_seq, reason
     =====================  =========================================================

@@ -1,22 +1,31 @@
-"""The one owner of the SQLite file: a group-commit writer and a reader.
+"""The one owner of the SQLite file: a group-commit writer and two ways to read.
 
 Every write is a *unit*: a synchronous function ``unit(conn) -> T`` over a
-``sqlite3.Connection``. Units submitted concurrently are grouped by one writer
-thread into a single transaction (one fsync for the whole group), each inside
-its own SAVEPOINT, so a unit that raises rolls back alone and its neighbours
-still commit. ``Database.write`` resolves only after the COMMIT that made the
-unit durable returned; that is what "recorded before acknowledged" rests on.
+``sqlite3.Connection``. Units submitted while a commit is in flight are grouped
+into the next transaction (one fsync for the whole group), each inside its own
+SAVEPOINT, so a unit that raises rolls back alone and its neighbours still
+commit. ``Database.write`` resolves only after the COMMIT that made the unit
+durable returned; that is what "recorded before acknowledged" rests on.
 
-Why not one ``aiosqlite`` call per statement: a thread hop per statement costs
-more than the statement itself, and grouping is only worth it when the whole
-group crosses to the writer thread once. The model is aiosqlite's (one worker
-thread per connection, calls serialised); the unit of work is a transaction
-rather than a statement.
+Where the work runs, and why. Units are short (a few indexed statements), so
+they run on the event loop, back to back, in submit order; only COMMIT — the
+fsync, the one slow step — runs on the commit thread, and the loop keeps
+serving (and collecting the next group) while it waits. Running the units on a
+writer thread instead would pass the GIL back and forth with the loop on every
+statement (sqlite3 releases it around each step), and under load every one of
+those hand-backs waits for the busy loop to yield: a group of fifty units would
+cost hundreds of GIL switches instead of one thread hop.
 
-Cancellation: the caller awaits a future; the writer thread owns BEGIN, COMMIT
-and ROLLBACK. A cancelled caller never leaves a transaction open, and a unit
-that was already handed to the writer still commits (the caller just does not
-hear about it), exactly like a request whose reply was lost on the wire.
+Cancellation: the caller awaits a future; loop callbacks, not the caller's task,
+drive BEGIN, the units, COMMIT and ROLLBACK. A cancelled caller never leaves a
+transaction open, and a unit that was already submitted still commits (the
+caller just does not hear about it), exactly like a request whose reply was lost
+on the wire.
+
+Reads: ``read(fn)`` runs ``fn`` on the reader thread (anything that may be large:
+a transcript, a page of events, a listing); ``lookup(fn)`` runs it on the loop
+against a connection of its own, for a few rows by key (a receipt, an
+idempotency check), with no thread hop. Both see only committed data.
 """
 
 from __future__ import annotations
@@ -27,7 +36,6 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,7 +46,8 @@ __all__ = ["Database", "StorageError"]
 T = TypeVar("T")
 log = logging.getLogger("tether.store")
 
-#: Upper bound on units folded into one transaction; bounds commit latency.
+#: Upper bound on units folded into one transaction; bounds commit latency and
+#: how long one group keeps the loop busy.
 MAX_GROUP = 256
 
 
@@ -74,6 +83,11 @@ def _translate(exc: BaseException) -> BaseException:
     return exc
 
 
+def _is_busy(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and (
+        "locked" in str(exc) or "busy" in str(exc))
+
+
 def _connect(path: str, *, busy_timeout_ms: int, readonly: bool = False) -> sqlite3.Connection:
     uri = f"file:{path}?mode=ro" if readonly else f"file:{path}"
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
@@ -88,14 +102,13 @@ def _connect(path: str, *, busy_timeout_ms: int, readonly: bool = False) -> sqli
 
 
 class _Job:
-    __slots__ = ("unit", "future", "loop", "after_commit")
+    __slots__ = ("unit", "future", "after_commit")
 
-    def __init__(self, unit: Callable[[sqlite3.Connection], Any], loop: asyncio.AbstractEventLoop,
+    def __init__(self, unit: Callable[[sqlite3.Connection], Any], future: asyncio.Future[Any],
                  after_commit: Callable[[Any], None] | None):
         self.unit = unit
-        self.loop = loop
+        self.future = future
         self.after_commit = after_commit
-        self.future: asyncio.Future[Any] = loop.create_future()
 
 
 def _resolve(job: _Job, ok: bool, value: Any) -> None:
@@ -115,48 +128,82 @@ def _resolve(job: _Job, ok: bool, value: Any) -> None:
         fut.set_exception(value)
 
 
-def _resolve_group(group: list[_Job], outcomes: list[tuple[bool, Any]]) -> None:
-    for job, (ok, value) in zip(group, outcomes, strict=True):
-        _resolve(job, ok, value)
+class _Worker:
+    """One thread running calls in order; each result comes back as a loop callback."""
+
+    def __init__(self, name: str) -> None:
+        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.AbstractEventLoop,
+                                             Callable[[bool, Any], None]] | None]
+        self._calls = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def call(self, fn: Callable[[], Any], loop: asyncio.AbstractEventLoop,
+             done: Callable[[bool, Any], None]) -> None:
+        self._calls.put((fn, loop, done))
+
+    def _loop(self) -> None:
+        while (item := self._calls.get()) is not None:
+            fn, loop, done = item
+            try:
+                ok, value = True, fn()
+            except BaseException as exc:  # noqa: BLE001 - every failure goes to its caller
+                ok, value = False, _translate(exc)
+            try:
+                loop.call_soon_threadsafe(done, ok, value)
+            except RuntimeError:  # the loop is gone: nobody is waiting any more
+                pass
+
+    async def stop(self) -> None:
+        self._calls.put(None)
+        await asyncio.to_thread(self._thread.join)
 
 
 class Database:
-    """Async facade over one writer thread and one reader thread.
+    """Async facade over one writer connection, a commit thread and two readers.
 
     ``await Database.open(path)`` creates or migrates the file. ``write(unit)``
     returns the unit's value after its group committed (raises the unit's own
     exception, or StorageError). ``read(fn)`` runs ``fn(conn)`` on the reader
-    connection (a consistent WAL snapshot per call).
+    thread and ``lookup(fn)`` on the loop; each call sees one consistent WAL
+    snapshot of committed data.
     """
 
     def __init__(self, path: Path, writer: sqlite3.Connection, reader: sqlite3.Connection,
-                 busy_timeout_ms: int) -> None:
+                 looker: sqlite3.Connection, busy_timeout_ms: int) -> None:
         self.path = path
         self._writer = writer
         self._reader = reader
+        self._looker = looker
         self._busy_timeout_ms = busy_timeout_ms
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._read_thread = _ReadThread(reader)
-        self._thread = threading.Thread(target=self._write_loop, name="tether-writer", daemon=True)
+        self._pending: list[_Job] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._active = False  # a group is being run or committed
+        self._idle: asyncio.Event | None = None  # close() waits on it
+        self._committer = _Worker("tether-commit")
+        self._read_thread = _Worker("tether-reader")
         self._closed = False
         self.commits = 0  # groups committed, for the bench and tests
-        self._thread.start()
 
     @classmethod
     async def open(cls, path: Path | str, *, busy_timeout_ms: int = 5000) -> Database:
         path = Path(path)
 
-        def _open() -> tuple[sqlite3.Connection, sqlite3.Connection]:
+        def _open() -> tuple[sqlite3.Connection, ...]:
             try:
                 writer = _connect(str(path), busy_timeout_ms=busy_timeout_ms)
                 migrate(writer)
+                # the loop must never sleep in SQLite's busy handler: the writer
+                # and the loop's reader fail fast instead, and take a slower path
+                writer.execute("PRAGMA busy_timeout=0")
                 reader = _connect(str(path), busy_timeout_ms=busy_timeout_ms)
-                return writer, reader
+                looker = _connect(str(path), busy_timeout_ms=0)
+                return writer, reader, looker
             except sqlite3.Error as exc:
                 raise _translate(exc) from exc
 
-        writer, reader = await asyncio.to_thread(_open)
-        return cls(path, writer, reader, busy_timeout_ms)
+        writer, reader, looker = await asyncio.to_thread(_open)
+        return cls(path, writer, reader, looker, busy_timeout_ms)
 
     # -- writes -----------------------------------------------------------
 
@@ -168,8 +215,8 @@ class Database:
         in commit order across all callers, even if this caller was cancelled;
         the event fan-out relies on it to publish events in seq order.
         """
-        # shield: cancelling the caller must not cancel the future the writer
-        # resolves; the unit's fate is decided by the writer alone.
+        # shield: cancelling the caller must not cancel the future the group
+        # resolves; the unit's fate is decided by the group alone.
         return await asyncio.shield(self.submit(unit, after_commit))
 
     def submit(self, unit: Callable[[sqlite3.Connection], T],
@@ -178,39 +225,47 @@ class Database:
         return the future ``write`` would await."""
         if self._closed:
             raise StorageError("database is closed", "closed")
-        job = _Job(unit, asyncio.get_running_loop(), after_commit)
-        self._jobs.put(job)
+        loop = self._loop = asyncio.get_running_loop()
+        job = _Job(unit, loop.create_future(), after_commit)
+        self._pending.append(job)
+        if not self._active:
+            # everything submitted before the loop gets round to it joins this group
+            self._active = True
+            loop.call_soon(self._next_group)
         return job.future
 
-    def _write_loop(self) -> None:
-        conn = self._writer
-        while True:
-            job = self._jobs.get()
-            if job is None:
+    def _next_group(self) -> None:
+        group, self._pending = self._pending[:MAX_GROUP], self._pending[MAX_GROUP:]
+        if not group:
+            self._active = False
+            if self._idle is not None:
+                self._idle.set()
+            return
+        try:
+            self._writer.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            if not _is_busy(exc):
+                self._finish(group, [], False, _translate(exc))
                 return
-            group = [job]
-            stop = False
-            while len(group) < MAX_GROUP:
-                try:
-                    nxt = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    stop = True
-                    break
-                group.append(nxt)
-            self._run_group(conn, group)
-            if stop:
-                return
+            # another process holds the write lock: wait for it off the loop
+            assert self._loop is not None
+            self._committer.call(self._begin_waiting, self._loop,
+                                 lambda ok, err: self._run_group(group) if ok
+                                 else self._finish(group, [], False, err))
+            return
+        self._run_group(group)
 
-    def _run_group(self, conn: sqlite3.Connection, group: list[_Job]) -> None:
-        outcomes: list[tuple[bool, Any]] = []
+    def _begin_waiting(self) -> None:
+        conn = self._writer
+        conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
         try:
             conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            err = _translate(exc)
-            self._deliver(group, [(False, err)] * len(group))
-            return
+        finally:
+            conn.execute("PRAGMA busy_timeout=0")
+
+    def _run_group(self, group: list[_Job]) -> None:
+        conn = self._writer
+        outcomes: list[tuple[bool, Any]] = []
         for job in group:
             try:
                 conn.execute("SAVEPOINT unit")
@@ -224,81 +279,86 @@ class Database:
                 except sqlite3.Error:
                     pass
                 outcomes.append((False, _translate(exc)))
+        assert self._loop is not None
+        self._committer.call(self._commit, self._loop,
+                             lambda ok, err: self._finish(group, outcomes, ok, err))
+
+    def _commit(self) -> None:
+        # on the commit thread: the fsync happens here, off the loop
+        conn = self._writer
         try:
             conn.execute("COMMIT")
-            self.commits += 1
-        except sqlite3.Error as exc:
-            err = _translate(exc)
+        except sqlite3.Error:
             try:
                 conn.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
-            outcomes = [(False, err)] * len(group)
-        self._deliver(group, outcomes)
+            raise
 
-    @staticmethod
-    def _deliver(group: list[_Job], outcomes: list[tuple[bool, Any]]) -> None:
-        # one wake-up of the loop per group, not per unit
-        loop = group[0].loop
-        loop.call_soon_threadsafe(_resolve_group, group, outcomes)
+    def _finish(self, group: list[_Job], outcomes: list[tuple[bool, Any]], ok: bool,
+                err: Any) -> None:
+        if ok:
+            self.commits += 1
+        else:
+            outcomes = [(False, err)] * len(group)
+        for job, (unit_ok, value) in zip(group, outcomes, strict=True):
+            _resolve(job, unit_ok, value)
+        self._next_group()
 
     # -- reads ------------------------------------------------------------
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn(conn)`` on the reader thread, in one read transaction."""
         if self._closed:
             raise StorageError("database is closed", "closed")
-        return await self._read_thread.submit(fn)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[T] = loop.create_future()
+
+        def done(ok: bool, value: Any) -> None:
+            if not fut.done():
+                fut.set_result(value) if ok else fut.set_exception(value)
+
+        self._read_thread.call(lambda: self._snapshot(self._reader, fn), loop, done)
+        return await fut
+
+    async def lookup(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn(conn)`` on the loop, for a few rows by key: no thread hop.
+
+        Falls back to the reader thread in the rare case SQLite answers busy.
+        Never for anything that may be large: that is ``read``.
+        """
+        if self._closed:
+            raise StorageError("database is closed", "closed")
+        try:
+            return self._snapshot(self._looker, fn)
+        except sqlite3.Error as exc:
+            if not _is_busy(exc):
+                raise _translate(exc) from None
+        return await self.read(fn)
+
+    @staticmethod
+    def _snapshot(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+        # one read transaction per call: a multi-query read sees one snapshot
+        conn.execute("BEGIN")
+        try:
+            return fn(conn)
+        finally:
+            conn.execute("ROLLBACK")
 
     # -- lifecycle --------------------------------------------------------
 
     async def close(self) -> None:
+        """Refuse new work, let submitted units commit, then close the file."""
         if self._closed:
             return
         self._closed = True
-        self._jobs.put(None)
-        await asyncio.to_thread(self._thread.join)
+        if self._active:
+            self._idle = asyncio.Event()
+            await self._idle.wait()
+        await self._committer.stop()
         await self._read_thread.stop()
-        for conn in (self._writer, self._reader):
+        for conn in (self._writer, self._reader, self._looker):
             try:
                 conn.close()
             except sqlite3.Error:
                 pass
-
-
-class _ReadThread:
-    """One thread that runs read functions on the reader connection in order."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self._conn = conn
-        self._q: queue.SimpleQueue[tuple[Callable[[sqlite3.Connection], Any], Future[Any]] | None]
-        self._q = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._loop, name="tether-reader", daemon=True)
-        self._thread.start()
-
-    def _loop(self) -> None:
-        while True:
-            item = self._q.get()
-            if item is None:
-                return
-            fn, fut = item
-            if not fut.set_running_or_notify_cancel():
-                continue
-            try:
-                # one read transaction per call: a multi-query read sees one snapshot
-                self._conn.execute("BEGIN")
-                try:
-                    value = fn(self._conn)
-                finally:
-                    self._conn.execute("ROLLBACK")
-                fut.set_result(value)
-            except BaseException as exc:  # noqa: BLE001
-                fut.set_exception(_translate(exc))
-
-    async def submit(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        fut: Future[T] = Future()
-        self._q.put((fn, fut))
-        return await asyncio.wrap_future(fut)
-
-    async def stop(self) -> None:
-        self._q.put(None)
-        await asyncio.to_thread(self._thread.join)

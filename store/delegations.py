@@ -5,7 +5,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-__all__ = ["insert", "get", "finish", "mark_delivered", "interrupt_running", "undelivered"]
+__all__ = ["insert", "get", "finish", "mark_delivered", "interrupt_running", "undelivered",
+           "record_progress", "running_before"]
 
 _SELECT = (
     "SELECT delegation_id, origin_session_id, origin_admission_id, state, task_json, "
@@ -37,6 +38,24 @@ def finish(conn: sqlite3.Connection, delegation_id: str, state: str, result_json
         (state, result_json, now, delegation_id),
     )
     return cur.rowcount == 1
+
+
+def record_progress(conn: sqlite3.Connection, delegation_id: str, result_json: str) -> bool:
+    """Save the results of the children finished so far on a running row."""
+    cur = conn.execute(
+        "UPDATE async_delegations SET result_json = ? "
+        "WHERE delegation_id = ? AND state = 'running'",
+        (result_json, delegation_id),
+    )
+    return cur.rowcount == 1
+
+
+def running_before(conn: sqlite3.Connection, epoch: int) -> list[dict[str, Any]]:
+    """Rows still running that an older owner (epoch < ``epoch``) started."""
+    rows = conn.execute(
+        _SELECT + " WHERE state = 'running' AND owner_epoch < ? ORDER BY created_at", (epoch,)
+    )
+    return [dict(r) for r in rows]
 
 
 def mark_delivered(conn: sqlite3.Connection, delegation_id: str, now: float) -> bool:

@@ -1,0 +1,233 @@
+"""Finding the owner of a home, and starting one when there is none (SPEC §1).
+
+A client resolves the home (``--home``, ``$TETHER_HOME``, the platform's user
+data dir: the same rule as ``tether.daemon.home.resolve_home``), reads
+``daemon.json`` and checks that the owner it names is alive: its pid exists and
+its socket accepts a connection. When there is no live owner it starts one,
+detached (own session, stdin from /dev/null, stdout/stderr appended to
+``<home>/logs/daemon.log``), waits for the descriptor, and returns it. The
+client never owns the daemon's lifetime: nothing here waits for, signals or
+reaps the process it started beyond noticing that it exited early.
+
+Races are expected and harmless: two clients may start an owner at once; the
+loser's owner finds the lock taken and exits with code 3 ("already running"),
+and its client simply keeps waiting for the winner's descriptor.
+
+Nothing here imports pydantic, websockets or the daemon: this is on the CLI's
+hot path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "EXIT_OWNER_RUNNING",
+    "OwnerUnavailable",
+    "describe_owner",
+    "ensure_owner",
+    "live_descriptor",
+    "pid_alive",
+    "read_descriptor",
+    "resolve_home",
+    "start_owner",
+]
+
+#: ``python -m tether.daemon`` exits with this code when the home already has an owner
+#: (and, less often, when it cannot start at all; the log tells which).
+EXIT_OWNER_RUNNING = 3
+#: how long a client waits for a freshly started owner to write its descriptor
+START_TIMEOUT = 15.0
+#: owners this process started and that still ran when last looked at. Holding
+#: the Popen objects lets us reap them (no zombie once an owner exits while a
+#: long-lived client, e.g. an editor plugin, still runs) and keeps Popen.__del__
+#: from warning that a deliberately detached process is still running.
+_STARTED: list[subprocess.Popen[bytes]] = []
+#: how often the descriptor is polled while waiting
+POLL_SECONDS = 0.02
+
+
+class OwnerUnavailable(Exception):
+    """No owner could be reached or started for a home (the CLI's exit code 3).
+
+    ``reason`` is a stable snake_case word (``not_running``, ``start_failed``,
+    ``start_timeout``, ``unreachable``); ``hint`` is one line for a human.
+    """
+
+    def __init__(self, reason: str, detail: str, hint: str = "") -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+        self.hint = hint
+
+
+def resolve_home(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """``--home``, else ``$TETHER_HOME``, else the platform's user data dir."""
+    # Kept in step with tether.daemon.home.resolve_home (a test checks both agree);
+    # importing that module would pull the daemon into every client.
+    if explicit:
+        return Path(explicit).expanduser().absolute()
+    env = os.environ.get("TETHER_HOME")
+    if env:
+        return Path(env).expanduser().absolute()
+    import platformdirs  # lazy: only needed when nothing names the home
+
+    return Path(platformdirs.user_data_dir("tether", appauthor=False)).absolute()
+
+
+def read_descriptor(home: Path) -> dict[str, Any] | None:
+    """``daemon.json`` as a dict, or None if it is missing or half-written."""
+    try:
+        data = json.loads((home / "daemon.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def pid_alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, but belongs to someone else
+    return True
+
+
+def _socket_accepts(path: str, timeout: float = 1.0) -> bool:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(path)
+    except OSError:
+        return False
+    finally:
+        s.close()
+    return True
+
+
+def live_descriptor(home: Path) -> dict[str, Any] | None:
+    """The descriptor of a live owner of ``home``, or None.
+
+    Live means the pid exists and the socket accepts a connection: a descriptor
+    left by a crashed owner (or naming a pid since reused) does not count.
+    """
+    desc = read_descriptor(home)
+    if desc is None or not pid_alive(desc.get("pid")):
+        return None
+    sock = desc.get("socket") or str(home / "daemon.sock")
+    if not isinstance(sock, str) or not _socket_accepts(sock):
+        return None
+    return desc
+
+
+def _lock_holder(home: Path) -> int | None:
+    """The pid an owner wrote into daemon.lock, if that process still exists.
+
+    A hint only: reading the file does not take the lock (taking it, even
+    briefly, would make a starting owner believe another one runs).
+    """
+    try:
+        pid = int((home / "daemon.lock").read_text().strip() or 0)
+    except (OSError, ValueError):
+        return None
+    return pid if pid != os.getpid() and pid_alive(pid) else None
+
+
+def start_owner(home: Path, *, tcp: str | None = None) -> subprocess.Popen[bytes]:
+    """Start ``python -m tether.daemon --home HOME`` detached; return at once."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    logs = home / "logs"
+    logs.mkdir(mode=0o700, exist_ok=True)
+    args = [sys.executable, "-m", "tether.daemon", "--home", str(home)]
+    if tcp:
+        args += ["--tcp", tcp]
+    fd = os.open(logs / "daemon.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        # start_new_session: the owner must survive the terminal (SIGHUP, Ctrl-C to the
+        # CLI's process group) and the CLI's exit. cwd = home so the owner never pins
+        # the directory the user happened to be in.
+        return subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
+                                cwd=str(home), start_new_session=True, close_fds=True)
+    finally:
+        os.close(fd)
+
+
+def _log_tail(home: Path, lines: int = 5) -> str:
+    try:
+        text = (home / "logs" / "daemon.log").read_text(errors="replace")
+    except OSError:
+        return ""
+    return " | ".join(text.strip().splitlines()[-lines:])
+
+
+async def ensure_owner(home: Path, *, autostart: bool = True, tcp: str | None = None,
+                       timeout: float = START_TIMEOUT) -> dict[str, Any]:
+    """The live owner's descriptor, starting an owner first if needed.
+
+    Raises ``OwnerUnavailable`` when there is none and ``autostart`` is false,
+    when the started owner fails (its log's last lines are in ``detail``), or
+    when no descriptor appears within ``timeout`` seconds.
+    """
+    _STARTED[:] = [p for p in _STARTED if p.poll() is None]
+    desc = live_descriptor(home)
+    if desc is not None:
+        return desc
+    if not autostart:
+        raise OwnerUnavailable("not_running", f"no owner is running for {home}",
+                               "start one with `tether serve`")
+    deadline = time.monotonic() + timeout
+    proc: subprocess.Popen[bytes] | None = None
+    # An owner that holds the lock but has no descriptor yet is starting (another
+    # client's) or stopping (a restart): give it a moment before competing.
+    next_spawn = time.monotonic() + (0.5 if _lock_holder(home) else 0.0)
+    backoff = 0.2
+    while True:
+        desc = live_descriptor(home)
+        if desc is not None:
+            if proc is not None:
+                _STARTED.append(proc)
+            return desc
+        if proc is not None and proc.poll() is not None:
+            code = proc.returncode
+            if code != EXIT_OWNER_RUNNING:
+                raise OwnerUnavailable("start_failed", f"the owner exited with code {code}: "
+                                       + (_log_tail(home) or "no log output"),
+                                       f"see {home / 'logs'} for details")
+            # Lost a start race, or an old owner is still on its way out: wait for the
+            # winner's descriptor, and try again later if none appears. (The pid in
+            # daemon.lock is only a hint; it may be a reused pid, so it never stops us.)
+            proc = None
+            next_spawn = time.monotonic() + backoff
+            backoff = min(backoff * 2, 2.0)
+        if proc is None and time.monotonic() >= next_spawn:
+            try:
+                proc = start_owner(home, tcp=tcp)
+            except OSError as exc:
+                raise OwnerUnavailable("start_failed", f"cannot start the owner: {exc}",
+                                       "check that the home directory is writable") from None
+        if time.monotonic() > deadline:
+            holder = _lock_holder(home)
+            who = f" (pid {holder} holds the lock but does not answer)" if holder else ""
+            raise OwnerUnavailable("start_timeout",
+                                   f"no owner came up for {home} within {timeout:g} s{who}",
+                                   f"see {home / 'logs'}; `tether status` shows what runs")
+        await asyncio.sleep(POLL_SECONDS)
+
+
+def describe_owner(desc: dict[str, Any]) -> str:
+    """One line naming an owner for humans."""
+    where = desc.get("socket", "?")
+    if desc.get("tcp_url"):
+        where += f" and {desc['tcp_url']}"
+    return f"pid {desc.get('pid')}, epoch {desc.get('epoch')}, serving {where}"

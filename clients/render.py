@@ -1,0 +1,217 @@
+"""Showing a session on a terminal: streamed answers, progress lines, transcripts.
+
+``Renderer`` turns the owner's events (docs/protocol.md §5) into text: answer
+deltas are written as they arrive; tool, helper (subagent) and delegation
+progress become dim lines prefixed with ``·``; a turn this viewer did not start
+(background delegation results, another client's prompt) gets a header line.
+It only writes; it never reads or talks to the owner, so the chat, attach and
+finite-with-a-terminal paths share it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, TextIO
+
+import orjson
+
+__all__ = ["Renderer", "use_color", "shorten", "format_time"]
+
+_DIM = "\x1b[2m"
+_BOLD = "\x1b[1m"
+_RESET = "\x1b[0m"
+#: how the owner opens the message that delivers background delegation results
+_RESULTS_MARKER = "[delegation results]"
+
+
+def use_color(stream: TextIO) -> bool:
+    """ANSI styling only on a terminal, and never when NO_COLOR is set (no-color.org)."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+    return tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def shorten(text: Any, limit: int = 80) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def format_time(ts: Any) -> str:
+    if not isinstance(ts, int | float):
+        return "?"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+class Renderer:
+    """Writes one session's events to ``out``.
+
+    ``mine`` is the set of admission ids this viewer submitted (None: a pure
+    viewer, for whom every turn gets a header). ``headers=False`` shows turns
+    without header lines (a finite chat: every turn on screen is its own).
+    """
+
+    def __init__(self, out: TextIO, *, color: bool, mine: set[str] | None = None,
+                 headers: bool = True) -> None:
+        self.out = out
+        self.color = color
+        self.mine = mine
+        self.headers = headers
+        self.completed: set[str] = set()  # admissions whose message.complete we showed
+        self.at_line_start = True
+        self._started: set[str] = set()  # admissions whose message.start we saw
+        self._streamed: set[str] = set()  # admissions whose answer we printed from deltas
+        self._held: dict[str, list[str]] = {}  # deltas of turns we joined midway
+        self._delivered = 0  # delegation results delivered but not yet started as a turn
+        self.outstanding: set[str] = set()  # background delegations dispatched, not complete
+
+    # -- low level -----------------------------------------------------------
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        self.out.write(text)
+        self.out.flush()
+        self.at_line_start = text.endswith("\n")
+
+    def newline(self) -> None:
+        if not self.at_line_start:
+            self.write("\n")
+
+    def style(self, text: str, code: str) -> str:
+        return f"{code}{text}{_RESET}" if self.color else text
+
+    def progress(self, line: str) -> None:
+        self.newline()
+        self.write(self.style(f"  · {line}", _DIM) + "\n")
+
+    def note(self, line: str) -> None:
+        """A dim line without the progress prefix (banners, hints)."""
+        self.newline()
+        self.write(self.style(line, _DIM) + "\n")
+
+    def header(self, line: str) -> None:
+        self.newline()
+        self.write(self.style(f"── {line} ──", _BOLD) + "\n")
+
+    # -- events --------------------------------------------------------------
+
+    def event(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        payload = event.get("payload") or {}
+        aid = event.get("admission_id") or payload.get("admission_id")
+        handler = getattr(self, "_on_" + str(kind).replace(".", "_"), None)
+        if handler is not None:
+            handler(payload, aid)
+
+    def _on_message_start(self, payload: dict[str, Any], aid: str | None) -> None:
+        if aid is None:
+            return
+        self._started.add(aid)
+        if not self.headers:
+            return
+        if self.mine is None or aid not in self.mine:
+            if self._delivered:
+                self._delivered -= 1
+                self.header("background delegation results arrived: new turn")
+            elif self.mine is None:
+                self.header(f"turn {aid}")
+            else:
+                self.header("new turn from another client")
+
+    def _on_message_delta(self, payload: dict[str, Any], aid: str | None) -> None:
+        text = payload.get("text") or ""
+        if aid is not None and aid not in self._started:
+            # we joined this turn midway: its beginning is not ours to show, so keep
+            # the tail and print the whole answer from message.complete instead
+            self._held.setdefault(aid, []).append(text)
+            return
+        if aid is not None:
+            self._streamed.add(aid)
+        self.write(text)
+
+    def _on_tool_start(self, payload: dict[str, Any], aid: str | None) -> None:
+        name = payload.get("name", "?")
+        detail = ""
+        try:
+            args = orjson.loads(payload.get("arguments") or "{}")
+        except orjson.JSONDecodeError:
+            args = None
+        if isinstance(args, dict) and isinstance(args.get("tasks"), list):
+            detail = f" ({len(args['tasks'])} tasks)"
+        elif isinstance(args, dict) and args.get("goal"):
+            detail = f": {shorten(args['goal'], 60)}"
+        self.progress(f"tool {name}{detail}")
+
+    def _on_tool_complete(self, payload: dict[str, Any], aid: str | None) -> None:
+        if payload.get("error"):
+            self.progress(f"tool {payload.get('name', '?')} failed: {shorten(payload['error'])}")
+
+    def _on_subagent_start(self, payload: dict[str, Any], aid: str | None) -> None:
+        index = payload.get("task_index")
+        number = index + 1 if isinstance(index, int) else "?"
+        self.progress(f"helper {number} started: {shorten(payload.get('goal'), 70)}")
+
+    def _on_subagent_complete(self, payload: dict[str, Any], aid: str | None) -> None:
+        index = payload.get("task_index")
+        number = index + 1 if isinstance(index, int) else "?"
+        self.progress(f"helper {number} {payload.get('status', 'finished')}: "
+                      f"{shorten(payload.get('summary'), 70)}")
+
+    def _on_delegation_dispatched(self, payload: dict[str, Any], aid: str | None) -> None:
+        did = payload.get("delegation_id", "?")
+        self.outstanding.add(did)
+        tasks = payload.get("tasks")
+        count = f"{len(tasks)} task{'s' if len(tasks) != 1 else ''}" \
+            if isinstance(tasks, list) else "tasks"
+        self.progress(f"delegation {did} runs in the background ({count}); "
+                      "its results will arrive as a new turn")
+
+    def _on_delegation_complete(self, payload: dict[str, Any], aid: str | None) -> None:
+        did = payload.get("delegation_id", "?")
+        self.outstanding.discard(did)
+        self._delivered += 1
+        self.progress(f"delegation {did} {payload.get('state', 'finished')}")
+
+    def _on_message_complete(self, payload: dict[str, Any], aid: str | None) -> None:
+        text = payload.get("text") or ""
+        if aid is not None and aid not in self._streamed and text:
+            self.newline()
+            self.write(text)
+        self._held.pop(aid or "", None)
+        if aid is not None:
+            self.completed.add(aid)
+        self.newline()
+        outcome = payload.get("outcome")
+        if outcome and outcome != "completed":
+            error = payload.get("error")
+            self.progress(f"turn {outcome}" + (f": {shorten(error, 200)}" if error else ""))
+
+    def _on_session_replay_gap(self, payload: dict[str, Any], aid: str | None) -> None:
+        pass  # the stream catches up by itself; nothing for a human here
+
+    # -- transcripts ---------------------------------------------------------
+
+    def transcript(self, messages: list[dict[str, Any]]) -> None:
+        """Print a stored transcript (session.resume's ``messages``)."""
+        for m in messages:
+            role = m.get("role")
+            content = m.get("content")
+            if role == "user":
+                text = content or ""
+                if text.startswith(_RESULTS_MARKER):
+                    # the owner's own message carrying background results as JSON: the
+                    # answer after it says what they mean
+                    text = shorten(text, 100)
+                self.newline()
+                self.write(self.style("› ", _BOLD) + text + "\n")
+            elif role == "assistant":
+                for call in m.get("tool_calls") or ():
+                    name = (call.get("function") or {}).get("name", "?")
+                    self.progress(f"tool {name}")
+                if content:
+                    self.newline()
+                    self.write(content + "\n")
+            # tool results are long and for the model; the progress lines stand for them

@@ -1,0 +1,170 @@
+"""The CLI's exit codes and error lines (SPEC §8), and its read-only commands.
+
+0 completed; 1 turn failed/cancelled/interrupted; 2 usage or invalid input;
+3 cannot reach or start the owner. Every error is `tether: reason: detail`
+plus a `hint:` line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fakeprovider import FakeProvider, Status, text_reply
+from harness import OwnerProcess, write_config
+
+from tether.rpc.methods import METHODS
+
+
+def assert_error(result, code: int, reason: str) -> None:
+    assert result.returncode == code, result
+    assert result.stderr.startswith(f"tether: {reason}:"), result.stderr
+    assert "\nhint: " in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["chat", "-q", "hi", "--max-turns", "0"],
+    ["chat", "-q", "hi", "--reasoning", "extreme"],
+    ["chat", "-q", "a", "--query-file", "b"],
+    ["no-such-command"],
+    ["chat", "--no-such-flag"],
+])
+def test_usage_errors_exit_2(tmp_path, run_cli, args):
+    assert_error(run_cli(tmp_path / "home", *args), 2, "usage")
+    assert not (tmp_path / "home").exists(), "usage errors never start an owner"
+
+
+def test_bad_input_exits_2(tmp_path, run_cli):
+    home = tmp_path / "home"
+    assert_error(run_cli(home, "chat", "-Q", "--query-file", str(tmp_path / "missing.txt")),
+                 2, "unreadable_query_file")
+    assert_error(run_cli(home, "chat", "-Q", "-q", "   "), 2, "empty_query")
+    assert_error(run_cli(home, "chat", "-Q"), 2, "empty_query")  # stdin is /dev/null
+    assert not home.exists()
+
+
+def test_help_and_version(tmp_path, run_cli):
+    top = run_cli(tmp_path, "--help")
+    assert top.returncode == 0 and "chat" in top.stdout and "Exit codes" in top.stdout
+    chat = run_cli(tmp_path, "chat", "--help")
+    for flag in ("-q", "--query-file", "-Q", "--oneshot", "--resume", "--provider", "--model",
+                 "--base-url", "--toolsets", "--max-turns", "--reasoning", "--ignore-rules",
+                 "--input-id", "--json"):
+        assert flag in chat.stdout, flag
+    version = run_cli(tmp_path, "--version")
+    assert version.returncode == 0 and version.stdout.startswith("tether ")
+
+
+def test_owner_that_cannot_start_exits_3(tmp_path, run_cli):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    assert_error(run_cli(blocker / "home", "chat", "-Q", "-q", "hi", cwd=tmp_path), 3,
+                 "start_failed")
+
+
+def test_schema_names_every_method(tmp_path, run_cli):
+    result = run_cli(tmp_path / "home", "schema")
+    assert result.returncode == 0, result
+    schema = json.loads(result.stdout)
+    assert set(schema["methods"]) == set(METHODS)
+    assert not (tmp_path / "home").exists()
+
+
+def test_turns_exit_codes_and_viewers(tmp_path, run_cli):
+    home = tmp_path / "home"
+
+    def model(request: dict):
+        users = [m for m in request["messages"] if m["role"] == "user"]
+        if "FAIL" in users[-1]["content"]:
+            return Status(500)
+        return text_reply("OK_" + users[-1]["content"].split()[-1])
+
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url, model={"max_retries": 1})
+        with OwnerProcess(home):
+            ok = run_cli(home, "chat", "--json", "-q", "say alpha", "--input-id", "in-1")
+            assert ok.returncode == 0, ok
+            lines = [json.loads(line) for line in ok.stdout.splitlines()]
+            receipt = lines[-1]
+            assert receipt["status"] == "terminal" and receipt["result"]["text"] == "OK_alpha"
+            sid = receipt["session_id"]
+            events = lines[:-1]
+            assert [e["type"] for e in events if e["type"].startswith("message.")][-1] == \
+                "message.complete"
+
+            # the same input id on the same session: the same turn, not a second one
+            again = run_cli(home, "chat", "-Q", "--resume", sid, "-q", "say alpha",
+                            "--input-id", "in-1")
+            assert again.returncode == 0 and again.stdout == "OK_alpha\n", again
+            conflict = run_cli(home, "chat", "-Q", "--resume", sid, "-q", "say beta",
+                               "--input-id", "in-1")
+            assert_error(conflict, 2, "admission_conflict")
+            assert_error(run_cli(home, "chat", "-Q", "--resume", "ses_missing", "-q", "x"),
+                         2, "not_found")
+
+            failed = run_cli(home, "chat", "-Q", "--resume", sid, "-q", "please FAIL")
+            assert_error(failed, 1, "turn_failed")
+            assert failed.stdout == ""
+            assert "500" in failed.stderr
+
+            listed = run_cli(home, "sessions")
+            assert listed.returncode == 0 and sid in listed.stdout, listed
+            dumped = run_cli(home, "events", sid, "--since", "0")
+            assert dumped.returncode == 0, dumped
+            seqs = [json.loads(line)["seq"] for line in dumped.stdout.splitlines()]
+            assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) > 5
+            tail = run_cli(home, "events", sid, "--since", "3")
+            assert json.loads(tail.stdout.splitlines()[0])["seq"] == 4
+            token = run_cli(home, "token", "--label", "test")
+            assert token.returncode == 0 and token.stdout.startswith("tt_"), token
+
+
+def test_attach_prints_transcript_then_follows_until_ctrl_c(tmp_path, run_cli):
+    import os
+    import select
+    import signal
+    import subprocess
+    import time
+
+    from clihelp import CLI
+    from harness import clean_env
+
+    home = tmp_path / "home"
+    out = b""
+
+    def read_until(proc, token: bytes, count: int = 1, timeout: float = 20.0) -> None:
+        nonlocal out
+        deadline = time.monotonic() + timeout
+        while out.count(token) < count and time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], 0.1)
+            if ready:
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                if not chunk:
+                    break
+                out += chunk
+        assert out.count(token) >= count, out
+
+    with FakeProvider(lambda r: text_reply("FIRST_ANSWER")) as fake:
+        write_config(home, fake.url)
+        with OwnerProcess(home):
+            done = run_cli(home, "chat", "--json", "-q", "hello there")
+            sid = json.loads(done.stdout.splitlines()[-1])["session_id"]
+            viewer = subprocess.Popen([*CLI, "attach", sid], env=clean_env(home),
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE)
+            try:
+                read_until(viewer, b"(following")
+                again = run_cli(home, "chat", "-Q", "--resume", sid, "-q", "once more")
+                assert again.returncode == 0, again
+                read_until(viewer, b"FIRST_ANSWER", count=2)  # transcript + the live turn
+                viewer.send_signal(signal.SIGINT)
+                rest, err = viewer.communicate(timeout=10)
+            finally:
+                if viewer.poll() is None:
+                    viewer.kill()
+                    viewer.communicate()
+    text = (out + rest).decode()
+    assert viewer.returncode == 0, (text, err)
+    assert "› hello there" in text and text.count("FIRST_ANSWER") == 2, text
+    assert b"Traceback" not in err

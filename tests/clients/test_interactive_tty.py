@@ -1,0 +1,129 @@
+"""A `tether chat -q` on a terminal stays interactive: background delegation, results as a new turn.
+
+The CLI runs under a pseudo-terminal (stdin and stdout are its slave side), so
+it sees a TTY exactly as a user's shell would give it. The seeded prompt must be
+submitted non-finite: the owner dispatches the delegation in the background (an
+async_delegations row exists), the parent answers at once, and the children's
+results arrive later as a new turn that the still-open chat prints. Ctrl-D then
+ends the chat with exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import time
+
+from clihelp import CLI
+from fakeprovider import FakeProvider, text_reply, tool_call_reply
+from harness import OwnerProcess, clean_env, db_rows, write_config
+
+RESULTS_TOKEN = "BACKGROUND_RESULTS_SYNTHESIZED"
+ACK = "DISPATCH_ACKNOWLEDGED"
+CHILD = "CHILD_SUMMARY_READY"
+
+
+def background_model(request: dict):
+    messages = request.get("messages") or []
+    users = [str(m.get("content") or "") for m in messages if m["role"] == "user"]
+    last = messages[-1] if messages else {}
+    if users and users[0].startswith("[delegated task]"):
+        return text_reply(CHILD)
+    if last.get("role") == "user" and last["content"].startswith("[delegation results]"):
+        # only the message that delivers the children's results earns the token
+        return text_reply(RESULTS_TOKEN if CHILD in last["content"] else "RESULTS_MISSING")
+    if last.get("role") == "tool":
+        status = json.loads(last["content"]).get("status")
+        return text_reply(ACK if status == "dispatched" else "JOINED_INLINE_WRONGLY")
+    return tool_call_reply("delegate_task", {"goal": "independent background task"})
+
+
+class Terminal:
+    """The master side of a pty, with a transcript of everything the CLI printed."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.output = b""
+
+    def read_until(self, token: bytes, timeout: float = 20.0) -> bytes:
+        deadline = time.monotonic() + timeout
+        while token not in self.output:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{token!r} not printed; got:\n{self.text}")
+            ready, _, _ = select.select([self.fd], [], [], min(remaining, 0.2))
+            if ready:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:  # EIO: the CLI closed the terminal (exited)
+                    break
+                if not chunk:
+                    break
+                self.output += chunk
+        if token not in self.output:
+            raise AssertionError(f"{token!r} not printed; got:\n{self.text}")
+        return self.output
+
+    def drain(self, seconds: float = 0.5) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.fd], [], [], 0.05)
+            if ready:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:
+                    return
+                if not chunk:
+                    return
+                self.output += chunk
+
+    @property
+    def text(self) -> str:
+        return self.output.decode(errors="replace")
+
+
+def test_tty_seeded_chat_keeps_background_delegation_and_prints_results(tmp_path):
+    home = tmp_path / "home"
+    with FakeProvider(background_model) as fake:
+        write_config(home, fake.url)
+        env = clean_env(home, TERM="xterm", NO_COLOR="1")
+        with OwnerProcess(home, env=env) as owner:
+            master, slave = os.openpty()
+            proc = subprocess.Popen([*CLI, "chat", "-q", "Delegate a task"], stdin=slave,
+                                    stdout=slave, stderr=slave, env=env, cwd=tmp_path,
+                                    start_new_session=True)
+            os.close(slave)
+            term = Terminal(master)
+            try:
+                term.read_until(ACK.encode())
+                term.read_until(RESULTS_TOKEN.encode())
+                term.read_until(b"\xe2\x80\xba ")  # the prompt is back ("› ")
+                term.drain(0.2)
+                os.write(master, b"\x04")  # Ctrl-D on an empty line: end of input
+                code = proc.wait(timeout=20)
+                term.drain(0.2)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                os.close(master)
+            assert owner.alive
+    transcript = term.text
+    assert code == 0, transcript
+    assert "Traceback" not in transcript, transcript
+    # non-finite: dispatched in the background, not joined inline
+    rows = db_rows(home, "SELECT state, delivery_state FROM async_delegations")
+    assert rows == [("completed", "delivered")], rows
+    assert "JOINED_INLINE_WRONGLY" not in transcript
+    # the results came back as a second turn, shown after the first turn's answer
+    assert transcript.index(ACK) < transcript.index(RESULTS_TOKEN), transcript
+    assert "new turn" in transcript, transcript
+    admissions = db_rows(home, "SELECT principal_id, status, outcome FROM session_admissions "
+                               "ORDER BY seq")
+    assert admissions == [("local", "terminal", "completed"),
+                          ("delegation", "terminal", "completed")], admissions
+    payload = json.loads(db_rows(home, "SELECT payload_json FROM session_admissions "
+                                       "WHERE principal_id = 'local'")[0][0])
+    assert payload["finite"] is False

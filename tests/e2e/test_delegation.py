@@ -1,0 +1,575 @@
+"""delegate_task through the real owner: inline joins, background delivery, limits, events.
+
+Only inference is faked. The fake model decides every reply from the request alone, the
+way a model would: a child's request (its first user message names a worker) gets that
+worker's completion token; a fresh parent prompt gets one ``delegate_task`` call; the
+parent's follow-up gets JOINED only if every child's token is in its tool results; a
+delivered background result (a user message starting with the results marker) gets
+BACKGROUND_JOINED only if every token is in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fakeprovider import FakeProvider, Reply, Status, text_reply, tool_call_reply
+from harness import OwnerProcess, Peer, db_rows, write_config
+
+WORKERS = ("WORKER_ALPHA", "WORKER_BETA")
+JOINED = "FANOUT_JOINED_AND_SYNTHESIZED"
+NOT_JOINED = "PARENT_ENDED_BEFORE_JOIN"
+DISPATCH_ACK = "HELPERS_ARE_WORKING"
+BACKGROUND_JOINED = "BACKGROUND_RESULTS_JOINED"
+BACKGROUND_NOT_JOINED = "BACKGROUND_RESULTS_INCOMPLETE"
+RESULTS_MARKER = "[delegation results]"
+HOLD = "HOLD_THIS_TURN"
+PROMPT = "Delegate the independent tasks, then synthesize their results."
+
+ChildReply = Callable[[str, dict], Reply]
+
+
+def _text(message: dict) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def users(req: dict) -> list[str]:
+    return [_text(m) for m in req["messages"] if m["role"] == "user"]
+
+
+def tool_results(req: dict) -> list[str]:
+    return [_text(m) for m in req["messages"] if m["role"] == "tool"]
+
+
+def tool_names(req: dict) -> set[str]:
+    return {t["function"]["name"] for t in req.get("tools") or []}
+
+
+def worker_of(req: dict, workers: tuple[str, ...]) -> str | None:
+    """The worker a child request is for (its first user message is the task)."""
+    first = users(req)[:1]
+    return next((w for w in workers if first and w in first[0]), None)
+
+
+def barrier_child(parties: int) -> ChildReply:
+    """Every child waits until ``parties`` children are in flight at once."""
+    barrier = threading.Barrier(parties)
+
+    def reply(worker: str, req: dict) -> Reply:
+        barrier.wait(timeout=20)
+        return text_reply(f"{worker}_COMPLETE")
+
+    return reply
+
+
+def blocking_child(release: threading.Event) -> ChildReply:
+    def reply(worker: str, req: dict) -> Reply:
+        release.wait(timeout=25)
+        return text_reply(f"{worker}_COMPLETE")
+
+    return reply
+
+
+class FanoutModel:
+    """The scripted model; see the module docstring."""
+
+    def __init__(self, workers: tuple[str, ...] = WORKERS, child: ChildReply | None = None,
+                 tasks: list[dict] | None = None, hold: threading.Event | None = None) -> None:
+        self.workers = workers
+        self.child = child or barrier_child(len(workers))
+        self.tasks = tasks or [{"goal": f"Complete {w} and return its completion token."}
+                               for w in workers]
+        self.hold = hold
+
+    def __call__(self, req: dict) -> Reply:
+        worker = worker_of(req, self.workers)
+        if worker is not None:
+            return self.child(worker, req)
+        said = users(req)
+        last = req["messages"][-1]
+        if last["role"] == "tool":
+            results = " ".join(tool_results(req))
+            if '"dispatched"' in results:
+                return text_reply(DISPATCH_ACK)
+            joined = all(f"{w}_COMPLETE" in results for w in self.workers)
+            return text_reply(JOINED if joined else NOT_JOINED)
+        if said[-1].startswith(RESULTS_MARKER):
+            joined = all(f"{w}_COMPLETE" in said[-1] for w in self.workers)
+            return text_reply(BACKGROUND_JOINED if joined else BACKGROUND_NOT_JOINED)
+        if HOLD in said[-1]:
+            if self.hold is not None:
+                self.hold.wait(timeout=25)
+            return text_reply("HELD_TURN_DONE")
+        return tool_call_reply("delegate_task", {"tasks": self.tasks}, "call_fanout")
+
+    # -- what the provider saw ----------------------------------------------
+
+    def child_requests(self, fake: FakeProvider, worker: str | None = None) -> list[dict]:
+        return [r for r in list(fake.requests)
+                if (w := worker_of(r, self.workers)) is not None and worker in (None, w)]
+
+    @staticmethod
+    def parent_followups(fake: FakeProvider) -> list[dict]:
+        return [r for r in list(fake.requests) if r["messages"][-1]["role"] == "tool"]
+
+    @staticmethod
+    def deliveries(fake: FakeProvider) -> list[dict]:
+        """Requests whose last user message is a delivered background result."""
+        return [r for r in list(fake.requests)
+                if (said := users(r)) and said[-1].startswith(RESULTS_MARKER)]
+
+
+async def until(check: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    """Poll ``check`` until it returns something truthy (a wait, not a timing assertion)."""
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up waiting for {what}")
+        await asyncio.sleep(0.02)
+    return value
+
+
+def admissions_of(home, sid: str) -> list[tuple]:
+    return db_rows(home, "SELECT principal_id, request_id, status, outcome FROM "
+                         "session_admissions WHERE target_session_id = ? ORDER BY seq", sid)
+
+
+def delegation_rows(home) -> list[tuple]:
+    return db_rows(home, "SELECT delegation_id, origin_session_id, state, delivery_state, "
+                         "result_json FROM async_delegations")
+
+
+def events_of(peer: Peer, sid: str, type_: str) -> list[dict]:
+    return [e for e in peer.events if e["session_id"] == sid and e["type"] == type_]
+
+
+async def turn(peer: Peer, sid: str, input_id: str, text: str = PROMPT, **params: Any) -> dict:
+    receipt = await peer.result("prompt.submit", session_id=sid, input_id=input_id, text=text,
+                                **params)
+    return await peer.wait_terminal(sid, receipt["admission_id"])
+
+
+# -- inline (finite) --------------------------------------------------------------
+
+
+async def test_finite_turn_joins_parallel_children_inline(tmp_path):
+    home = tmp_path / "home"
+    model = FanoutModel()
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url, delegation={"max_concurrent_children": 2, "max_depth": 1})
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create", title="parent"))["session_id"]
+                done = await turn(peer, sid, "fanout-1", finite=True)
+                assert done["outcome"] == "completed", done
+                assert done["result"]["text"] == JOINED
+                sessions = (await peer.result("session.list", limit=50))["sessions"]
+                # the same input_id again is the same terminal receipt, not a second run
+                again = await peer.result("prompt.submit", session_id=sid,
+                                          input_id="fanout-1", text=PROMPT, finite=True)
+                assert again["status"] == "terminal"
+                assert again["admission_id"] == done["admission_id"]
+                starts = events_of(peer, sid, "subagent.start")
+                completes = events_of(peer, sid, "subagent.complete")
+        assert not fake.errors, fake.errors
+
+    # one admission (the parent's); nothing detached left for a later viewer
+    assert db_rows(home, "SELECT principal_id, status, outcome FROM session_admissions") == [
+        ("local", "terminal", "completed")]
+    assert delegation_rows(home) == []
+    # both children were in flight at once and each ran in its own child session
+    assert sorted(worker_of(r, WORKERS) for r in model.child_requests(fake)) == sorted(WORKERS)
+    children = {s["session_id"] for s in sessions if s["parent_session_id"] == sid}
+    assert len(children) == 2
+    assert {s["source"] for s in sessions if s["session_id"] in children} == {"delegation"}
+    # a child sees no parent history: only a system prompt and its task
+    for req in model.child_requests(fake):
+        assert [m["role"] for m in req["messages"]] == ["system", "user"]
+        assert PROMPT not in json.dumps(req["messages"])
+        assert "delegate_task" not in tool_names(req)  # max_depth 1
+    # the parent's follow-up carried both results, as tool results of the same turn
+    [followup] = model.parent_followups(fake)
+    [result] = [json.loads(t) for t in tool_results(followup)]
+    assert [r["status"] for r in result["results"]] == ["completed", "completed"]
+    assert [r["summary"] for r in result["results"]] == [f"{w}_COMPLETE" for w in WORKERS]
+    assert {"task_index", "api_calls", "duration_seconds", "model", "exit_reason"} <= set(
+        result["results"][0])
+    # viewers of the parent saw every child start and finish
+    assert sorted(e["payload"]["task_index"] for e in starts) == [0, 1]
+    assert {e["payload"]["child_session_id"] for e in starts} == children
+    assert sorted((e["payload"]["task_index"], e["payload"]["status"], e["payload"]["summary"])
+                  for e in completes) == [(0, "completed", "WORKER_ALPHA_COMPLETE"),
+                                          (1, "completed", "WORKER_BETA_COMPLETE")]
+    assert {e["payload"]["child_session_id"] for e in completes} == children
+    # inline children belong to the parent's turn
+    assert {e["admission_id"] for e in starts + completes} == {done["admission_id"]}
+
+
+async def test_three_tasks_run_at_most_two_at_once(tmp_path):
+    home = tmp_path / "home"
+    workers = ("WORKER_ONE", "WORKER_TWO", "WORKER_THREE")
+    lock = threading.Condition()
+    in_flight = [0, 0]  # now, most seen
+
+    def child(worker: str, req: dict) -> Reply:
+        with lock:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight)
+            lock.notify_all()
+            # wait until two children have overlapped at least once
+            lock.wait_for(lambda: in_flight[1] >= 2, timeout=20)
+            in_flight[0] -= 1
+        return text_reply(f"{worker}_COMPLETE")
+
+    model = FanoutModel(workers, child)
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url, delegation={"max_concurrent_children": 2})
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                done = await turn(peer, sid, "three", finite=True)
+    assert done["result"]["text"] == JOINED, done
+    assert in_flight[1] == 2  # queued, not failed, and never more than the limit
+    [followup] = model.parent_followups(fake)
+    results = json.loads(tool_results(followup)[0])["results"]
+    assert [r["status"] for r in results] == ["completed"] * 3
+
+
+async def test_failed_child_is_reported_and_siblings_succeed(tmp_path):
+    home = tmp_path / "home"
+
+    def child(worker: str, req: dict) -> Reply:
+        if worker == "WORKER_BETA":
+            return Status(400, '{"error": {"message": "this goal is not allowed"}}')
+        return text_reply(f"{worker}_COMPLETE")
+
+    model = FanoutModel(child=child)
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url)
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                done = await turn(peer, sid, "one-fails", finite=True)
+                completes = events_of(peer, sid, "subagent.complete")
+    assert done["outcome"] == "completed"
+    assert done["result"]["text"] == NOT_JOINED  # the parent saw that one child failed
+    [followup] = model.parent_followups(fake)
+    alpha, beta = json.loads(tool_results(followup)[0])["results"]
+    assert (alpha["status"], alpha["summary"]) == ("completed", "WORKER_ALPHA_COMPLETE")
+    assert beta["status"] == "failed"
+    assert beta["error"] and "bad_request" in beta["error"]
+    assert sorted(e["payload"]["status"] for e in completes) == ["completed", "failed"]
+
+
+async def test_depth_limit_and_toolsets_restrict_children(tmp_path):
+    home = tmp_path / "home"
+    workers = ("WORKER_PLAIN", "WORKER_NONE", "WORKER_EXTRA")
+    tasks = [{"goal": "Finish WORKER_PLAIN."},
+             {"goal": "Finish WORKER_NONE.", "toolsets": []},
+             {"goal": "Finish WORKER_EXTRA.", "toolsets": ["delegation", "not_the_parents"]}]
+    model = FanoutModel(workers, lambda w, r: text_reply(f"{w}_COMPLETE"), tasks)
+    with FakeProvider(model) as fake:
+        # depth 2: children may delegate once more, unless their task narrows the toolsets
+        write_config(home, fake.url, delegation={"max_depth": 2})
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create", toolsets=["delegation"]))[
+                    "session_id"]
+                done = await turn(peer, sid, "depth", finite=True)
+                assert done["result"]["text"] == JOINED, done
+                sessions = (await peer.result("session.list"))["sessions"]
+                infos = {}
+                for s in sessions:
+                    if s["parent_session_id"] == sid:
+                        snap = await peer.result("session.resume", session_id=s["session_id"])
+                        infos[snap["info"]["title"]] = snap["info"]["toolsets"]
+    by_worker = {w: model.child_requests(fake, w)[0] for w in workers}
+    assert "delegate_task" in tool_names(by_worker["WORKER_PLAIN"])
+    assert tool_names(by_worker["WORKER_NONE"]) == set()
+    assert tool_names(by_worker["WORKER_EXTRA"]) == {"delegate_task"}
+    # a toolset the parent lacks is not granted to the child
+    assert infos["Finish WORKER_EXTRA."] == ["delegation"]
+    assert infos["Finish WORKER_NONE."] == []
+
+
+async def test_children_use_the_delegation_model_and_endpoint(tmp_path):
+    home = tmp_path / "home"
+    parent_model = FanoutModel(child=lambda w, r: Status(500))  # children must not come here
+    child_model = FanoutModel(child=barrier_child(2))
+    with FakeProvider(parent_model) as parent_fake, FakeProvider(child_model) as child_fake:
+        write_config(home, parent_fake.url, delegation={
+            "base_url": child_fake.url, "model": "child-model", "api_key": "child-key"})
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                done = await turn(peer, sid, "other-model", finite=True)
+    assert done["result"]["text"] == JOINED, done
+    assert parent_model.child_requests(parent_fake) == []
+    children = child_model.child_requests(child_fake)
+    assert len(children) == 2 and len(child_fake.requests) == 2
+    assert {r["model"] for r in children} == {"child-model"}
+    assert {h.get("authorization") for h in child_fake.request_headers} == {"Bearer child-key"}
+    assert {r["model"] for r in parent_fake.requests} == {"test-model"}
+    results = json.loads(tool_results(parent_model.parent_followups(parent_fake)[0])[0])
+    assert {r["model"] for r in results["results"]} == {"child-model"}
+
+
+async def test_delegation_endpoint_does_not_receive_the_parents_key(tmp_path):
+    home = tmp_path / "home"
+    parent_model = FanoutModel()
+    child_model = FanoutModel(child=lambda w, r: text_reply(f"{w}_COMPLETE"))
+    with FakeProvider(parent_model) as parent_fake, FakeProvider(child_model) as child_fake:
+        # another endpoint and no delegation.api_key: the parent's key stays with its endpoint
+        write_config(home, parent_fake.url, delegation={"base_url": child_fake.url})
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                done = await turn(peer, sid, "no-key-leak", finite=True)
+    assert done["result"]["text"] == JOINED, done
+    assert len(child_fake.requests) == 2
+    assert all("authorization" not in h for h in child_fake.request_headers)
+    assert {h.get("authorization") for h in parent_fake.request_headers} == {
+        "Bearer local-test-only"}
+
+
+async def test_interrupting_a_finite_parent_stops_its_children(tmp_path):
+    home = tmp_path / "home"
+    release = threading.Event()
+    model = FanoutModel(child=blocking_child(release))
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url)
+        try:
+            with OwnerProcess(home):
+                async with await Peer.connect(home) as peer:
+                    sid = (await peer.result("session.create"))["session_id"]
+                    receipt = await peer.result("prompt.submit", session_id=sid,
+                                                input_id="to-stop", text=PROMPT, finite=True)
+                    await until(lambda: len(model.child_requests(fake)) == 2, what="children")
+                    await peer.wait_event(lambda e: e["type"] == "subagent.start"
+                                          and e["payload"]["task_index"] == 1)
+                    stopped = await peer.result("session.interrupt", session_id=sid)
+                    assert stopped["interrupted"] is True
+                    done = await peer.wait_terminal(sid, receipt["admission_id"])
+                    release.set()  # the provider answers now; nobody may be listening
+                    # the owner keeps serving: a later turn in the session still runs
+                    later = await turn(peer, sid, "after", text=f"{HOLD} afterwards")
+                    completes = events_of(peer, sid, "subagent.complete")
+                    children = [s["session_id"] for s in (await peer.result("session.list"))[
+                        "sessions"] if s["parent_session_id"] == sid]
+        finally:
+            release.set()
+    assert done["outcome"] == "cancelled", done
+    assert later["outcome"] == "completed"
+    assert sorted((e["payload"]["task_index"], e["payload"]["status"]) for e in completes) == [
+        (0, "interrupted"), (1, "interrupted")]
+    assert model.parent_followups(fake) == []  # the parent never saw a result
+    assert len(children) == 2
+    marks = ",".join("?" * len(children))
+    assert db_rows(home, f"SELECT COUNT(*) FROM messages WHERE role = 'assistant' "
+                         f"AND session_id IN ({marks})", *children) == [(0,)]
+    assert delegation_rows(home) == []
+
+
+# -- background (non-finite) ------------------------------------------------------
+
+
+async def test_background_delegation_is_delivered_once_into_its_origin(tmp_path):
+    home = tmp_path / "home"
+    model = FanoutModel()
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url)
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create", title="origin"))["session_id"]
+                first = await turn(peer, sid, "bg-1")
+                # the submitter goes away; delivery must not depend on it
+            async with await Peer.connect(home) as other:
+                newer = (await other.result("session.create", title="newer"))["session_id"]
+                await until(lambda: [r for r in delegation_rows(home) if r[3] == "delivered"],
+                            what="delivery")
+                adm = await until(lambda: [a for a in admissions_of(home, sid)
+                                           if a[0] == "delegation" and a[2] == "terminal"],
+                                  what="the delivery turn")
+                final = await other.result("session.resume", session_id=sid, after_seq=0)
+                events = final["events"]
+        assert not fake.errors, fake.errors
+
+    assert first["outcome"] == "completed"
+    assert first["result"]["text"] == DISPATCH_ACK
+    [followup] = model.parent_followups(fake)
+    dispatched = json.loads(tool_results(followup)[0])
+    assert dispatched["status"] == "dispatched"
+    [(delegation_id, origin, state, delivery, result_json)] = delegation_rows(home)
+    assert dispatched["delegation_id"] == delegation_id
+    assert (origin, state, delivery) == (sid, "completed", "delivered")
+    assert [r["summary"] for r in json.loads(result_json)["results"]] == [
+        f"{w}_COMPLETE" for w in WORKERS]
+    # a second admission, principal delegation, identity = delegation_id, same session
+    assert admissions_of(home, sid) == [
+        ("local", "bg-1", "terminal", "completed"),
+        ("delegation", delegation_id, "terminal", "completed")]
+    assert adm[0][1] == delegation_id
+    assert admissions_of(home, newer) == []
+    # the model saw the delivered results exactly once, and answered from them
+    assert len(model.deliveries(fake)) == 1
+    assert final["messages"][-1]["content"] == BACKGROUND_JOINED
+    types = [e["type"] for e in events]
+    assert types.count("delegation.dispatched") == 1
+    assert types.count("delegation.complete") == 1
+    assert types.count("subagent.start") == 2 and types.count("subagent.complete") == 2
+    complete = next(e for e in events if e["type"] == "delegation.complete")
+    assert complete["payload"]["delegation_id"] == delegation_id
+    assert complete["payload"]["state"] == "completed"
+    assert complete["payload"]["results"] == [{"task_index": 0, "status": "completed"},
+                                              {"task_index": 1, "status": "completed"}]
+    assert db_rows(home, "SELECT admission_id FROM session_admissions WHERE principal_id = "
+                         "'delegation'") == [(complete["payload"]["admission_id"],)]
+    # the delivery turn starts after the delivery was recorded
+    assert types.index("delegation.complete") < len(types) - 1 - types[::-1].index(
+        "message.start")
+
+
+async def test_delivery_queues_behind_the_running_turn(tmp_path):
+    home = tmp_path / "home"
+    release, hold = threading.Event(), threading.Event()
+    model = FanoutModel(child=blocking_child(release), hold=hold)
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url)
+        try:
+            with OwnerProcess(home):
+                async with await Peer.connect(home) as peer:
+                    sid = (await peer.result("session.create"))["session_id"]
+                    first = await turn(peer, sid, "dispatch")
+                    assert first["result"]["text"] == DISPATCH_ACK
+                    busy = await peer.result("prompt.submit", session_id=sid,
+                                             input_id="busy", text=f"{HOLD} please")
+                    await until(lambda: any(HOLD in users(r)[-1] for r in fake.requests),
+                                what="the second turn's request")
+                    release.set()  # children finish while the second turn runs
+                    await until(lambda: delegation_rows(home)[0][3] == "delivered",
+                                what="delivery")
+                    # recorded, but it waits its turn: the session runs one turn at a time
+                    assert [a[2] for a in admissions_of(home, sid)] == [
+                        "terminal", "started", "queued"]
+                    assert model.deliveries(fake) == []
+                    hold.set()
+                    await peer.wait_terminal(sid, busy["admission_id"])
+                    delivered = await until(
+                        lambda: [a for a in admissions_of(home, sid)
+                                 if a[0] == "delegation" and a[2] == "terminal"],
+                        what="the delivery turn")
+        finally:
+            release.set()
+            hold.set()
+    assert delivered[0][3] == "completed"
+    # one turn at a time, in admission order: every start is followed by its own end
+    marks = [(e["type"], e["admission_id"]) for e in peer.events
+             if e["session_id"] == sid and e["type"] in ("message.start", "message.complete")]
+    assert [t for t, _ in marks] == ["message.start", "message.complete"] * 3
+    assert all(marks[i][1] == marks[i + 1][1] for i in range(0, 6, 2))
+    assert len(model.deliveries(fake)) == 1
+    assert "HELD_TURN_DONE" in json.dumps(model.deliveries(fake)[0]["messages"])
+
+
+# -- the owner stops while background children run --------------------------------
+
+
+def alpha_now_beta_blocks(release: threading.Event) -> ChildReply:
+    """WORKER_ALPHA answers at once; WORKER_BETA waits for ``release``."""
+    def reply(worker: str, req: dict) -> Reply:
+        if worker == "WORKER_BETA":
+            release.wait(timeout=25)
+        return text_reply(f"{worker}_COMPLETE")
+
+    return reply
+
+
+async def dispatch_and_half_finish(peer: Peer, model: FanoutModel, fake: FakeProvider,
+                                   sid: str) -> None:
+    """A background delegation whose first child finished and second still runs."""
+    first = await turn(peer, sid, "bg")
+    assert first["result"]["text"] == DISPATCH_ACK, first
+    await peer.wait_event(lambda e: e["type"] == "subagent.complete"
+                          and e["payload"]["task_index"] == 0)
+    await until(lambda: model.child_requests(fake, "WORKER_BETA"), what="the second child")
+
+
+def assert_interrupted_delivery(home, model: FanoutModel, fake: FakeProvider, sid: str,
+                                final: dict) -> None:
+    [(delegation_id, origin, state, delivery, result_json)] = delegation_rows(home)
+    assert (origin, state, delivery) == (sid, "interrupted", "delivered")
+    alpha, beta = json.loads(result_json)["results"]
+    # the child that finished keeps its work; the one that was cut off says so
+    assert (alpha["status"], alpha["summary"]) == ("completed", "WORKER_ALPHA_COMPLETE")
+    assert beta["status"] == "interrupted" and beta["error"]
+    assert admissions_of(home, sid) == [
+        ("local", "bg", "terminal", "completed"),
+        ("delegation", delegation_id, "terminal", "completed")]
+    [delivery_request] = model.deliveries(fake)
+    assert "interrupted" in users(delivery_request)[-1]
+    assert final["messages"][-1]["content"] == BACKGROUND_NOT_JOINED
+
+
+async def test_kill9_with_children_running_delivers_interrupted_once(tmp_path):
+    home = tmp_path / "home"
+    release = threading.Event()
+    model = FanoutModel(child=alpha_now_beta_blocks(release))
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url)
+        try:
+            with OwnerProcess(home) as owner:
+                async with await Peer.connect(home) as peer:
+                    bystander = (await peer.result("session.create", title="bystander"))[
+                        "session_id"]
+                    await turn(peer, bystander, "chat", text=f"{HOLD} unrelated")
+                    sid = (await peer.result("session.create", title="origin"))["session_id"]
+                    await dispatch_and_half_finish(peer, model, fake, sid)
+                    before = await peer.result("session.resume", session_id=bystander)
+                owner.kill()
+            assert [r[2] for r in delegation_rows(home)] == ["running"]
+            with OwnerProcess(home):
+                await until(lambda: [a for a in admissions_of(home, sid)
+                                     if a[0] == "delegation" and a[2] == "terminal"],
+                            what="the interrupted delegation's delivery")
+                async with await Peer.connect(home) as peer:
+                    final = await peer.result("session.resume", session_id=sid)
+                    after = await peer.result("session.resume", session_id=bystander)
+        finally:
+            release.set()
+    assert_interrupted_delivery(home, model, fake, sid, final)
+    # nothing went anywhere else
+    assert admissions_of(home, bystander) == [("local", "chat", "terminal", "completed")]
+    assert (after["last_seq"], after["messages"]) == (before["last_seq"], before["messages"])
+
+
+async def test_shutdown_with_children_running_records_interrupted_and_delivers(tmp_path):
+    home = tmp_path / "home"
+    release = threading.Event()
+    model = FanoutModel(child=alpha_now_beta_blocks(release))
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url, daemon={"grace_seconds": 0.2})
+        try:
+            with OwnerProcess(home) as owner:
+                async with await Peer.connect(home) as peer:
+                    sid = (await peer.result("session.create"))["session_id"]
+                    await dispatch_and_half_finish(peer, model, fake, sid)
+                assert owner.stop() == 0
+            # recorded and delivered during the drain; the follow-up turn waits for an owner
+            [(_, _, state, delivery, _)] = delegation_rows(home)
+            assert (state, delivery) == ("interrupted", "delivered")
+            assert [a[2] for a in admissions_of(home, sid)] == ["terminal", "queued"]
+            assert model.deliveries(fake) == []
+            with OwnerProcess(home):
+                await until(lambda: [a for a in admissions_of(home, sid)
+                                     if a[0] == "delegation" and a[2] == "terminal"],
+                            what="the delivery turn after restart")
+                async with await Peer.connect(home) as peer:
+                    final = await peer.result("session.resume", session_id=sid)
+        finally:
+            release.set()
+    assert_interrupted_delivery(home, model, fake, sid, final)

@@ -1,0 +1,360 @@
+"""The admission ledger through the real owner: receipts, idempotent retry, conflicts,
+strict params, concurrent duplicates, the stored payload, cancel and interrupt."""
+
+import asyncio
+import json
+import threading
+
+import pytest
+from fakeprovider import FakeProvider, text_reply
+from harness import OwnerProcess, Peer, db_rows, write_config
+
+
+def prompt_of(req: dict) -> str:
+    """The text of the newest user message of a chat-completions request."""
+    return [m for m in req["messages"] if m["role"] == "user"][-1]["content"]
+
+
+def asked(provider: FakeProvider, text: str) -> int:
+    """How many requests the provider got whose newest user message is ``text``."""
+    return sum(1 for r in provider.requests if prompt_of(r) == text)
+
+
+def echo(req: dict):
+    return text_reply("ECHO:" + prompt_of(req))
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streaming", "non-streaming"])
+async def test_turn_completes_with_the_providers_answer(tmp_path, stream):
+    home = tmp_path / "home"
+    with FakeProvider(lambda req: text_reply("The answer is forty-two.")) as provider:
+        write_config(home, provider.url, model={"stream": stream})
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                receipt = await peer.result("prompt.submit", session_id=sid, input_id="in-1",
+                                            text="what is the answer?")
+                assert receipt["session_id"] == sid and receipt["input_id"] == "in-1"
+                assert receipt["admission_id"]
+                assert receipt["status"] == "queued"
+                assert receipt["outcome"] is None and receipt["result"] is None
+
+                done = await peer.wait_terminal(sid, receipt["admission_id"])
+                assert done["outcome"] == "completed"
+                assert done["result"]["text"] == "The answer is forty-two."
+                assert done["result"]["error"] is None
+                assert done["result"]["usage"]["completion_tokens"] > 0
+
+                complete = await peer.wait_event(lambda e: e["type"] == "message.complete")
+                mine = [e for e in peer.events if e["admission_id"] == receipt["admission_id"]]
+                deltas = "".join(e["payload"]["text"] for e in mine
+                                 if e["type"] == "message.delta")
+                assert deltas == "The answer is forty-two."
+                assert complete["payload"]["text"] == "The answer is forty-two."
+                assert mine[0]["type"] == "message.start"
+
+                snap = await peer.result("session.resume", session_id=sid)
+                assert [(m["role"], m["content"]) for m in snap["messages"]] == [
+                    ("user", "what is the answer?"), ("assistant", "The answer is forty-two.")]
+    assert [r["stream"] for r in provider.requests] == [stream]
+
+
+async def test_resubmitting_an_input_id_never_runs_it_twice(tmp_path):
+    home = tmp_path / "home"
+    gate = threading.Event()
+
+    def handler(req):
+        gate.wait(10)
+        return echo(req)
+
+    with FakeProvider(handler) as provider:
+        write_config(home, provider.url)
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                first = await peer.result("prompt.submit", session_id=sid, input_id="once",
+                                          text="run me once", finite=True)
+                await peer.wait_event(lambda e: e["type"] == "message.start")
+                # while it runs: the retry answers the same admission, now started
+                running = await peer.result("prompt.submit", session_id=sid, input_id="once",
+                                            text="run me once", finite=True)
+                assert running["admission_id"] == first["admission_id"]
+                assert running["status"] == "started"
+                gate.set()
+                await peer.wait_terminal(sid, first["admission_id"])
+            # a retry from a new connection, after the turn ended
+            async with await Peer.connect(home) as other:
+                again = await other.result("prompt.submit", session_id=sid, input_id="once",
+                                           text="run me once", finite=True)
+                assert again["admission_id"] == first["admission_id"]
+                assert again["status"] == "terminal"
+                assert again["outcome"] == "completed"
+                assert again["result"]["text"] == "ECHO:run me once"
+                by_input = await other.result("prompt.receipt", session_id=sid,
+                                              input_id="once")
+                assert by_input == again
+    assert asked(provider, "run me once") == 1
+    assert db_rows(home, "SELECT COUNT(*) FROM session_admissions") == [(1,)]
+
+
+async def test_changed_payload_is_a_conflict_naming_the_admission(tmp_path):
+    home = tmp_path / "home"
+    with FakeProvider(echo) as provider:
+        write_config(home, provider.url)
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                first = await peer.result("prompt.submit", session_id=sid, input_id="x",
+                                          text="hello", finite=True)
+                for changed in ({"text": "hello", "finite": False},
+                                {"text": "hello!", "finite": True},
+                                {"text": "hello", "finite": True, "model": "other"}):
+                    reply = await peer.call("prompt.submit", session_id=sid, input_id="x",
+                                            **changed)
+                    err = reply["error"]
+                    assert err["code"] == -32009
+                    assert err["message"] == err["data"]["reason"] == "admission_conflict"
+                    assert err["data"]["admission_id"] == first["admission_id"]
+                await peer.wait_terminal(sid, first["admission_id"])
+    assert asked(provider, "hello") == 1
+    assert db_rows(home, "SELECT COUNT(*) FROM session_admissions") == [(1,)]
+
+
+async def test_params_are_validated_strictly_and_nothing_is_stored(tmp_path):
+    home = tmp_path / "home"
+    with FakeProvider(echo) as provider:
+        write_config(home, provider.url)
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                bad = [
+                    ({"finite": "true"}, "finite", "bool_type"),
+                    ({"colour": "blue"}, "colour", "extra_forbidden"),
+                    ({"max_turns": "3"}, "max_turns", "int_type"),
+                    ({"text": 7}, "text", "string_type"),
+                    # values no turn could run with are refused now, not failed later
+                    ({"provider": "opnai"}, "provider", "value_error"),
+                    ({"toolsets": ["no-such-toolset"]}, "toolsets", "value_error"),
+                ]
+                for extra, loc, kind in bad:
+                    params = {"session_id": sid, "input_id": "strict", "text": "hi", **extra}
+                    err = (await peer.call("prompt.submit", **params))["error"]
+                    assert err["code"] == -32602 and err["message"] == "invalid_params"
+                    assert {"loc": loc, "type": kind}.items() <= err["data"]["fields"][0].items()
+                for bad_default in ({"provider": "opnai"}, {"toolsets": ["nope"]}):
+                    err = (await peer.call("session.create", **bad_default))["error"]
+                    assert err["message"] == "invalid_params"
+                missing = (await peer.call("prompt.submit", session_id=sid, text="hi"))["error"]
+                assert missing["data"]["fields"][0]["loc"] == "input_id"
+                # the input_id is still free: nothing was recorded for it
+                ok = await peer.result("prompt.submit", session_id=sid, input_id="strict",
+                                       text="hi")
+                await peer.wait_terminal(sid, ok["admission_id"])
+    assert db_rows(home, "SELECT request_id FROM session_admissions") == [("strict",)]
+    assert db_rows(home, "SELECT COUNT(*) FROM sessions") == [(1,)]
+
+
+async def test_concurrent_identical_submissions_make_one_row_and_one_run(tmp_path):
+    home = tmp_path / "home"
+    with FakeProvider(echo) as provider:
+        write_config(home, provider.url)
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as creator:
+                sid = (await creator.result("session.create"))["session_id"]
+                peers = [await Peer.connect(home) for _ in range(4)]
+                try:
+                    params = {"session_id": sid, "input_id": "race", "text": "only once",
+                              "finite": True}
+                    receipts = await asyncio.gather(
+                        *(peers[i % 4].result("prompt.submit", **params) for i in range(32)))
+                    assert len({r["admission_id"] for r in receipts}) == 1
+                    done = await creator.wait_terminal(sid, receipts[0]["admission_id"])
+                    assert done["result"]["text"] == "ECHO:only once"
+                finally:
+                    for p in peers:
+                        await p.close()
+    assert asked(provider, "only once") == 1
+    assert db_rows(home, "SELECT COUNT(*) FROM session_admissions") == [(1,)]
+
+
+async def test_stored_payload_is_canonical_and_rebuilds_the_exact_retry(tmp_path):
+    home = tmp_path / "home"
+    with FakeProvider(echo) as provider:
+        write_config(home, provider.url)
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                sent = {"text": "Grüße, options", "finite": True, "model": "test-model-b",
+                        "max_turns": 3, "ignore_rules": True, "toolsets": []}
+                first = await peer.result("prompt.submit", session_id=sid, input_id="canon",
+                                          **sent)
+                await peer.wait_terminal(sid, first["admission_id"])
+                plain = await peer.result("prompt.submit", session_id=sid, input_id="plain",
+                                          text="no options")
+                await peer.wait_terminal(sid, plain["admission_id"])
+
+            [(sess, request_id, payload_json)] = db_rows(
+                home, "SELECT target_session_id, request_id, payload_json "
+                      "FROM session_admissions WHERE request_id = 'canon'")
+            payload = json.loads(payload_json)
+            assert payload == {"text": "Grüße, options", "finite": True,
+                               "cli_turn_v1": {"model": "test-model-b", "max_turns": 3,
+                                               "ignore_rules": True, "toolsets": []}}
+            # canonical: sorted keys at every level, no whitespace, UTF-8 kept as is
+            assert payload_json == json.dumps(payload, sort_keys=True, separators=(",", ":"),
+                                              ensure_ascii=False)
+            [(plain_json,)] = db_rows(home, "SELECT payload_json FROM session_admissions "
+                                            "WHERE request_id = 'plain'")
+            assert plain_json == '{"finite":false,"text":"no options"}'
+
+            # a client that lost everything but the row rebuilds its retry (SPEC §4)
+            retry = {"session_id": sess, "input_id": request_id}
+            retry.update({k: v for k, v in payload.items() if k != "cli_turn_v1"})
+            retry.update(payload["cli_turn_v1"])
+            async with await Peer.connect(home) as fresh:
+                again = await fresh.result("prompt.submit", **retry)
+                assert again["admission_id"] == first["admission_id"]
+                assert again["status"] == "terminal" and again["outcome"] == "completed"
+    assert asked(provider, "Grüße, options") == 1
+    assert provider.requests[0]["model"] == "test-model-b"
+
+
+async def test_cancel_a_queued_admission_and_interrupt_the_running_one(tmp_path):
+    home = tmp_path / "home"
+    gate = threading.Event()
+
+    def handler(req):
+        if prompt_of(req) == "slow":
+            gate.wait(10)
+        return echo(req)
+
+    with FakeProvider(handler) as provider:
+        write_config(home, provider.url)
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                slow = await peer.result("prompt.submit", session_id=sid, input_id="a",
+                                         text="slow")
+                doomed = await peer.result("prompt.submit", session_id=sid, input_id="b",
+                                           text="never runs")
+                after = await peer.result("prompt.submit", session_id=sid, input_id="c",
+                                          text="runs later")
+                await peer.wait_event(lambda e: e["type"] == "message.start")
+
+                cancelled = await peer.result("prompt.cancel", session_id=sid,
+                                              admission_id=doomed["admission_id"])
+                assert cancelled["status"] == "terminal"
+                assert cancelled["outcome"] == "cancelled"
+                # cancelling again is harmless and changes nothing
+                again = await peer.result("prompt.cancel", session_id=sid,
+                                          admission_id=doomed["admission_id"])
+                assert again == cancelled
+
+                stopped = await peer.result("session.interrupt", session_id=sid)
+                assert stopped == {"interrupted": True, "admission_id": slow["admission_id"]}
+                r = await peer.wait_terminal(sid, slow["admission_id"])
+                assert r["outcome"] == "cancelled"
+                gate.set()
+
+                r = await peer.wait_terminal(sid, after["admission_id"])
+                assert r["outcome"] == "completed" and r["result"]["text"] == "ECHO:runs later"
+                nothing = await peer.result("session.interrupt", session_id=sid)
+                assert nothing == {"interrupted": False, "admission_id": None}
+
+                completes = [(e["admission_id"], e["payload"]["outcome"]) for e in peer.events
+                             if e["type"] == "message.complete"]
+                assert completes == [(doomed["admission_id"], "cancelled"),
+                                     (slow["admission_id"], "cancelled"),
+                                     (after["admission_id"], "completed")]
+    assert asked(provider, "never runs") == 0
+    assert asked(provider, "runs later") == 1
+
+
+async def test_cancel_of_the_started_admission_interrupts_it(tmp_path):
+    home = tmp_path / "home"
+    gate = threading.Event()
+
+    def handler(req):
+        gate.wait(10)
+        return echo(req)
+
+    with FakeProvider(handler) as provider:
+        write_config(home, provider.url)
+        try:
+            with OwnerProcess(home):
+                async with await Peer.connect(home) as peer:
+                    sid = (await peer.result("session.create"))["session_id"]
+                    r = await peer.result("prompt.submit", session_id=sid, input_id="a",
+                                          text="stuck")
+                    await peer.wait_event(lambda e: e["type"] == "message.start")
+                    out = await peer.result("prompt.cancel", session_id=sid,
+                                            admission_id=r["admission_id"])
+                    assert out["status"] == "terminal" and out["outcome"] == "cancelled"
+                    snap = await peer.result("session.resume", session_id=sid)
+                    assert snap["running"] is None and snap["pending"] == []
+        finally:
+            gate.set()
+
+
+async def test_resolve_unknown_refuses_admissions_that_are_not_unknown(tmp_path):
+    home = tmp_path / "home"
+    gate = threading.Event()
+
+    def handler(req):
+        gate.wait(10)
+        return echo(req)
+
+    with FakeProvider(handler) as provider:
+        write_config(home, provider.url)
+        try:
+            with OwnerProcess(home):
+                async with await Peer.connect(home) as peer:
+                    sid = (await peer.result("session.create"))["session_id"]
+                    running = await peer.result("prompt.submit", session_id=sid,
+                                                input_id="a", text="first")
+                    queued = await peer.result("prompt.submit", session_id=sid,
+                                               input_id="b", text="second")
+                    await peer.wait_event(lambda e: e["type"] == "message.start")
+                    for r, status in ((running, "started"), (queued, "queued")):
+                        err = (await peer.call("prompt.resolve_unknown", session_id=sid,
+                                               admission_id=r["admission_id"]))["error"]
+                        assert err["message"] == "invalid_params", err
+                        now = await peer.result("prompt.receipt", session_id=sid,
+                                                admission_id=r["admission_id"])
+                        assert now["status"] == status
+                    gate.set()
+                    done = await peer.wait_terminal(sid, queued["admission_id"])
+                    assert done["outcome"] == "completed"
+        finally:
+            gate.set()
+
+
+async def test_unknown_ids_are_not_found(tmp_path):
+    home = tmp_path / "home"
+    with FakeProvider(echo) as provider:
+        write_config(home, provider.url)
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                calls = [
+                    ("session.resume", {"session_id": "ses_nope"}),
+                    ("session.events.since", {"session_id": "ses_nope", "after_seq": 0}),
+                    ("session.interrupt", {"session_id": "ses_nope"}),
+                    ("session.detach", {"session_id": "ses_nope"}),
+                    ("prompt.submit", {"session_id": "ses_nope", "input_id": "i", "text": "t"}),
+                    ("prompt.receipt", {"session_id": sid, "admission_id": "adm_nope"}),
+                    ("prompt.receipt", {"session_id": sid, "input_id": "nope"}),
+                    ("prompt.cancel", {"session_id": sid, "admission_id": "adm_nope"}),
+                    ("prompt.resolve_unknown", {"session_id": sid, "admission_id": "adm_nope"}),
+                ]
+                for method, params in calls:
+                    err = (await peer.call(method, **params))["error"]
+                    assert (err["code"], err["message"]) == (-32004, "not_found"), method
+                # an admission of one session is not reachable through another
+                other = (await peer.result("session.create"))["session_id"]
+                r = await peer.result("prompt.submit", session_id=sid, input_id="i", text="t")
+                err = (await peer.call("prompt.receipt", session_id=other,
+                                       admission_id=r["admission_id"]))["error"]
+                assert err["message"] == "not_found"
+                await peer.wait_terminal(sid, r["admission_id"])
+    assert db_rows(home, "SELECT target_session_id FROM session_admissions") == [(sid,)]

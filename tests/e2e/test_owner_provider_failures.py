@@ -1,0 +1,61 @@
+"""A misbehaving provider fails the turn, after bounded retries, with a reason the user
+can read; the session's next turn still runs."""
+
+import pytest
+from fakeprovider import FakeProvider, RawSSE, Stall, Status, text_reply
+from harness import OwnerProcess, Peer, write_config
+
+MAX_RETRIES = 1
+
+
+def prompt_of(req: dict) -> str:
+    return [m for m in req["messages"] if m["role"] == "user"][-1]["content"]
+
+
+FAILURES = {
+    "http-500": (lambda: Status(500, '{"error": {"message": "upstream exploded"}}'),
+                 "server_error", MAX_RETRIES + 1),
+    "http-429": (lambda: Status(429, '{"error": {"message": "slow down"}}', retry_after=0.05),
+                 "rate_limited", MAX_RETRIES + 1),
+    "stall": (lambda: Stall(5.0), "timeout", MAX_RETRIES + 1),
+    # a stream that is not a chat completion is not transient: retrying cannot help
+    "malformed-sse": (lambda: RawSSE(b"data: {this is not json\n\n"),
+                      "malformed_response", 1),
+}
+
+
+@pytest.mark.parametrize("kind", list(FAILURES))
+async def test_provider_failure_fails_the_turn_and_the_next_one_runs(tmp_path, kind):
+    make_failure, reason, expected_requests = FAILURES[kind]
+    home = tmp_path / "home"
+
+    def handler(req):
+        if prompt_of(req) == "doomed":
+            return make_failure()
+        return text_reply("RECOVERED")
+
+    with FakeProvider(handler) as provider:
+        write_config(home, provider.url, model={
+            "stream": True, "timeout_seconds": 0.5, "max_retries": MAX_RETRIES,
+            "retry_backoff_seconds": 0.01})
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                bad = await peer.result("prompt.submit", session_id=sid, input_id="bad",
+                                        text="doomed")
+                good = await peer.result("prompt.submit", session_id=sid, input_id="good",
+                                         text="fine")
+                failed = await peer.wait_terminal(sid, bad["admission_id"])
+                assert failed["outcome"] == "failed"
+                assert failed["result"]["error"].startswith(reason), failed["result"]
+                complete = await peer.wait_event(
+                    lambda e: e["type"] == "message.complete"
+                    and e["admission_id"] == bad["admission_id"])
+                assert complete["payload"]["outcome"] == "failed"
+                assert complete["payload"]["error"] == failed["result"]["error"]
+
+                ok = await peer.wait_terminal(sid, good["admission_id"])
+                assert ok["outcome"] == "completed"
+                assert ok["result"]["text"] == "RECOVERED"
+    doomed = [r for r in provider.requests if prompt_of(r) == "doomed"]
+    assert len(doomed) == expected_requests

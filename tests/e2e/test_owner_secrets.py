@@ -1,0 +1,74 @@
+"""The API key lives in memory only: never in state.db, events, logs or replies (SPEC §9)."""
+
+import json
+
+from fakeprovider import FakeProvider, Status, text_reply
+from harness import OwnerProcess, Peer, write_config
+
+SECRET = "sk-SECRET-123"
+
+
+def prompt_of(req: dict) -> str:
+    return [m for m in req["messages"] if m["role"] == "user"][-1]["content"]
+
+
+async def test_api_key_never_leaks(tmp_path):
+    home = tmp_path / "home"
+    headers_seen: list[str] = []
+
+    def handler(req):
+        auth = provider.request_headers[-1].get("authorization", "")
+        headers_seen.append(auth)
+        text = prompt_of(req)
+        if text == "echo my auth back as an error":
+            # a careless server that reflects the request headers in its error body
+            return Status(401, json.dumps({"error": {"message": f"bad key: {auth}"}}))
+        if text == "echo it in a retryable error":
+            return Status(503, f"upstream rejected Authorization: {auth}")
+        return text_reply(f"hello ({text})")
+
+    with FakeProvider(handler) as provider:
+        write_config(home, provider.url, model={"api_key": SECRET, "max_retries": 1,
+                                                "retry_backoff_seconds": 0.01})
+        replies: list[dict] = []
+        with OwnerProcess(home, "--foreground"):
+            async with await Peer.connect(home) as peer:
+                snap = await peer.result("session.create", title="keys")
+                sid = snap["session_id"]
+                replies.append(snap)
+                for i, text in enumerate(["fine", "echo my auth back as an error",
+                                          "echo it in a retryable error", "fine again"]):
+                    r = await peer.result("prompt.submit", session_id=sid, input_id=f"k{i}",
+                                          text=text)
+                    replies.append(r)
+                    replies.append(await peer.wait_terminal(sid, r["admission_id"]))
+                replies.append(await peer.result("session.resume", session_id=sid,
+                                                 after_seq=0))
+                replies.append(await peer.result("session.events.since", session_id=sid,
+                                                 after_seq=0))
+                replies.append(await peer.result("session.list"))
+                replies.append(await peer.result("runtime.describe"))
+                events = list(peer.events)
+
+    # the key was really in use, and the provider really echoed it
+    assert headers_seen and all(h == f"Bearer {SECRET}" for h in headers_seen)
+    outcomes = [r["outcome"] for r in replies if r.get("status") == "terminal"]
+    assert outcomes == ["completed", "failed", "failed", "completed"]
+    errors = [r["result"]["error"] for r in replies if r.get("outcome") == "failed"]
+    assert errors[0].startswith("auth_failed") and "bad key" in errors[0]
+    assert errors[1].startswith("server_error")
+
+    wire = json.dumps(replies) + json.dumps(events)
+    assert SECRET not in wire
+    assert "message.complete" in wire and "auth_failed" in wire
+
+    stored = [home / "state.db", home / "state.db-wal", home / "state.db-shm",
+              home / "owner-stderr.log", home / "daemon.lock"]
+    stored += [p for p in (home / "logs").rglob("*") if p.is_file()]
+    assert any(p.name.endswith(".log") and p.stat().st_size for p in stored)
+    for path in stored:
+        if path.exists():
+            assert SECRET.encode() not in path.read_bytes(), path
+    # the redacted error is what was stored
+    assert b"bad key" in (home / "state.db").read_bytes() + (
+        (home / "state.db-wal").read_bytes() if (home / "state.db-wal").exists() else b"")

@@ -1,0 +1,405 @@
+"""Slow and hostile viewers against the real owner, and the configured limits.
+
+A viewer that stops reading must not slow a turn or the other viewers, must not
+make the owner's memory grow without bound, and must learn what it missed
+(``session.replay_gap``) and catch up by replay once it reads again. The
+hostile clients here are hand-made WebSocket peers on a raw Unix socket, so the
+test, not a client library, decides when (and whether) a byte is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import struct
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakeprovider import FakeProvider, RawSSE, text_reply
+from harness import OwnerProcess, Peer, db_rows, write_config
+from websockets.asyncio.client import unix_connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+CHUNK_CHARS = 3000  # above the owner's delta coalescing size: one event per chunk
+
+
+def burst_sse(chunks: int, tag: str = "x") -> RawSSE:
+    """A streamed answer of ``chunks`` pieces of CHUNK_CHARS characters each."""
+    out = []
+    base = {"id": "c", "object": "chat.completion.chunk", "model": "m"}
+    for i in range(chunks):
+        piece = f"[{tag}{i}]".ljust(CHUNK_CHARS, ".")
+        out.append({**base, "choices": [{"index": 0, "delta": {"content": piece},
+                                         "finish_reason": None}]})
+    out.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in out)
+    return RawSSE(body + b"data: [DONE]\n\n")
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+class RawViewer:
+    """A WebSocket client written by hand on a raw Unix socket.
+
+    It reads nothing unless asked to: the kernel's socket buffer and a 64 KiB
+    stream buffer fill up, and then the owner's writes to it stall, exactly as
+    with a client that hangs or is suspended.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self._ids = 0
+
+    @classmethod
+    async def connect(cls, home: Path) -> RawViewer:
+        reader, writer = await asyncio.open_unix_connection(str(home / "daemon.sock"),
+                                                            limit=32 * 1024)
+        key = base64.b64encode(os.urandom(16)).decode()
+        writer.write(("GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+                      "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                      f"Sec-WebSocket-Key: {key}\r\n\r\n").encode())
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 101"), head
+        return cls(reader, writer)
+
+    def send(self, method: str, **params: Any) -> int:
+        """Queue one request (masked text frame, as a client must); returns its id."""
+        self._ids += 1
+        payload = json.dumps({"jsonrpc": "2.0", "id": self._ids, "method": method,
+                              "params": params}).encode()
+        mask = os.urandom(4)
+        n = len(payload)
+        if n < 126:
+            head = struct.pack("!BB", 0x81, 0x80 | n)
+        elif n < 65536:
+            head = struct.pack("!BBH", 0x81, 0x80 | 126, n)
+        else:
+            head = struct.pack("!BBQ", 0x81, 0x80 | 127, n)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        self.writer.write(head + mask + masked)
+        return self._ids
+
+    async def frame(self, timeout: float = 30.0) -> Any:
+        """The next data frame, parsed (answers pings; None after a close frame)."""
+        while True:
+            b0, b1 = await asyncio.wait_for(self.reader.readexactly(2), timeout)
+            n = b1 & 0x7F
+            if n == 126:
+                (n,) = struct.unpack("!H", await self.reader.readexactly(2))
+            elif n == 127:
+                (n,) = struct.unpack("!Q", await self.reader.readexactly(8))
+            data = await asyncio.wait_for(self.reader.readexactly(n), timeout)
+            opcode = b0 & 0x0F
+            if opcode == 0x9:  # ping: answer with a masked pong carrying the same data
+                mask = os.urandom(4)
+                self.writer.write(struct.pack("!BB", 0x8A, 0x80 | len(data)) + mask
+                                  + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+                continue
+            if opcode == 0x8:
+                return None
+            assert b0 & 0x80, "the owner does not fragment frames"
+            return json.loads(data)
+
+    async def until_reply(self, rid: int, seen: list[Any] | None = None) -> dict[str, Any]:
+        while True:
+            msg = await self.frame()
+            assert msg is not None, "connection closed"
+            if isinstance(msg, dict) and msg.get("id") == rid:
+                return msg
+            if seen is not None:
+                seen.append(msg)
+
+    async def close(self) -> None:
+        self.writer.close()
+        try:
+            await self.writer.wait_closed()
+        except (ConnectionError, OSError):
+            pass
+
+
+@pytest.fixture
+async def raw():
+    """``await raw(home)`` opens a RawViewer; all are closed when the test ends."""
+    opened: list[RawViewer] = []
+
+    async def connect(home: Path) -> RawViewer:
+        viewer = await RawViewer.connect(home)
+        opened.append(viewer)
+        return viewer
+
+    yield connect
+    for viewer in opened:
+        await viewer.close()
+
+
+async def all_events(peer: Peer, sid: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    while True:
+        page = await peer.result("session.events.since", session_id=sid,
+                                 after_seq=out[-1]["seq"] if out else 0, limit=10_000)
+        out += page["events"]
+        if not page["events"] or out[-1]["seq"] >= page["last_seq"]:
+            return out
+
+
+# --------------------------------------------------------------------------- slow viewers
+
+
+async def test_a_viewer_that_stops_reading_gets_a_gap_and_catches_up(tmp_path, raw):
+    home = tmp_path / "home"
+    answers = iter([burst_sse(1600, "a"), text_reply("SECOND")])
+    with FakeProvider(lambda req: next(answers)) as provider:
+        # the default viewer queue (1024 events): ~4.8 MB of deltas overflow it
+        write_config(home, provider.url)
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                slow = await raw(home)
+                resume_id = slow.send("session.resume", session_id=sid)
+                # make sure the slow viewer is subscribed before the turn starts
+                await slow.until_reply(resume_id)
+
+                receipt = await peer.result("prompt.submit", session_id=sid, input_id="burst",
+                                            text="talk a lot")
+                done = await peer.wait_terminal(sid, receipt["admission_id"], timeout=60)
+                assert done["outcome"] == "completed"
+                # the reading viewer got every event, in order, without a gap
+                await peer.wait_event(lambda e: e["type"] == "message.complete", timeout=60)
+                replay = await all_events(peer, sid)
+                await peer.wait_event(lambda e: e["seq"] == replay[-1]["seq"], timeout=60)
+                assert [e["seq"] for e in peer.events] == list(range(1, replay[-1]["seq"] + 1))
+                assert len([e for e in replay if e["type"] == "message.delta"]) >= 1600
+
+                # a second turn, while the slow viewer is still not reading
+                second = await peer.result("prompt.submit", session_id=sid, input_id="second",
+                                           text="again")
+                await peer.wait_terminal(sid, second["admission_id"])
+                final = (await all_events(peer, sid))[-1]["seq"]
+
+                # now it reads: what was queued, then the gap, and nothing after it
+                got: list[Any] = []
+                ping = slow.send("ping")
+                await slow.until_reply(ping, got)
+                events = [m["params"] for m in got if m.get("method") == "event"]
+                gaps = [e for e in events if e["type"] == "session.replay_gap"]
+                assert len(gaps) == 1, [e["type"] for e in events]
+                gap = gaps[0]
+                assert gap["session_id"] == sid
+                assert gap["payload"]["reason"] == "viewer_queue_overflow"
+                before = [e for e in events if e["type"] != "session.replay_gap"]
+                assert [e["seq"] for e in before] == list(range(1, len(before) + 1))
+                assert gap["payload"]["last_seq"] == len(before)
+                assert events[-1] is gap, "unsubscribed: nothing follows the gap"
+
+                # and it catches up by replay, from the last seq it saw
+                since = slow.send("session.events.since", session_id=sid,
+                                  after_seq=gap["payload"]["last_seq"], limit=10_000)
+                caught = (await slow.until_reply(since))["result"]
+                seqs = [e["seq"] for e in before] + [e["seq"] for e in caught["events"]]
+                assert seqs == list(range(1, final + 1))
+                assert caught["last_seq"] == final
+        assert not provider.errors
+
+
+async def test_hostile_viewers_do_not_grow_the_owners_memory(tmp_path, raw):
+    """Ten subscribers that never read, four sessions each bursting ~4.8 MB of
+    events: an unbounded outbox would hold ~190 MB; the owner's RSS must not."""
+    home = tmp_path / "home"
+    with FakeProvider(lambda req: burst_sse(1600, "m")) as provider:
+        write_config(home, provider.url, daemon={"viewer_queue_events": 64})
+        with OwnerProcess(home) as owner:
+            async with await Peer.connect(home) as peer:
+                # warm up: one burst with nobody stalled, so caches and arenas exist
+                warm = (await peer.result("session.create"))["session_id"]
+                r = await peer.result("prompt.submit", session_id=warm, input_id="w", text="w")
+                await peer.wait_terminal(warm, r["admission_id"], timeout=60)
+                await peer.result("session.detach", session_id=warm)
+                sids = [(await peer.result("session.create"))["session_id"] for _ in range(4)]
+                for sid in sids:
+                    await peer.result("session.detach", session_id=sid)
+                hostile = [await raw(home) for _ in range(10)]
+                for viewer in hostile:
+                    last = 0
+                    for sid in sids:
+                        last = viewer.send("session.resume", session_id=sid)
+                    await viewer.until_reply(last)  # subscribed; from now on it never reads
+                before = rss_bytes(owner.proc.pid)
+                receipts = [await peer.result("prompt.submit", session_id=sid, input_id="b",
+                                              text="burst") for sid in sids]
+                for sid, rec in zip(sids, receipts, strict=True):
+                    done = await peer.wait_terminal(sid, rec["admission_id"], timeout=120)
+                    assert done["outcome"] == "completed"
+                grown = rss_bytes(owner.proc.pid) - before
+                assert grown < 64 * 1024 * 1024, f"owner RSS grew by {grown / 2**20:.0f} MiB"
+                assert (await peer.result("ping")) == {"pong": True}
+
+
+async def test_pipelining_without_reading_is_held_back_not_buffered(tmp_path, raw):
+    """A client that pipelines hundreds of large requests and never reads the
+    replies: the owner stops reading its frames instead of buffering every reply,
+    serves everyone else meanwhile, and answers every request once it reads."""
+    home = tmp_path / "home"
+    with FakeProvider(lambda req: burst_sse(400, "p")) as provider:
+        write_config(home, provider.url)
+        with OwnerProcess(home) as owner:
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                r = await peer.result("prompt.submit", session_id=sid, input_id="p", text="p")
+                await peer.wait_terminal(sid, r["admission_id"], timeout=60)
+                await peer.result("session.detach", session_id=sid)
+                # each reply carries ~1.2 MB of events: 300 of them would be ~360 MB
+                page = await peer.result("session.events.since", session_id=sid, after_seq=0,
+                                         limit=400)
+                assert len(json.dumps(page)) > 1_000_000
+
+                before = rss_bytes(owner.proc.pid)
+                hostile = await raw(home)
+                ids = []
+                for _ in range(20):  # paced, so that none is refused for arriving too fast
+                    ids += [hostile.send("session.events.since", session_id=sid, after_seq=0,
+                                         limit=400) for _ in range(15)]
+                    await asyncio.sleep(0.02)
+                # everyone else is served while the hostile connection is stuck
+                for _ in range(20):
+                    assert (await peer.result("ping")) == {"pong": True}
+                    await asyncio.sleep(0.05)
+                grown = rss_bytes(owner.proc.pid) - before
+                assert grown < 160 * 1024 * 1024, f"owner RSS grew by {grown / 2**20:.0f} MiB"
+
+                # once it reads, every request is answered (none was dropped)
+                answered = set()
+                while len(answered) < len(ids):
+                    msg = await hostile.frame(timeout=60)
+                    assert msg is not None, "closed before every reply arrived"
+                    assert "result" in msg, msg.get("error")
+                    answered.add(msg["id"])
+                assert answered == set(ids)
+
+
+# --------------------------------------------------------------------------- limits
+
+
+async def test_connection_limit_refuses_the_handshake_with_503(tmp_path):
+    home = tmp_path / "home"
+    write_config(home, daemon={"max_connections": 3})
+    with OwnerProcess(home):
+        peers = [await Peer.connect(home) for _ in range(3)]
+        with pytest.raises(InvalidStatus) as refused:
+            await unix_connect(str(home / "daemon.sock"))
+        assert refused.value.response.status_code == 503
+        assert b"overloaded" in refused.value.response.body
+        # concurrent handshakes cannot squeeze past the bound either: with one slot
+        # free, one of six simultaneous handshakes gets in
+        await peers.pop().close()
+        opened: list[Any] = []
+        for _ in range(50):  # until the owner has seen the close
+            attempts = await asyncio.gather(
+                *(unix_connect(str(home / "daemon.sock")) for _ in range(6)),
+                return_exceptions=True)
+            opened = [a for a in attempts if not isinstance(a, BaseException)]
+            refused = [a for a in attempts if isinstance(a, BaseException)]
+            assert all(isinstance(a, InvalidStatus) and a.response.status_code == 503
+                       for a in refused), refused
+            assert len(opened) <= 1, f"{len(opened)} connections got past a bound of 3"
+            if opened:
+                break
+            await asyncio.sleep(0.05)
+        assert len(opened) == 1
+        for ws in opened:
+            await ws.close()
+        for p in peers:
+            await p.close()
+        # a freed slot can be used again
+        async with await Peer.connect(home) as peer:
+            assert (await peer.result("ping")) == {"pong": True}
+
+
+async def test_subscriptions_per_connection_are_bounded(tmp_path):
+    home = tmp_path / "home"
+    write_config(home, daemon={"max_subscriptions_per_connection": 2})
+    with OwnerProcess(home):
+        async with await Peer.connect(home) as peer, await Peer.connect(home) as other:
+            a = (await peer.result("session.create"))["session_id"]
+            b = (await peer.result("session.create"))["session_id"]
+            third = await peer.call("session.create", title="one too many")
+            assert third["error"]["message"] == "overloaded"
+            # refused before anything was written
+            assert db_rows(home, "SELECT COUNT(*) FROM sessions") == [(2,)]
+            c = (await other.result("session.create"))["session_id"]
+            resumed = await peer.call("session.resume", session_id=c)
+            assert resumed["error"]["message"] == "overloaded"
+            # detaching frees a slot
+            await peer.result("session.detach", session_id=a)
+            assert (await peer.result("session.resume", session_id=c))["session_id"] == c
+            assert (await peer.result("session.resume", session_id=b))["session_id"] == b
+
+
+async def test_queued_admissions_per_session_are_bounded(tmp_path):
+    home = tmp_path / "home"
+    release = threading.Event()
+
+    def slow(req: dict) -> Any:
+        release.wait(60)
+        return text_reply("done")
+
+    with FakeProvider(slow) as provider:
+        write_config(home, provider.url, daemon={"max_queued_per_session": 2})
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                first = await peer.result("prompt.submit", session_id=sid, input_id="1",
+                                          text="one")
+                await peer.result("prompt.submit", session_id=sid, input_id="2", text="two")
+                third = await peer.call("prompt.submit", session_id=sid, input_id="3",
+                                        text="three")
+                assert third["error"]["message"] == "overloaded"
+                assert third["error"]["code"] == -32012
+                rows = db_rows(home, "SELECT request_id FROM session_admissions ORDER BY seq")
+                assert rows == [("1",), ("2",)]
+                release.set()
+                await peer.wait_terminal(sid, first["admission_id"])
+                # room again once the queue drains
+                again = await peer.result("prompt.submit", session_id=sid, input_id="3",
+                                          text="three")
+                assert (await peer.wait_terminal(sid, again["admission_id"]))["outcome"] == \
+                    "completed"
+
+
+async def test_text_limit_is_invalid_params_and_frame_limit_closes_1009(tmp_path):
+    home = tmp_path / "home"
+    write_config(home, daemon={"max_text_chars": 1000, "max_frame_bytes": 32 * 1024})
+    with OwnerProcess(home):
+        async with await Peer.connect(home) as peer:
+            sid = (await peer.result("session.create"))["session_id"]
+            ok = await peer.call("prompt.submit", session_id=sid, input_id="ok", text="y" * 1000)
+            assert "result" in ok, ok
+            over = await peer.call("prompt.submit", session_id=sid, input_id="long",
+                                   text="y" * 1001)
+            assert over["error"]["message"] == "invalid_params"
+            assert over["error"]["data"]["fields"][0]["loc"] == "text"
+            # attachments count toward the same limit: they become the user message
+            attached = await peer.call("prompt.submit", session_id=sid, input_id="att",
+                                       text="short", attachments=[
+                                           {"name": "a.txt", "content": "z" * 2000}])
+            assert attached["error"]["message"] == "invalid_params"
+            assert db_rows(home, "SELECT request_id FROM session_admissions") == [("ok",)]
+
+            big = await Peer.connect(home)
+            await big.send_raw(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping",
+                                           "params": {"pad": "p" * 40_000}}))
+            await big.ws.wait_closed()
+            assert big.ws.close_code == 1009
+            with pytest.raises(ConnectionClosed):
+                await big.ws.send('{"jsonrpc":"2.0","id":2,"method":"ping"}')
+            await big.close()
+            assert (await peer.result("ping")) == {"pong": True}

@@ -1,0 +1,208 @@
+"""The group-commit writer and migrations of store/db.py.
+
+To make grouping deterministic, a first unit parks the writer thread on a
+``threading.Event`` while the units under test are queued behind it; releasing it
+lets the writer fold everything queued into its next transaction.
+"""
+
+import asyncio
+import sqlite3
+import threading
+from contextlib import closing
+
+import pytest
+
+from tether.store import SCHEMA_VERSION, Database, StorageError, migrations
+
+
+def make_table(conn):
+    conn.execute("CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, v INTEGER)")
+
+
+def insert(key, value=0):
+    def unit(conn):
+        conn.execute("INSERT INTO t(k, v) VALUES (?, ?)", (key, value))
+        return key
+    return unit
+
+
+class Parked:
+    """A unit that holds the writer thread until ``release()``."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def __call__(self, conn):
+        self.entered.set()
+        self.gate.wait(10)
+
+    async def wait_parked(self) -> None:
+        assert await asyncio.to_thread(self.entered.wait, 10)
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+@pytest.fixture
+async def db(tmp_path):
+    database = await Database.open(tmp_path / "state.db")
+    await database.write(make_table)
+    yield database
+    await database.close()
+
+
+async def keys(db):
+    return await db.read(lambda c: [r[0] for r in c.execute("SELECT k FROM t ORDER BY k")])
+
+
+async def test_concurrent_writes_share_one_commit(db):
+    park = Parked()
+    parked = db.submit(park)
+    await park.wait_parked()
+    before = db.commits
+    units = 50
+    writes = [asyncio.ensure_future(db.write(insert(f"k{i:02}"))) for i in range(units)]
+    await asyncio.sleep(0)  # every write is queued behind the parked unit
+    park.release()
+    await parked
+    assert await asyncio.gather(*writes) == [f"k{i:02}" for i in range(units)]
+    # the parked group, then everything queued behind it in one transaction
+    assert db.commits - before == 2
+    assert len(await keys(db)) == units
+
+
+async def test_a_failing_unit_rolls_back_alone(db):
+    park = Parked()
+    parked = db.submit(park)
+    await park.wait_parked()
+
+    def half_done_then_fail(conn):
+        conn.execute("INSERT INTO t(k, v) VALUES ('bad', 1)")
+        raise ValueError("the unit's own error")
+
+    first = db.submit(insert("a"))
+    failing = db.submit(half_done_then_fail)
+    duplicate = db.submit(insert("a"))  # a constraint violation fails only this unit
+    last = db.submit(insert("c"))
+    park.release()
+    await parked
+    assert await first == "a"
+    with pytest.raises(ValueError, match="own error"):
+        await failing
+    with pytest.raises(sqlite3.IntegrityError):
+        await duplicate
+    assert await last == "c"
+    assert await keys(db) == ["a", "c"]
+
+
+async def test_a_cancelled_caller_does_not_lose_its_committed_unit(db):
+    park = Parked()
+    parked = db.submit(park)
+    await park.wait_parked()
+    announced = []
+    task = asyncio.create_task(db.write(insert("kept"), after_commit=announced.append))
+    await asyncio.sleep(0)  # the unit is queued
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    park.release()
+    await parked
+    await db.write(lambda c: None)  # a later unit commits after it
+    assert await keys(db) == ["kept"]
+    assert announced == ["kept"]  # committed work is still announced
+
+
+async def test_after_commit_hooks_run_in_submit_order(db):
+    park = Parked()
+    parked = db.submit(park)
+    await park.wait_parked()
+    order = []
+    futures = []
+    for i in range(10):
+        if i == 4:
+            futures.append(db.submit(lambda c: 1 / 0, after_commit=order.append))
+        else:
+            futures.append(db.submit(insert(f"k{i}"), after_commit=order.append))
+    park.release()
+    await parked
+    await asyncio.gather(*futures, return_exceptions=True)
+    # a failed unit has nothing to announce
+    assert order == [f"k{i}" for i in range(10) if i != 4]
+
+
+async def test_reads_see_only_committed_data(db):
+    park = Parked()
+
+    def write_then_park(conn):
+        conn.execute("INSERT INTO t(k, v) VALUES ('pending', 1)")
+        park(conn)
+
+    pending = db.submit(write_then_park)
+    await park.wait_parked()
+    assert await keys(db) == []
+    park.release()
+    await pending
+    assert await keys(db) == ["pending"]
+
+
+async def test_closed_database_refuses_work(tmp_path):
+    db = await Database.open(tmp_path / "state.db")
+    await db.close()
+    with pytest.raises(StorageError) as err:
+        await db.write(lambda c: None)
+    assert err.value.reason == "closed"
+    with pytest.raises(StorageError):
+        await db.read(lambda c: None)
+
+
+def user_version(path):
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute("PRAGMA user_version").fetchone()[0]
+
+
+def tables(path):
+    with closing(sqlite3.connect(path)) as conn:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+async def test_a_new_file_is_migrated_from_version_zero(tmp_path):
+    path = tmp_path / "state.db"
+    db = await Database.open(path)
+    await db.close()
+    assert user_version(path) == SCHEMA_VERSION
+    assert {"runtime", "sessions", "messages", "session_admissions", "async_delegations",
+            "events", "tokens"} <= tables(path)
+    # opening again migrates nothing and keeps data
+    db = await Database.open(path)
+    await db.write(lambda c: c.execute("INSERT INTO runtime(key, value) VALUES ('x', 'y')"))
+    await db.close()
+    db = await Database.open(path)
+    assert await db.read(lambda c: c.execute("SELECT value FROM runtime").fetchall()[0][0]) == "y"
+    await db.close()
+
+
+async def test_a_newer_schema_is_refused_untouched(tmp_path):
+    path = tmp_path / "state.db"
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE future (x)")
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+        conn.commit()
+    with pytest.raises(StorageError) as err:
+        await Database.open(path)
+    assert f"schema version {SCHEMA_VERSION + 1}" in err.value.detail
+    assert user_version(path) == SCHEMA_VERSION + 1
+    assert tables(path) == {"future"}
+
+
+async def test_a_failing_migration_leaves_the_previous_version(tmp_path, monkeypatch):
+    path = tmp_path / "state.db"
+    db = await Database.open(path)
+    await db.close()
+    broken = "CREATE TABLE extra (x); INSERT INTO no_such_table VALUES (1)"
+    monkeypatch.setattr(migrations, "MIGRATIONS", (*migrations.MIGRATIONS, broken))
+    monkeypatch.setattr(migrations, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    with pytest.raises(StorageError):
+        await Database.open(path)
+    assert user_version(path) == SCHEMA_VERSION
+    assert "extra" not in tables(path)

@@ -1,0 +1,208 @@
+"""The per-table queries, on a real migrated SQLite file (no event loop needed)."""
+
+import sqlite3
+from contextlib import closing
+
+import pytest
+
+from tether.store import admissions, events, messages, runtime, sessions
+from tether.store.migrations import migrate
+
+
+@pytest.fixture
+def conn(tmp_path):
+    with closing(sqlite3.connect(tmp_path / "state.db", isolation_level=None)) as c:
+        c.row_factory = sqlite3.Row
+        c.execute("PRAGMA foreign_keys=ON")
+        migrate(c)
+        yield c
+
+
+def new_session(conn, sid, now=1.0, **over):
+    fields = {"session_id": sid, "request_id": None, "params_digest": None,
+              "parent_session_id": None, "source": "cli", "title": None, "cwd": None,
+              "options": {}, "now": now, **over}
+    sessions.insert(conn, **fields)
+
+
+def admit(conn, aid, sid="S", request_id=None, principal="local", now=1.0):
+    return admissions.insert(
+        conn, admission_id=aid, target_session_id=sid, principal_id=principal,
+        request_id=request_id or aid, payload_json='{"finite":false,"text":"t"}',
+        payload_digest="d", owner_epoch=1, now=now)
+
+
+# -- sessions -----------------------------------------------------------------------
+
+
+def test_session_round_trip_and_lookup_by_request(conn):
+    new_session(conn, "S", request_id="req", params_digest="pd", title="T",
+                options={"model": "m", "toolsets": ["a"]})
+    row = sessions.get(conn, "S")
+    assert row["title"] == "T" and row["options"] == {"model": "m", "toolsets": ["a"]}
+    assert row["message_count"] == 0 and row["created_at"] == row["updated_at"] == 1.0
+    assert sessions.get_by_request(conn, "req")["session_id"] == "S"
+    assert sessions.get(conn, "nope") is None and sessions.get_by_request(conn, "x") is None
+    with pytest.raises(sqlite3.IntegrityError):
+        new_session(conn, "S2", request_id="req")
+
+
+def test_session_pages_are_newest_first_and_complete(conn):
+    for i in range(7):
+        new_session(conn, f"S{i}", now=float(i % 3))  # ties on updated_at
+    seen, cursor = [], None
+    while True:
+        page = sessions.list_page(conn, 3, cursor)
+        seen += [r["session_id"] for r in page]
+        if len(page) < 3:
+            break
+        cursor = (page[-1]["updated_at"], page[-1]["session_id"])
+    assert sorted(seen) == [f"S{i}" for i in range(7)] and len(seen) == 7
+    stamps = [sessions.get(conn, s)["updated_at"] for s in seen]
+    assert stamps == sorted(stamps, reverse=True)
+
+
+def test_children_of(conn):
+    new_session(conn, "P")
+    new_session(conn, "C1", parent_session_id="P")
+    new_session(conn, "C2", parent_session_id="P")
+    assert sorted(sessions.children_of(conn, "P")) == ["C1", "C2"]
+    assert sessions.children_of(conn, "C1") == []
+
+
+# -- messages -----------------------------------------------------------------------
+
+
+def test_messages_append_in_order_and_count_on_the_session(conn):
+    new_session(conn, "S")
+    call = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    messages.append(conn, "S", [{"role": "user", "content": "hi", "admission_id": "a"}], 2.0)
+    messages.append(conn, "S", [
+        {"role": "assistant", "content": None, "tool_calls": call},
+        {"role": "tool", "content": "r", "tool_call_id": "c1", "name": "f"},
+        {"role": "assistant", "content": "done"}], 3.0)
+    messages.append(conn, "S", [], 9.0)  # nothing to add changes nothing
+    got = messages.list_for(conn, "S")
+    assert [(m["role"], m["content"]) for m in got] == [
+        ("user", "hi"), ("assistant", None), ("tool", "r"), ("assistant", "done")]
+    assert got[0]["admission_id"] == "a"
+    assert got[1]["tool_calls"] == call and got[0]["tool_calls"] is None
+    assert got[2]["tool_call_id"] == "c1" and got[2]["name"] == "f"
+    row = sessions.get(conn, "S")
+    assert row["message_count"] == 4 and row["updated_at"] == 3.0
+
+
+def test_messages_need_a_session_and_a_known_role(conn):
+    with pytest.raises(sqlite3.IntegrityError):
+        messages.append(conn, "missing", [{"role": "user", "content": "x"}], 1.0)
+    new_session(conn, "S")
+    with pytest.raises(sqlite3.IntegrityError):
+        messages.append(conn, "S", [{"role": "narrator", "content": "x"}], 1.0)
+
+
+# -- admissions ---------------------------------------------------------------------
+
+
+def test_admission_identity_is_unique_per_principal_and_session(conn):
+    new_session(conn, "S")
+    new_session(conn, "T")
+    row = admit(conn, "a1", request_id="in")
+    assert row["status"] == "queued" and row["outcome"] is None and row["seq"] >= 1
+    assert admissions.find(conn, "local", "S", "in")["admission_id"] == "a1"
+    with pytest.raises(sqlite3.IntegrityError):
+        admit(conn, "a2", request_id="in")
+    # the same request_id is another identity in another session or for another principal
+    admit(conn, "a3", sid="T", request_id="in")
+    admit(conn, "a4", request_id="in", principal="delegation")
+    assert admissions.find(conn, "delegation", "S", "in")["admission_id"] == "a4"
+    assert admissions.find(conn, "cron", "S", "in") is None
+
+
+def test_admission_status_machine(conn):
+    new_session(conn, "S")
+    admit(conn, "a1")
+    assert admissions.mark_started(conn, "a1", epoch=2, now=5.0)
+    assert not admissions.mark_started(conn, "a1", epoch=2, now=6.0)  # only from queued
+    row = admissions.get(conn, "a1")
+    assert (row["status"], row["owner_epoch"], row["started_at"]) == ("started", 2, 5.0)
+    assert admissions.finish(conn, "a1", "completed", '{"text":"x"}', 7.0)
+    assert not admissions.finish(conn, "a1", "failed", None, 8.0)  # terminal stays terminal
+    row = admissions.get(conn, "a1")
+    assert (row["status"], row["outcome"], row["finished_at"]) == ("terminal", "completed", 7.0)
+    admit(conn, "a2")
+    assert admissions.finish(conn, "a2", "cancelled", None, 9.0)  # queued → cancelled
+    assert not admissions.mark_started(conn, "a2", epoch=2, now=9.5)
+    with pytest.raises(sqlite3.IntegrityError):
+        admissions.finish(conn, admit(conn, "a3")["admission_id"], "exploded", None, 1.0)
+
+
+def test_started_admissions_of_older_epochs_become_unknown(conn):
+    new_session(conn, "S")
+    for aid, epoch in (("old", 1), ("new", 3)):
+        admit(conn, aid)
+        admissions.mark_started(conn, aid, epoch=epoch, now=1.0)
+    admit(conn, "queued")
+    admit(conn, "done")
+    admissions.mark_started(conn, "done", epoch=1, now=1.0)
+    admissions.finish(conn, "done", "completed", None, 2.0)
+    assert admissions.mark_unknown_before(conn, 3) == ["old"]
+    statuses = {r["admission_id"]: r["status"] for r in admissions.all_rows(conn)}
+    assert statuses == {"old": "unknown", "new": "started", "queued": "queued",
+                        "done": "terminal"}
+    assert admissions.finish(conn, "old", "interrupted", None, 4.0)  # unknown → interrupted
+
+
+def test_open_admissions_in_ledger_order(conn):
+    new_session(conn, "S")
+    new_session(conn, "T")
+    for aid, sid in (("a1", "S"), ("b1", "T"), ("a2", "S"), ("a3", "S")):
+        admit(conn, aid, sid=sid)
+    admissions.finish(conn, "a2", "cancelled", None, 1.0)
+    assert [r["admission_id"] for r in admissions.open_for_session(conn, "S")] == ["a1", "a3"]
+    assert [r["admission_id"] for r in admissions.all_open(conn)] == ["a1", "b1", "a3"]
+    assert admissions.count_open(conn, "S") == 2 and admissions.count_open(conn, "T") == 1
+    assert [r["admission_id"] for r in admissions.all_rows(conn)] == ["a1", "b1", "a2", "a3"]
+
+
+def test_an_admission_needs_its_session(conn):
+    with pytest.raises(sqlite3.IntegrityError):
+        admit(conn, "a1", sid="missing")
+
+
+# -- events -------------------------------------------------------------------------
+
+
+def test_event_seqs_are_per_session_and_gap_free(conn):
+    assert events.last_seq(conn, "S") == 0
+    assert [events.append(conn, "S", "t", "{}", None, 1.0) for _ in range(3)] == [1, 2, 3]
+    assert events.append(conn, "T", "t", "{}", "a", 1.0) == 1
+    conn.execute("BEGIN")
+    conn.execute("SAVEPOINT unit")
+    assert events.append(conn, "S", "lost", "{}", None, 1.0) == 4
+    conn.execute("ROLLBACK TO unit")
+    conn.execute("RELEASE unit")
+    conn.execute("COMMIT")
+    assert events.append(conn, "S", "t", '{"k":1}', "a", 2.0) == 4  # the rollback left no gap
+    assert events.last_seqs(conn) == {"S": 4, "T": 1}
+    tail = events.since(conn, "S", 2, 10)
+    assert [(r["seq"], r["type"]) for r in tail] == [(3, "t"), (4, "t")]
+    assert tail[1]["payload_json"] == '{"k":1}' and tail[1]["admission_id"] == "a"
+    assert [r["seq"] for r in events.since(conn, "S", 0, 2)] == [1, 2]
+    assert events.since(conn, "S", 4, 10) == []
+
+
+# -- runtime ------------------------------------------------------------------------
+
+
+def test_epoch_increments_per_start(conn):
+    assert runtime.current_epoch(conn) == 0
+    assert [runtime.bump_epoch(conn) for _ in range(3)] == [1, 2, 3]
+    assert runtime.current_epoch(conn) == 3
+
+
+def test_tokens_are_found_by_hash_only(conn):
+    runtime.insert_token(conn, "tok_1", "hash-1", "laptop", 1.0)
+    assert runtime.token_exists(conn, "hash-1")
+    assert not runtime.token_exists(conn, "tok_1")
+    with pytest.raises(sqlite3.IntegrityError):
+        runtime.insert_token(conn, "tok_2", "hash-1", None, 2.0)
