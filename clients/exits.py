@@ -67,8 +67,8 @@ class Context:
 
     def resume_hint(self) -> str:
         if self.session_id and self.input_id:
-            return (f"the prompt is kept by the owner; `tether chat --resume {self.session_id} "
-                    f"--input-id {self.input_id} -Q` with the same prompt prints its answer")
+            return (f"the owner keeps the turn; the same command with `--resume "
+                    f"{self.session_id} --input-id {self.input_id}` prints its answer")
         if self.session_id:
             return f"`tether attach {self.session_id}` shows the session"
         return ""

@@ -95,9 +95,9 @@ class AdmissionService:
         """
         rt = self.rt
         digest = ledger.digest(payload_json)
-        # a retry is a read: no writer round trip, no fsync
+        # a retry is a read by key, on the loop: no thread hop, no writer round trip
         try:
-            existing = await rt.db.read(
+            existing = await rt.db.lookup(
                 lambda c: admissions.find(c, principal, session_id, request_id))
         except StorageError as exc:
             raise storage_error(exc) from None
@@ -178,7 +178,7 @@ class AdmissionService:
             return admissions.find(c, "local", session_id, input_id or "")
 
         try:
-            row = await self.rt.db.read(read)
+            row = await self.rt.db.lookup(read)
         except StorageError as exc:
             raise storage_error(exc) from None
         if row is None:

@@ -16,6 +16,10 @@ from typing import Any
 __all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "ConfigError", "load_config"]
 
 
+#: the smallest daemon.max_db_bytes accepted: room for the schema and a little more
+MIN_DB_BYTES = 256 * 1024
+
+
 class ConfigError(Exception):
     """config.yaml is unreadable or has a bad key/value."""
 
@@ -62,6 +66,9 @@ class DaemonConfig:
     tcp_allow_remote: bool = False
     tcp_allowed_origins: tuple[str, ...] = ()
     busy_timeout_ms: int = 5000
+    # quota on state.db (PRAGMA max_page_count on the writer); None = the disk's size.
+    # At the quota writes fail as on a full disk: storage_unavailable / disk_full.
+    max_db_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -83,7 +90,9 @@ def _section(cls: type, raw: Any, name: str) -> Any:
             # unknown keys are tolerated (forward compatibility) but not silently used
             continue
         default = getattr(cls(), key)
-        if isinstance(default, bool):
+        if known[key].type == "int | None":  # an optional limit: null means "no limit"
+            ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
+        elif isinstance(default, bool):
             ok = isinstance(value, bool)
         elif isinstance(default, int):
             ok = isinstance(value, int) and not isinstance(value, bool)
@@ -131,4 +140,6 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
         raise ConfigError("config.yaml: `daemon.unknown_policy` must be manual or interrupt")
     if daemon.max_running_turns < 1 or daemon.max_connections < 1:
         raise ConfigError("config.yaml: daemon limits must be at least 1")
+    if daemon.max_db_bytes is not None and daemon.max_db_bytes < MIN_DB_BYTES:
+        raise ConfigError(f"config.yaml: `daemon.max_db_bytes` must be at least {MIN_DB_BYTES}")
     return Config(model=model, delegation=delegation, daemon=daemon)

@@ -8,6 +8,15 @@ one dict lookup. Hooks, by name:
 - ``pause_before_delivery``: a background delegation has just been recorded
   finished (delivery pending) and is about to be delivered into its origin
   session (``daemon/delegation.py``). See docs/recovery.md.
+
+``TETHER_FAULT_STORAGE=PATH`` arms the storage fault hook for the storage-fault
+suite: before each write group the store reads PATH, and its content switches
+the writer into a failure SQLite itself produces — ``readonly`` (``PRAGMA
+query_only``: every write fails with SQLITE_READONLY) or ``full`` (the file is
+capped at its current size: SQLITE_FULL on the next page it needs). A missing or
+empty file is normal operation, so a test can break and heal the store while the
+owner runs (root ignores file modes, so chmod cannot do this). Unset, the store
+is not even asked.
 """
 
 from __future__ import annotations
@@ -15,10 +24,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections.abc import Callable
 
-__all__ = ["FAULT_ENV", "parse_faults", "pause"]
+__all__ = ["FAULT_ENV", "STORAGE_FAULT_ENV", "parse_faults", "pause", "storage_fault"]
 
 FAULT_ENV = "TETHER_FAULT"
+STORAGE_FAULT_ENV = "TETHER_FAULT_STORAGE"
+STORAGE_FAULTS = ("readonly", "full")
 log = logging.getLogger("tether.faults")
 
 
@@ -43,3 +55,21 @@ async def pause(name: str) -> None:
     if seconds:
         log.warning("test fault hook %s: pausing %.1f s (%s is set)", name, seconds, FAULT_ENV)
         await asyncio.sleep(seconds)
+
+
+def storage_fault() -> Callable[[], str | None] | None:
+    """The store's fault hook if TETHER_FAULT_STORAGE is set, else None."""
+    path = os.environ.get(STORAGE_FAULT_ENV)
+    if not path:
+        return None
+    log.warning("storage fault hook armed: %s (%s is set)", path, STORAGE_FAULT_ENV)
+
+    def mode() -> str | None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                value = f.read().strip()
+        except OSError:
+            return None
+        return value if value in STORAGE_FAULTS else None
+
+    return mode

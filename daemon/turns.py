@@ -34,6 +34,10 @@ log = logging.getLogger("tether.turns")
 #: deltas are coalesced into one event per this many seconds or characters
 DELTA_SECONDS = 0.05
 DELTA_CHARS = 2048
+#: storage retries of a turn's start and outcome back off up to this many seconds
+RETRY_MAX_SECONDS = 2.0
+#: while the owner drains, a failing outcome write is given up after this many tries
+FINISH_ATTEMPTS_WHILE_DRAINING = 5
 RULES_FILES = ("AGENTS.md", ".tether/rules.md")
 RULES_MAX_BYTES = 64 * 1024
 
@@ -300,12 +304,13 @@ class TurnRunner:
             return
         if started is None:
             return
-        row, session, history = started
+        row, session = started
         payload = orjson.loads(row["payload_json"])
         sink = EventSink(rt, sid, aid)
         result: AgentResult | None = None
         outcome, error = "failed", None
         try:
+            history = await rt.db.read(lambda c: messages.list_for(c, sid))
             settings = resolve_turn(rt.config, session["options"],
                                     payload.get(TURN_OPTION_KEY, {}))
             provider = build_provider(settings, rt.config, rt.http, rt.providers, rt.home.config)
@@ -348,7 +353,11 @@ class TurnRunner:
                                    services=self.services, settings=settings)
         return make
 
-    async def _start(self, sid: str, aid: str) -> tuple[dict, dict, list] | None:
+    async def _start(self, sid: str, aid: str) -> tuple[dict, dict] | None:
+        """Mark the admission started; (row, session), or None if it no longer
+        was queued. A failing store is retried until it heals (the turn keeps its
+        place: the session's queue waits); while draining it gives up instead,
+        leaving the admission queued for the next owner."""
         rt = self.rt
         info = session_info_payload(rt, sid)
 
@@ -364,15 +373,18 @@ class TurnRunner:
             tx.event(sid, "session.info", info)
             return row, session
 
-        try:
-            got = await rt.journal.write(unit)
-        except StorageError:
-            log.exception("could not start admission %s", aid)
-            return None
-        if got is None:
-            return None
-        history = await rt.db.read(lambda c: messages.list_for(c, sid))
-        return got[0], got[1], history
+        failures = 0
+        while True:
+            try:
+                return await rt.journal.write(unit)
+            except StorageError as exc:
+                failures += 1
+                if rt.draining:
+                    log.error("could not start admission %s (%s); it stays queued",
+                              aid, exc.detail)
+                    return None
+                log.warning("could not start admission %s (%s); retrying", aid, exc.detail)
+                await asyncio.sleep(_retry_delay(failures))
 
     async def _finish(self, sid: str, aid: str, outcome: str, text: str,
                       usage: dict[str, int], error: str | None) -> None:
@@ -392,12 +404,29 @@ class TurnRunner:
                 info["running"] = None
                 tx.event(sid, "session.info", info)
 
-        for attempt in range(5):
+        # The outcome must not be lost: retry until the store takes it, holding the
+        # session's turn slot meanwhile (its queue waits; the receipt says started).
+        # Only a shutdown ends this early: the admission then stays `started`, and
+        # the next owner reports it `unknown` rather than guessing its outcome.
+        failures = 0
+        while True:
             try:
                 await rt.journal.write(unit)
+                if failures:
+                    log.warning("recorded the outcome of %s after %d failed attempts",
+                                aid, failures)
                 return
-            except StorageError:
-                # the outcome must not be lost: retry for a while; if the disk stays
-                # broken the admission stays `started` and becomes `unknown` later
-                log.exception("could not record outcome of %s (attempt %d)", aid, attempt + 1)
-                await asyncio.sleep(0.2 * (attempt + 1))
+            except StorageError as exc:
+                failures += 1
+                if rt.draining and failures >= FINISH_ATTEMPTS_WHILE_DRAINING:
+                    log.error("could not record the outcome of %s (%s %s) before shutdown; "
+                              "the next owner will report it unknown", aid, outcome, error)
+                    return
+                log.warning("could not record the outcome of %s (attempt %d: %s); retrying",
+                            aid, failures, exc.detail)
+                await asyncio.sleep(_retry_delay(failures))
+
+
+def _retry_delay(failures: int) -> float:
+    """Backoff between storage retries: 0.1 s doubling, at most RETRY_MAX_SECONDS."""
+    return min(0.1 * 2 ** min(failures, 10), RETRY_MAX_SECONDS)

@@ -65,6 +65,8 @@ __all__ = [
 MAX_ID_CHARS = 200
 MAX_TEXT_CHARS = 1_000_000
 MAX_ATTACHMENTS = 16
+# a seq is stored as a SQLite INTEGER (signed 64-bit); a larger one cannot name an event
+MAX_SEQ = 2**63 - 1
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
 Timestamp = float  # unix seconds
@@ -139,7 +141,7 @@ class SessionCreateParams(TurnOptions):
 
 class SessionResumeParams(Model):
     session_id: Id
-    after_seq: Annotated[int, Field(ge=0)] | None = None
+    after_seq: Annotated[int, Field(ge=0, le=MAX_SEQ)] | None = None
 
 
 class SessionListParams(Model):
@@ -149,7 +151,7 @@ class SessionListParams(Model):
 
 class SessionEventsSinceParams(Model):
     session_id: Id
-    after_seq: Annotated[int, Field(ge=0)]
+    after_seq: Annotated[int, Field(ge=0, le=MAX_SEQ)]
     limit: Annotated[int, Field(ge=1, le=10_000)] = 1000
 
 

@@ -49,6 +49,8 @@ log = logging.getLogger("tether.store")
 #: Upper bound on units folded into one transaction; bounds commit latency and
 #: how long one group keeps the loop busy.
 MAX_GROUP = 256
+#: SQLite's own ceiling on max_page_count: "no quota"
+SQLITE_MAX_PAGES = 4294967294
 
 
 class StorageError(Exception):
@@ -170,12 +172,17 @@ class Database:
     """
 
     def __init__(self, path: Path, writer: sqlite3.Connection, reader: sqlite3.Connection,
-                 looker: sqlite3.Connection, busy_timeout_ms: int) -> None:
+                 looker: sqlite3.Connection, busy_timeout_ms: int, *,
+                 max_pages: int = SQLITE_MAX_PAGES,
+                 fault: Callable[[], str | None] | None = None) -> None:
         self.path = path
         self._writer = writer
         self._reader = reader
         self._looker = looker
         self._busy_timeout_ms = busy_timeout_ms
+        self._max_pages = max_pages
+        self._fault = fault
+        self._fault_mode: str | None = None
         self._pending: list[_Job] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._active = False  # a group is being run or committed
@@ -186,13 +193,30 @@ class Database:
         self.commits = 0  # groups committed, for the bench and tests
 
     @classmethod
-    async def open(cls, path: Path | str, *, busy_timeout_ms: int = 5000) -> Database:
+    async def open(cls, path: Path | str, *, busy_timeout_ms: int = 5000,
+                   max_bytes: int | None = None,
+                   fault: Callable[[], str | None] | None = None) -> Database:
+        """Open (create, migrate) the file.
+
+        ``max_bytes``: a quota on the file (``PRAGMA max_page_count`` on the
+        writer); at the quota, writes fail as on a full disk (``disk_full``).
+        ``fault``: a test hook, asked before every group: ``"readonly"`` runs the
+        group with ``PRAGMA query_only`` (SQLite then refuses each write with
+        SQLITE_READONLY), ``"full"`` caps the file at its current size (SQLITE_FULL
+        on the next page it needs), None is normal operation.
+        """
         path = Path(path)
+        max_pages = SQLITE_MAX_PAGES
 
         def _open() -> tuple[sqlite3.Connection, ...]:
+            nonlocal max_pages
             try:
                 writer = _connect(str(path), busy_timeout_ms=busy_timeout_ms)
                 migrate(writer)
+                if max_bytes is not None:
+                    (page_size,) = writer.execute("PRAGMA page_size").fetchone()
+                    max_pages = max(1, max_bytes // page_size)
+                    writer.execute(f"PRAGMA max_page_count={max_pages}")
                 # the loop must never sleep in SQLite's busy handler: the writer
                 # and the loop's reader fail fast instead, and take a slower path
                 writer.execute("PRAGMA busy_timeout=0")
@@ -203,7 +227,8 @@ class Database:
                 raise _translate(exc) from exc
 
         writer, reader, looker = await asyncio.to_thread(_open)
-        return cls(path, writer, reader, looker, busy_timeout_ms)
+        return cls(path, writer, reader, looker, busy_timeout_ms, max_pages=max_pages,
+                   fault=fault)
 
     # -- writes -----------------------------------------------------------
 
@@ -242,6 +267,8 @@ class Database:
                 self._idle.set()
             return
         try:
+            if self._fault is not None:
+                self._apply_fault(self._fault())
             self._writer.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             if not _is_busy(exc):
@@ -254,6 +281,19 @@ class Database:
                                  else self._finish(group, [], False, err))
             return
         self._run_group(group)
+
+    def _apply_fault(self, mode: str | None) -> None:
+        if mode == self._fault_mode:
+            return
+        conn = self._writer
+        conn.execute(f"PRAGMA query_only={int(mode == 'readonly')}")
+        if mode == "full":
+            (pages,) = conn.execute("PRAGMA page_count").fetchone()
+            conn.execute(f"PRAGMA max_page_count={pages}")
+        else:
+            conn.execute(f"PRAGMA max_page_count={self._max_pages}")
+        log.warning("storage fault hook: %s", mode or "cleared")
+        self._fault_mode = mode
 
     def _begin_waiting(self) -> None:
         conn = self._writer
@@ -273,12 +313,20 @@ class Database:
                 conn.execute("RELEASE unit")
                 outcomes.append((True, value))
             except BaseException as exc:  # noqa: BLE001 - every failure goes to its caller
+                err = _translate(exc)
+                if not conn.in_transaction:
+                    # SQLite rolled the whole transaction back (SQLITE_FULL, an I/O
+                    # error): the units before this one are gone too, and the ones
+                    # after it would each commit alone, outside any group. The whole
+                    # group fails; its callers may retry (admissions are idempotent).
+                    self._finish(group, [], False, err)
+                    return
                 try:
                     conn.execute("ROLLBACK TO unit")
                     conn.execute("RELEASE unit")
                 except sqlite3.Error:
                     pass
-                outcomes.append((False, _translate(exc)))
+                outcomes.append((False, err))
         assert self._loop is not None
         self._committer.call(self._commit, self._loop,
                              lambda ok, err: self._finish(group, outcomes, ok, err))

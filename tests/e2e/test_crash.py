@@ -278,6 +278,9 @@ CLIENTS, EACH, SESSIONS = 8, 25, 4
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_kill_mid_burst(tmp_path, seed):
+    """Eight connections submit 25 prompts each, concurrently, over four sessions; the
+    client task that receives the seeded k-th receipt SIGKILLs the owner at once, with
+    the other clients' submissions in flight and turns running."""
     rng = random.Random(seed)
     kill_after = rng.randint(10, CLIENTS * EACH - 30)
     home = tmp_path / "home"

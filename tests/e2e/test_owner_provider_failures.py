@@ -36,7 +36,7 @@ async def test_provider_failure_fails_the_turn_and_the_next_one_runs(tmp_path, k
 
     with FakeProvider(handler) as provider:
         write_config(home, provider.url, model={
-            "stream": True, "timeout_seconds": 0.5, "max_retries": MAX_RETRIES,
+            "stream": True, "timeout_seconds": 1.0, "max_retries": MAX_RETRIES,
             "retry_backoff_seconds": 0.01})
         with OwnerProcess(home):
             async with await Peer.connect(home) as peer:

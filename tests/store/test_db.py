@@ -1,8 +1,9 @@
 """The group-commit writer and migrations of store/db.py.
 
-To make grouping deterministic, a first unit parks the writer thread on a
-``threading.Event`` while the units under test are queued behind it; releasing it
-lets the writer fold everything queued into its next transaction.
+Units run on the event loop; only COMMIT runs on the commit thread. To make
+grouping deterministic, ``ParkedCommit`` holds the commit of the group in flight
+on a ``threading.Event`` while the units under test are queued behind it;
+releasing it lets the database fold everything queued into its next transaction.
 """
 
 import asyncio
@@ -26,22 +27,31 @@ def insert(key, value=0):
     return unit
 
 
-class Parked:
-    """A unit that holds the writer thread until ``release()``."""
+class ParkedCommit:
+    """Holds the next COMMIT on the commit thread until ``release()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
         self.entered = threading.Event()
         self.gate = threading.Event()
+        commit = db._commit
 
-    def __call__(self, conn):
-        self.entered.set()
-        self.gate.wait(10)
+        def parked_commit() -> None:
+            if not self.gate.is_set():
+                self.entered.set()
+                self.gate.wait(10)
+            commit()
+
+        monkeypatch.setattr(db, "_commit", parked_commit)
 
     async def wait_parked(self) -> None:
         assert await asyncio.to_thread(self.entered.wait, 10)
 
     def release(self) -> None:
         self.gate.set()
+
+
+def park(conn):
+    """A unit that does nothing: its group's commit is the one parked."""
 
 
 @pytest.fixture
@@ -56,15 +66,15 @@ async def keys(db):
     return await db.read(lambda c: [r[0] for r in c.execute("SELECT k FROM t ORDER BY k")])
 
 
-async def test_concurrent_writes_share_one_commit(db):
-    park = Parked()
+async def test_concurrent_writes_share_one_commit(db, monkeypatch):
+    held = ParkedCommit(db, monkeypatch)
     parked = db.submit(park)
-    await park.wait_parked()
+    await held.wait_parked()
     before = db.commits
     units = 50
     writes = [asyncio.ensure_future(db.write(insert(f"k{i:02}"))) for i in range(units)]
-    await asyncio.sleep(0)  # every write is queued behind the parked unit
-    park.release()
+    await asyncio.sleep(0)  # every write is queued behind the parked commit
+    held.release()
     await parked
     assert await asyncio.gather(*writes) == [f"k{i:02}" for i in range(units)]
     # the parked group, then everything queued behind it in one transaction
@@ -72,10 +82,10 @@ async def test_concurrent_writes_share_one_commit(db):
     assert len(await keys(db)) == units
 
 
-async def test_a_failing_unit_rolls_back_alone(db):
-    park = Parked()
+async def test_a_failing_unit_rolls_back_alone(db, monkeypatch):
+    held = ParkedCommit(db, monkeypatch)
     parked = db.submit(park)
-    await park.wait_parked()
+    await held.wait_parked()
 
     def half_done_then_fail(conn):
         conn.execute("INSERT INTO t(k, v) VALUES ('bad', 1)")
@@ -85,7 +95,7 @@ async def test_a_failing_unit_rolls_back_alone(db):
     failing = db.submit(half_done_then_fail)
     duplicate = db.submit(insert("a"))  # a constraint violation fails only this unit
     last = db.submit(insert("c"))
-    park.release()
+    held.release()
     await parked
     assert await first == "a"
     with pytest.raises(ValueError, match="own error"):
@@ -96,27 +106,27 @@ async def test_a_failing_unit_rolls_back_alone(db):
     assert await keys(db) == ["a", "c"]
 
 
-async def test_a_cancelled_caller_does_not_lose_its_committed_unit(db):
-    park = Parked()
+async def test_a_cancelled_caller_does_not_lose_its_committed_unit(db, monkeypatch):
+    held = ParkedCommit(db, monkeypatch)
     parked = db.submit(park)
-    await park.wait_parked()
+    await held.wait_parked()
     announced = []
     task = asyncio.create_task(db.write(insert("kept"), after_commit=announced.append))
     await asyncio.sleep(0)  # the unit is queued
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    park.release()
+    held.release()
     await parked
     await db.write(lambda c: None)  # a later unit commits after it
     assert await keys(db) == ["kept"]
     assert announced == ["kept"]  # committed work is still announced
 
 
-async def test_after_commit_hooks_run_in_submit_order(db):
-    park = Parked()
+async def test_after_commit_hooks_run_in_submit_order(db, monkeypatch):
+    held = ParkedCommit(db, monkeypatch)
     parked = db.submit(park)
-    await park.wait_parked()
+    await held.wait_parked()
     order = []
     futures = []
     for i in range(10):
@@ -124,26 +134,40 @@ async def test_after_commit_hooks_run_in_submit_order(db):
             futures.append(db.submit(lambda c: 1 / 0, after_commit=order.append))
         else:
             futures.append(db.submit(insert(f"k{i}"), after_commit=order.append))
-    park.release()
+    held.release()
     await parked
     await asyncio.gather(*futures, return_exceptions=True)
     # a failed unit has nothing to announce
     assert order == [f"k{i}" for i in range(10) if i != 4]
 
 
-async def test_reads_see_only_committed_data(db):
-    park = Parked()
-
-    def write_then_park(conn):
-        conn.execute("INSERT INTO t(k, v) VALUES ('pending', 1)")
-        park(conn)
-
-    pending = db.submit(write_then_park)
-    await park.wait_parked()
+async def test_reads_see_only_committed_data(db, monkeypatch):
+    held = ParkedCommit(db, monkeypatch)
+    pending = db.submit(insert("pending"))
+    await held.wait_parked()  # the unit ran; its commit has not happened yet
     assert await keys(db) == []
-    park.release()
+    assert await db.lookup(lambda c: c.execute("SELECT k FROM t").fetchall()) == []
+    held.release()
     await pending
     assert await keys(db) == ["pending"]
+    assert await db.lookup(lambda c: [r[0] for r in c.execute("SELECT k FROM t")]) == ["pending"]
+
+
+async def test_a_write_lock_held_elsewhere_is_waited_for_off_the_loop(db, tmp_path):
+    other = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        write = asyncio.ensure_future(db.write(insert("late")))
+        ticks = 0
+        for _ in range(20):  # the loop keeps running while the write waits for the lock
+            await asyncio.sleep(0.005)
+            ticks += 1
+        assert ticks == 20 and not write.done()
+        other.execute("COMMIT")
+        assert await asyncio.wait_for(write, 10) == "late"
+    finally:
+        other.close()
+    assert await keys(db) == ["late"]
 
 
 async def test_closed_database_refuses_work(tmp_path):
@@ -154,6 +178,8 @@ async def test_closed_database_refuses_work(tmp_path):
     assert err.value.reason == "closed"
     with pytest.raises(StorageError):
         await db.read(lambda c: None)
+    with pytest.raises(StorageError):
+        await db.lookup(lambda c: None)
 
 
 def user_version(path):
