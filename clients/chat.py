@@ -235,6 +235,9 @@ class _Interactive:
         self.stream = SessionStream(client, session_id)
         self.done: dict[str, asyncio.Future[None]] = {}
         self.turn: str | None = None  # admission id of our turn in progress
+        # set while a prompt.submit is in flight: its turn may start before we know
+        # its admission id, and must not be shown as somebody else's
+        self.submitting: asyncio.Future[None] | None = None
         self.at_prompt = False
         self.interrupting = False
         self.leave_code: int | None = None
@@ -251,6 +254,9 @@ class _Interactive:
             event = await self.stream.get()
             if event is None:
                 continue
+            if event.get("type") == "message.start" and self.submitting is not None \
+                    and event.get("admission_id") not in self.mine:
+                await asyncio.wait({self.submitting})
             if self.at_prompt and event.get("type") not in ("session.info",):
                 self.at_prompt = False
                 self.renderer.newline()
@@ -286,9 +292,14 @@ class _Interactive:
                                             **self.plan.options)
 
         self.turn = input_id  # Ctrl-C during the submit call interrupts, too
-        receipt = await self.client.resilient(once)
-        aid = receipt["admission_id"]
-        self.mine.add(aid)
+        self.submitting = asyncio.get_running_loop().create_future()
+        try:
+            receipt = await self.client.resilient(once)
+            aid = receipt["admission_id"]
+            self.mine.add(aid)
+        finally:
+            self.submitting.set_result(None)
+            self.submitting = None
         self.turn = aid
         fut = self.done.setdefault(aid, asyncio.get_running_loop().create_future())
         try:
@@ -307,6 +318,10 @@ class _Interactive:
             self.interrupting = False
         if receipt["status"] == "unknown":
             report(receipt_exit(receipt))  # type: ignore[arg-type]
+        elif aid not in self.renderer.completed and receipt["status"] == "terminal":
+            # an input id that had already run (--input-id reused): show its answer
+            self.renderer.write((receipt.get("result") or {}).get("text") or "")
+            self.renderer.newline()
 
     async def run(self) -> int:
         snap = await self.client.resilient(self.stream.open)

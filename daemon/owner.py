@@ -40,7 +40,7 @@ from .handlers import Services, build_dispatcher
 from .home import Home
 from .runtime import Runtime
 from .scheduler import Scheduler
-from .server import Listeners, parse_hostport, token_hash
+from .server import Listeners, parse_hostport, tcp_address, token_hash
 from .sessions import SessionService
 from .turns import TurnRunner
 
@@ -116,7 +116,16 @@ async def run_owner(home: Home, *, tcp: str | None = None, config: Config | None
     lock_fd = home.acquire_lock()
     try:
         config = config or load_config(home.config)
-        await _serve(home, config, tcp, providers or {}, ready)
+        if tcp:  # a bad --tcp is refused before state.db is even opened
+            tcp_address(tcp, allow_remote=config.daemon.tcp_allow_remote)
+        try:
+            await _serve(home, config, tcp, providers or {}, ready)
+        except ExceptionGroup as group:
+            # a start-up failure inside the TaskGroup (a port in use, a broken
+            # state.db) surfaces as itself, so `tether serve` can say what it was
+            if len(group.exceptions) == 1 and isinstance(group.exceptions[0], Exception):
+                raise group.exceptions[0] from None
+            raise
     finally:
         home.remove_runtime_files()
         os.close(lock_fd)

@@ -36,7 +36,8 @@ from tether.rpc.dispatch import Dispatcher
 from .events import EventBus, Viewer
 from .handlers import Call
 
-__all__ = ["Listeners", "SUBPROTOCOL", "TOKEN_PREFIX", "parse_hostport", "serve_echo", "ws_options"]
+__all__ = ["Listeners", "SUBPROTOCOL", "TOKEN_PREFIX", "parse_hostport", "serve_echo",
+           "tcp_address", "ws_options"]
 
 log = logging.getLogger("tether.server")
 
@@ -72,9 +73,19 @@ async def serve_echo(path: Path, max_frame_bytes: int = 4 * 1024 * 1024) -> Serv
 
 def parse_hostport(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"expected HOST:PORT, got {value!r}")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"expected HOST:PORT (port 0-65535), got {value!r}")
     return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def tcp_address(value: str, *, allow_remote: bool) -> tuple[str, int]:
+    """``--tcp HOST:PORT`` checked before anything listens: loopback only unless
+    ``daemon.tcp_allow_remote``. Raises ValueError with a message for the user."""
+    host, port = parse_hostport(value)
+    if not _is_loopback(host) and not allow_remote:
+        raise ValueError(f"refusing to listen on {host}: not a loopback address "
+                         "(set daemon.tcp_allow_remote: true in config.yaml to allow it)")
+    return host, port
 
 
 def _is_loopback(host: str) -> bool:
@@ -135,9 +146,7 @@ class Listeners:
         self._servers.append(server)
 
     async def start_tcp(self, host: str, port: int, *, allow_remote: bool) -> str:
-        if not _is_loopback(host) and not allow_remote:
-            raise ValueError(f"refusing to listen on {host}: not loopback "
-                             "(set daemon.tcp_allow_remote: true to allow)")
+        tcp_address(f"{host}:{port}", allow_remote=allow_remote)
         server = await serve(
             lambda c: self._handle(c, "tcp"), host, port,
             process_request=self._check_tcp, select_subprotocol=self._subprotocol,

@@ -17,9 +17,14 @@ import subprocess
 import time
 
 from clihelp import CLI
-from fakeprovider import FakeProvider, text_reply, tool_call_reply
+from fakeprovider import FakeProvider, Stall, text_reply, tool_call_reply
 from harness import OwnerProcess, clean_env, db_rows, write_config
 
+# Runs the CLI as the leader of a new session whose controlling terminal is the pty
+# (stdin), so Ctrl-C typed on the pty reaches it as SIGINT, as in a real terminal.
+WITH_CONTROLLING_TTY = [
+    "-c", "import fcntl, os, sys, termios; os.setsid(); fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'tether.clients.cli', *sys.argv[1:]])"]
 RESULTS_TOKEN = "BACKGROUND_RESULTS_SYNTHESIZED"
 ACK = "DISPATCH_ACKNOWLEDGED"
 CHILD = "CHILD_SUMMARY_READY"
@@ -127,3 +132,42 @@ def test_tty_seeded_chat_keeps_background_delegation_and_prints_results(tmp_path
     payload = json.loads(db_rows(home, "SELECT payload_json FROM session_admissions "
                                        "WHERE principal_id = 'local'")[0][0])
     assert payload["finite"] is False
+
+
+def test_ctrl_c_interrupts_the_running_turn_and_the_chat_goes_on(tmp_path):
+    def model(request: dict):
+        if "slow" in request["messages"][-1]["content"]:
+            return Stall(20)
+        return text_reply("QUICK_ANSWER")
+
+    home = tmp_path / "home"
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url)
+        env = clean_env(home, TERM="xterm", NO_COLOR="1")
+        with OwnerProcess(home, env=env):
+            master, slave = os.openpty()
+            proc = subprocess.Popen([CLI[0], *WITH_CONTROLLING_TTY, "chat", "-q", "be slow"],
+                                    stdin=slave, stdout=slave, stderr=slave, env=env,
+                                    cwd=tmp_path)
+            os.close(slave)
+            term = Terminal(master)
+            try:
+                term.read_until("› be slow".encode())
+                deadline = time.monotonic() + 20
+                while not fake.requests and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                os.write(master, b"\x03")  # Ctrl-C while the turn runs
+                term.read_until(b"turn cancelled")
+                os.write(master, b"hello\n")
+                term.read_until(b"QUICK_ANSWER")
+                term.read_until(b"\xe2\x80\xba ", )
+                os.write(master, b"\x04")
+                code = proc.wait(timeout=20)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                os.close(master)
+    assert code == 0, term.text
+    assert db_rows(home, "SELECT outcome FROM session_admissions ORDER BY seq") == [
+        ("cancelled",), ("completed",)]

@@ -11,7 +11,7 @@ frame exactly as the owner parses it (orjson), so the owner must agree with its
 own documentation on every generated input.
 
 About 2000 examples run by default in well under a minute; set
-``TETHER_FUZZ_EXAMPLES`` (e.g. 50000) for a long run.
+``TETHER_FUZZ_EXAMPLES`` (e.g. 50000) for a long run (20000 take ~6 minutes).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from websockets.sync.client import ClientConnection, unix_connect
 from tether.rpc.methods import METHODS
 
 TOTAL = int(os.environ.get("TETHER_FUZZ_EXAMPLES", "2000"))
+# a long run (TETHER_FUZZ_EXAMPLES=50000) needs more than the suite's default timeout
+pytestmark = pytest.mark.timeout(max(180, TOTAL // 20))
 FRAME_LIMIT = 4 * 1024 * 1024  # the default daemon.max_frame_bytes
 PING_EVERY = 200  # exchanges between pings on a fresh connection
 REPLY_TIMEOUT = 15.0
