@@ -1,6 +1,8 @@
 """tether.clients: the async Python client library and the ``tether`` CLI.
 
-- ``client``: ``TetherClient``, ``SessionStream``, the resilient submit.
+- ``client``: ``TetherClient``: typed calls, reconnects, the resilient submit.
+- ``stream``: ``SessionStream``, a session's events in order, across reconnects.
+- ``connection``: one WebSocket: request/reply matching, event routing.
 - ``discovery``: home resolution, owner liveness, detached autostart.
 - ``cli`` / ``chat`` / ``render`` / ``exits``: the ``tether`` command.
 

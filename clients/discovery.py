@@ -101,7 +101,13 @@ def pid_alive(pid: Any) -> bool:
         return False
     except PermissionError:
         return True  # exists, but belongs to someone else
-    return True
+    # A zombie (exited, not yet reaped: e.g. an owner we started ourselves, or one
+    # orphaned in a container whose pid 1 does not reap) is not alive.
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): trust kill(0)
 
 
 def _socket_accepts(path: str, timeout: float = 1.0) -> bool:
@@ -196,6 +202,11 @@ async def ensure_owner(home: Path, *, autostart: bool = True, tcp: str | None = 
         desc = live_descriptor(home)
         if desc is not None:
             if proc is not None:
+                if proc.poll() is None and desc.get("pid") != proc.pid:
+                    # Another client's owner won while ours is still starting. Ours
+                    # would exit at the lock anyway, unless the winner stops first:
+                    # then it would become an owner nobody is waiting for. End it.
+                    proc.terminate()
                 _STARTED.append(proc)
             return desc
         if proc is not None and proc.poll() is not None:

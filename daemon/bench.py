@@ -323,7 +323,7 @@ class Bench:
             tether, base = await Conn.open(self.sock), await Conn.open(echo_sock)
             t_lat: list[float] = []
             b_lat: list[float] = []
-            for conn, into in ((tether, t_lat), (base, b_lat)):
+            for conn in (tether, base):
                 await _timed(200, lambda _i, c=conn: c.call("ping"))  # warm up
             block = self.n["ping_block"]
             for _ in range(max(1, self.n["ping"] // block)):

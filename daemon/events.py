@@ -68,7 +68,8 @@ class Viewer:
     counted in ``replies`` until the sender takes them, so the transport can stop
     reading requests from a peer that does not read its replies (server.py)."""
 
-    def __init__(self, max_events: int, max_subscriptions: int) -> None:
+    def __init__(self, max_events: int, max_subscriptions: int,
+                 write_now: Callable[[bytes], bool] | None = None) -> None:
         self.max_events = max_events
         self.max_subscriptions = max_subscriptions
         self.sessions: set[str] = set()
@@ -78,9 +79,14 @@ class Viewer:
         self._ready = asyncio.Event()
         self._room = asyncio.Event()
         self.closed = False
+        # the transport's fast path: hand a frame straight to the socket when
+        # nothing is queued ahead of it and the peer keeps up (False: queue it)
+        self._write_now = write_now
 
     def put_reply(self, frame: bytes) -> None:
         if self.closed:
+            return
+        if not self._frames and self._write_now is not None and self._write_now(frame):
             return
         self.replies += 1
         self._frames.append((frame, False))
@@ -89,6 +95,8 @@ class Viewer:
     def put_event(self, frame: bytes) -> bool:
         """Queue an event frame; False if the event queue is full."""
         if self.closed:
+            return True
+        if not self._frames and self._write_now is not None and self._write_now(frame):
             return True
         if self._events >= self.max_events:
             return False

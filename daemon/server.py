@@ -5,12 +5,21 @@ Two listeners share one connection handler: the Unix socket ``daemon.sock``
 listener that requires a bearer token and checks the Origin of browsers. On
 both, the endpoint is ``/``; a client may offer the ``tether.v1`` subprotocol.
 
-Per connection: one receive loop, one task per request, and one sender task
-draining the connection's ``Viewer`` outbox, so replies and events leave in the
-order they were queued and a slow socket only backs up its own outbox. Events
-are bounded per viewer (events.py); requests are bounded by backpressure: with
-MAX_IN_FLIGHT requests running or waiting for their replies to leave, the
-connection is not read until one does.
+Per connection: one receive loop, one task per request, and the connection's
+``Viewer`` outbox, so replies and events leave in the order they were queued
+and a slow socket only backs up its own outbox. Events are bounded per viewer
+(events.py); requests are bounded by backpressure: with MAX_IN_FLIGHT requests
+running or waiting for their replies to leave, the connection is not read until
+one does.
+
+Sending has a fast path. While nothing is queued ahead and the peer keeps up
+(the transport holds at most ``WRITE_LIMIT`` unsent bytes), a frame is written
+to the socket at once, already framed: server frames are unmasked (RFC 6455
+§5.1), so an event's frame is built once and the same bytes go to every viewer.
+Otherwise it waits in the outbox, and the connection's sender task sends it
+through websockets, which waits for the peer to drain (flow control). Both
+paths write whole frames, and only while the connection is OPEN, so they
+interleave safely with websockets' own control frames (ping, pong, close).
 """
 
 from __future__ import annotations
@@ -29,7 +38,9 @@ from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve, unix_serve
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import Frame, Opcode
 from websockets.http11 import Request, Response
+from websockets.protocol import State
 
 from tether.rpc.dispatch import Dispatcher
 
@@ -46,6 +57,9 @@ TOKEN_PREFIX = "tether.token."
 #: requests a connection may have running or with unsent replies; at this bound
 #: the connection's frames are not read until a reply leaves (backpressure)
 MAX_IN_FLIGHT = 64
+#: unsent bytes a connection's transport may hold before frames queue in its
+#: outbox instead (websockets' own default write limit)
+WRITE_LIMIT = 32 * 1024
 
 
 def ws_options(max_frame_bytes: int) -> dict[str, Any]:
@@ -126,6 +140,8 @@ class Listeners:
         self.connections: set[ServerConnection] = set()
         self._servers: list[Server] = []
         self.tcp_url: str | None = None
+        # the last frame built: an event goes to every viewer back to back
+        self._last_framed: tuple[bytes, bytes] = (b"", b"")
 
     # -- listeners --------------------------------------------------------
 
@@ -221,10 +237,32 @@ class Listeners:
 
     # -- one connection ---------------------------------------------------
 
+    def _framed(self, payload: bytes) -> bytes:
+        """The text frame carrying ``payload``, built once per payload."""
+        last, framed = self._last_framed
+        if payload is not last:
+            framed = Frame(Opcode.TEXT, payload).serialize(mask=False, extensions=[])
+            self._last_framed = (payload, framed)
+        return framed
+
+    def _fast_writer(self, conn: ServerConnection) -> Callable[[bytes], bool]:
+        sock = conn.transport
+
+        def write_now(payload: bytes) -> bool:
+            if (conn.protocol.state is not State.OPEN
+                    or sock.get_write_buffer_size() > WRITE_LIMIT):
+                return False  # queue it: the sender task waits for the peer
+            sock.write(self._framed(payload))
+            return True
+
+        return write_now
+
     async def _handle(self, conn: ServerConnection, transport: str) -> None:
         self.connections.add(conn)
-        viewer = Viewer(self.viewer_queue, self.max_subscriptions)
-        sender = asyncio.create_task(self._send_loop(conn, viewer), name="ws-sender")
+        write_now = self._fast_writer(conn)
+        viewer = Viewer(self.viewer_queue, self.max_subscriptions, write_now)
+        sender = asyncio.create_task(self._send_loop(conn, viewer, write_now),
+                                     name="ws-sender")
         in_flight: set[asyncio.Task[None]] = set()
 
         def done(task: asyncio.Task[None]) -> None:
@@ -261,13 +299,18 @@ class Listeners:
             hook()
 
     @staticmethod
-    async def _send_loop(conn: ServerConnection, viewer: Viewer) -> None:
+    async def _send_loop(conn: ServerConnection, viewer: Viewer,
+                         write_now: Callable[[bytes], bool]) -> None:
+        """Send what the fast path had to queue, in order, at the peer's pace."""
         try:
             while not viewer.closed:
                 frame = await viewer.next_frame()
                 if viewer.closed:
                     return
-                await conn.send(frame, text=True)
+                # taking a frame and writing it happen in one step, with no await
+                # in between: a fast-path write can never overtake it
+                if not write_now(frame):
+                    await conn.send(frame, text=True)  # writes, then drains
         except ConnectionClosed:
             viewer.close()  # wakes a receive loop held back by wait_room
 

@@ -125,7 +125,12 @@ __all__ = [
 ]
 
 
+_SUBMODULES = frozenset(_SOURCES.values())
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:  # `tether.rpc.models` as an attribute, as eager imports allowed
+        return importlib.import_module(f"{__name__}.{name}")
     module = _SOURCES.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -52,9 +52,10 @@ class Terminal:
         self.fd = fd
         self.output = b""
 
-    def read_until(self, token: bytes, timeout: float = 20.0) -> bytes:
+    def read_until(self, token: bytes, timeout: float = 20.0, after: int = 0) -> bytes:
+        """Read until ``token`` was printed at or after offset ``after`` of the output."""
         deadline = time.monotonic() + timeout
-        while token not in self.output:
+        while token not in self.output[after:]:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"{token!r} not printed; got:\n{self.text}")
@@ -67,7 +68,7 @@ class Terminal:
                 if not chunk:
                     break
                 self.output += chunk
-        if token not in self.output:
+        if token not in self.output[after:]:
             raise AssertionError(f"{token!r} not printed; got:\n{self.text}")
         return self.output
 
@@ -104,8 +105,9 @@ def test_tty_seeded_chat_keeps_background_delegation_and_prints_results(tmp_path
             try:
                 term.read_until(ACK.encode())
                 term.read_until(RESULTS_TOKEN.encode())
-                term.read_until(b"\xe2\x80\xba ")  # the prompt is back ("› ")
-                term.drain(0.2)
+                # the prompt ("› ") is back after the results turn
+                results_at = term.output.index(RESULTS_TOKEN.encode())
+                term.read_until(b"\xe2\x80\xba ", after=results_at)
                 os.write(master, b"\x04")  # Ctrl-D on an empty line: end of input
                 code = proc.wait(timeout=20)
                 term.drain(0.2)
@@ -160,7 +162,7 @@ def test_ctrl_c_interrupts_the_running_turn_and_the_chat_goes_on(tmp_path):
                 term.read_until(b"turn cancelled")
                 os.write(master, b"hello\n")
                 term.read_until(b"QUICK_ANSWER")
-                term.read_until(b"\xe2\x80\xba ", )
+                term.read_until(b"\xe2\x80\xba ", after=term.output.index(b"QUICK_ANSWER"))
                 os.write(master, b"\x04")
                 code = proc.wait(timeout=20)
             finally:

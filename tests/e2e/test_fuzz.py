@@ -73,6 +73,9 @@ class Wire:
 
     def __init__(self, home: Path) -> None:
         self.socket = str(home / "daemon.sock")
+        self.sid = ""  # the module's one real session
+        self.baseline: dict[str, int] = {}  # row counts of every table before fuzzing
+        self.owner: OwnerProcess | None = None
         self.ws: ClientConnection | None = None
         self.exchanges = 0
         self.closes: dict[int | None, int] = {}
@@ -175,7 +178,7 @@ def fuzz(tmp_path_factory):
 def wire(fuzz):
     yield fuzz
     fuzz.check_alive()
-    assert fuzz.owner.alive
+    assert fuzz.owner is not None and fuzz.owner.alive
     assert table_counts(fuzz.owner.home) == fuzz.baseline, "an invalid request wrote a row"
 
 

@@ -1,0 +1,188 @@
+"""One WebSocket connection to an owner: request/reply matching and event routing.
+
+``Connection`` owns the socket's reader task. Replies are matched to their
+requests by id; ``event`` notifications are routed by session to the
+``Inbox`` of every consumer listening on that session (a ``SessionStream``),
+or, while nobody listens yet, to a small per-session backlog so that a stream
+opened right after ``session.create`` misses nothing. When the socket closes,
+every waiting request fails and every inbox ends with ``ConnectionLost``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from typing import Any
+
+import orjson
+from websockets.asyncio.client import ClientConnection
+from websockets.exceptions import WebSocketException
+
+from tether.rpc.errors import RpcError
+
+__all__ = ["Connection", "ConnectionLost", "Inbox", "MAX_BUFFERED_EVENTS"]
+
+#: events buffered per session stream before the oldest are dropped for a replay
+#: (a consumer that stops reading must not grow the client's memory without end)
+MAX_BUFFERED_EVENTS = 10_000
+#: events of sessions nobody iterates yet, kept so a stream opened just after
+#: session.create misses nothing; per session, and sessions at most
+MAX_BACKLOG_EVENTS = 1_000
+MAX_BACKLOG_SESSIONS = 64
+
+
+class ConnectionLost(ConnectionError):
+    """The connection to the owner closed (owner restarted or stopped, socket dropped)."""
+
+
+def _gap_marker(session_id: str, last_seq: int, reason: str) -> dict[str, Any]:
+    return {"session_id": session_id, "seq": last_seq, "type": "session.replay_gap",
+            "payload": {"last_seq": last_seq, "reason": reason}, "admission_id": None}
+
+
+class Inbox:
+    """One consumer's bounded queue of one session's events on one connection."""
+
+    __slots__ = ("session_id", "items", "_ready", "closed")
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        self.items: deque[dict[str, Any]] = deque()
+        self._ready = asyncio.Event()
+        self.closed = False
+
+    def put(self, event: dict[str, Any]) -> None:
+        if len(self.items) >= MAX_BUFFERED_EVENTS:
+            # Drop what is buffered and say so: the stream replays it from the owner,
+            # which is the durable copy; keeping it here would only grow memory.
+            first = self.items[0]
+            self.items.clear()
+            self.items.append(_gap_marker(self.session_id, first["seq"] - 1,
+                                          "client_queue_overflow"))
+        self.items.append(event)
+        self._ready.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._ready.set()
+
+    async def get(self, timeout: float | None) -> dict[str, Any] | None:
+        """The next event; None on timeout; ConnectionLost once closed and empty."""
+        while not self.items:
+            if self.closed:
+                raise ConnectionLost("connection to the owner closed")
+            self._ready.clear()
+            if timeout is None:
+                await self._ready.wait()
+            else:
+                try:
+                    await asyncio.wait_for(self._ready.wait(), timeout)
+                except TimeoutError:
+                    return None
+        return self.items.popleft()
+
+
+class Connection:
+    """One WebSocket: request/reply matching and event routing to inboxes."""
+
+    def __init__(self, ws: ClientConnection, descriptor: dict[str, Any] | None) -> None:
+        self.ws = ws
+        self.descriptor = descriptor
+        self.closed = False
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._inboxes: dict[str, list[Inbox]] = {}
+        self._backlog: dict[str, deque[dict[str, Any]]] = {}
+        self._reader = asyncio.create_task(self._read(), name="tether-client-reader")
+
+    async def _read(self) -> None:
+        try:
+            async for frame in self.ws:
+                try:
+                    msg = orjson.loads(frame)
+                except orjson.JSONDecodeError:
+                    continue  # not ours to fix; the owner never sends this
+                for item in msg if isinstance(msg, list) else (msg,):
+                    if isinstance(item, dict):
+                        self._route(item)
+        except (WebSocketException, OSError):
+            pass
+        finally:
+            self._lost()
+
+    def _route(self, msg: dict[str, Any]) -> None:
+        if msg.get("method") == "event":
+            event = msg.get("params")
+            if isinstance(event, dict) and isinstance(event.get("session_id"), str):
+                self._deliver(event)
+            return
+        fut = self._pending.pop(msg.get("id"), None)  # type: ignore[arg-type]
+        if fut is not None and not fut.done():
+            fut.set_result(msg)
+
+    def _deliver(self, event: dict[str, Any]) -> None:
+        sid = event["session_id"]
+        inboxes = self._inboxes.get(sid)
+        if inboxes:
+            for inbox in inboxes:
+                inbox.put(event)
+            return
+        # Nobody iterates this session yet (the reply to session.create has just
+        # arrived and its caller has not run). Keep a bounded backlog for them.
+        backlog = self._backlog.get(sid)
+        if backlog is None:
+            if len(self._backlog) >= MAX_BACKLOG_SESSIONS:
+                self._backlog.pop(next(iter(self._backlog)))
+            backlog = self._backlog[sid] = deque(maxlen=MAX_BACKLOG_EVENTS)
+        backlog.append(event)
+
+    def _lost(self) -> None:
+        self.closed = True
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionLost("connection to the owner closed"))
+        self._pending.clear()
+        for inboxes in self._inboxes.values():
+            for inbox in inboxes:
+                inbox.close()
+
+    def listen(self, session_id: str) -> Inbox:
+        inbox = Inbox(session_id)
+        if self.closed:
+            inbox.close()
+            return inbox
+        for event in self._backlog.pop(session_id, ()):
+            inbox.put(event)
+        self._inboxes.setdefault(session_id, []).append(inbox)
+        return inbox
+
+    def unlisten(self, inbox: Inbox) -> None:
+        inboxes = self._inboxes.get(inbox.session_id)
+        if inboxes and inbox in inboxes:
+            inboxes.remove(inbox)
+            if not inboxes:
+                del self._inboxes[inbox.session_id]
+
+    async def request(self, method: str, params: dict[str, Any],
+                      timeout: float | None = None) -> Any:
+        if self.closed:
+            raise ConnectionLost("connection to the owner closed")
+        rid = next(self._ids)
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        frame = orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        try:
+            await self.ws.send(frame, text=True)
+            reply = await (fut if timeout is None else asyncio.wait_for(fut, timeout))
+        except (WebSocketException, OSError) as exc:
+            raise ConnectionLost(f"connection to the owner closed: {exc}") from None
+        finally:
+            self._pending.pop(rid, None)
+        if "error" in reply:
+            raise RpcError.from_wire(reply["error"])
+        return reply.get("result")
+
+    async def close(self) -> None:
+        await self.ws.close()
+        await asyncio.gather(self._reader, return_exceptions=True)
