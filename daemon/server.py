@@ -177,12 +177,21 @@ class Listeners:
     def _ws_options(self) -> dict[str, Any]:
         return ws_options(self.max_frame_bytes)
 
-    async def close(self) -> None:
-        """Close every connection with 1001 (going away) and stop listening."""
+    async def close(self, timeout: float = 3.0) -> None:
+        """Close every connection with 1001 (going away) and stop listening.
+
+        A peer that stopped reading cannot take the close frame; after
+        ``timeout`` its connection is aborted so shutdown stays bounded.
+        """
         for server in self._servers:
             server.close(close_connections=True)
-        for server in self._servers:
-            await server.wait_closed()
+        waits = [asyncio.ensure_future(server.wait_closed()) for server in self._servers]
+        if waits:
+            _, pending = await asyncio.wait(waits, timeout=timeout)
+            if pending:
+                for conn in list(self.connections):
+                    conn.transport.abort()
+                await asyncio.wait(pending, timeout=timeout)
         self._servers.clear()
 
     # -- handshake checks -------------------------------------------------
