@@ -26,7 +26,7 @@ from tether.rpc.errors import (
     UnknownExecution,
 )
 from tether.rpc.models import TURN_OPTION_FIELDS, PromptSubmitParams
-from tether.store import StorageError, admissions, sessions
+from tether.store import StorageError, admissions
 
 from . import ledger
 from .events import Tx
@@ -115,18 +115,25 @@ class AdmissionService:
         limit = rt.config.daemon.max_queued_per_session
 
         def unit(tx: Tx) -> tuple[bool, dict[str, Any]]:
-            found = admissions.find(tx.conn, principal, session_id, request_id)
-            if found is not None:
-                return False, found
-            if sessions.get(tx.conn, session_id) is None:
+            # the common case is two statements: the bound, then an insert that
+            # yields the row, or nothing when a concurrent duplicate got there first
+            open_now = admissions.open_count(tx.conn, session_id)
+            if open_now is None:
                 raise NotFound(f"no session {session_id!r}", session_id=session_id)
-            if not internal and admissions.count_open(tx.conn, session_id) >= limit:
+            if not internal and open_now >= limit:
+                found = admissions.find(tx.conn, principal, session_id, request_id)
+                if found is not None:
+                    return False, found  # a retry is answered even at the bound
                 raise Overloaded(f"session {session_id} already has {limit} open admissions",
                                  limit=limit)
-            row = admissions.insert(
+            row = admissions.insert_new(
                 tx.conn, admission_id=new_admission_id(), target_session_id=session_id,
                 principal_id=principal, request_id=request_id, payload_json=payload_json,
                 payload_digest=digest, owner_epoch=rt.epoch, now=tx.now)
+            if row is None:
+                found = admissions.find(tx.conn, principal, session_id, request_id)
+                assert found is not None
+                return False, found
             if extra_unit is not None:
                 extra_unit(tx)
             info = session_info_payload(rt, session_id)

@@ -10,9 +10,11 @@ bounds it, so the ratio holds on a noisy machine:
   library, same options) on a Unix socket, measured in interleaved blocks;
 - ``submit`` / ``retry``: a new ``prompt.submit`` to its durable receipt, and a
   resubmission of a terminal input_id (a read);
-- ``admissions_per_s``: 64 clients on their own connections submitting at once,
-  vs. one writer making sequential single-row commits (WAL, synchronous=FULL)
-  in the same directory: what group commit has to beat;
+- ``admissions_per_s``: 64 clients on their own connections submitting at once
+  (their turns held at the provider, as behind a model still thinking), vs. one
+  writer making sequential single-row commits (WAL, synchronous=FULL) in the
+  same directory: what group commit has to beat. Rounds of the two alternate;
+  ``echo_floor`` is the same 64 clients against the echo server;
 - ``turns_per_s``: finite turns from submit to terminal across 64 sessions;
 - ``fanout``: 100 viewers of one session while turns stream deltas; latency is
   from the event's append (its ``created_at``, stamped in the committing
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import itertools
 import os
@@ -37,6 +40,7 @@ import platform
 import shutil
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
 import tempfile
@@ -66,14 +70,14 @@ TARGETS: list[tuple[str, str, float]] = [
 
 #: iterations per mode; the client counts (64, 100) are part of what is measured
 SIZES: dict[str, dict[str, int]] = {
-    "quick": dict(ping=200, ping_block=50, submit=60, retry=60, baseline_commits=200,
-                  adm_clients=8, adm_each=10, turn_sessions=8, turn_each=3, viewers=4,
-                  events=120, oneshot=1, floor=2),
-    "default": dict(ping=4000, ping_block=250, submit=1500, retry=1500,
-                    baseline_commits=3000, adm_clients=64, adm_each=60, turn_sessions=64,
-                    turn_each=16, viewers=100, events=2000, oneshot=8, floor=8),
-    "long": dict(ping=20000, ping_block=500, submit=6000, retry=6000, baseline_commits=10000,
-                 adm_clients=64, adm_each=250, turn_sessions=64, turn_each=60, viewers=100,
+    "quick": dict(ping=200, ping_block=50, submit=60, retry=60, adm_clients=8, adm_each=10,
+                  adm_rounds=2, turn_sessions=8, turn_each=3, viewers=4, events=120,
+                  oneshot=1, floor=2),
+    "default": dict(ping=4000, ping_block=250, submit=1500, retry=1500, adm_clients=64,
+                    adm_each=45, adm_rounds=3, turn_sessions=64, turn_each=16, viewers=100,
+                    events=2000, oneshot=8, floor=8),
+    "long": dict(ping=20000, ping_block=500, submit=6000, retry=6000, adm_clients=64,
+                 adm_each=240, adm_rounds=6, turn_sessions=64, turn_each=60, viewers=100,
                  events=10000, oneshot=25, floor=25),
 }
 
@@ -131,22 +135,24 @@ class InstantProvider:
 def _serve_owner(home_dir: str) -> int:
     """The bench's private owner: default limits, the demo provider replaced."""
     from .config import Config
-    from .home import Home
+    from .home import Home, OwnerRunning
     from .owner import run_owner, setup_logging
 
     home = Home(Path(home_dir))
     home.ensure()
     setup_logging(home, foreground=False)
     provider = InstantProvider()
-    if os.environ.get("BENCH_SWITCH"):
-        sys.setswitchinterval(float(os.environ["BENCH_SWITCH"]))
 
     async def serve() -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, provider.release)
         # the default provider name is "demo": the override makes every turn instant
         await run_owner(home, config=Config(), providers={"demo": provider})
 
-    asyncio.run(serve())
+    try:
+        asyncio.run(serve())
+    except OwnerRunning as exc:
+        print(f"{exc}; give the bench a home of its own", file=sys.stderr)
+        return 3
     return 0
 
 
@@ -215,6 +221,107 @@ class Conn:
         await self.ws.close()
 
 
+class RawViewer(asyncio.Protocol):
+    """A viewer that costs its process as little as possible while it is measured.
+
+    A hand-made WebSocket client (RFC 6455: masked frames out, unmasked in) on
+    the owner's socket: each complete text frame is kept, unparsed, with the
+    wall-clock time its last byte arrived; pings are answered. A websockets
+    client spends tens of microseconds per frame, so a hundred of them in one
+    process would measure the bench, not the owner.
+    """
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.upgraded = asyncio.get_running_loop().create_future()
+        self.frames: list[tuple[float, bytes]] = []
+        self.frames_seen = 0  # event frames
+        self._ids = itertools.count(1)
+
+    @classmethod
+    async def open(cls, sock: Path) -> RawViewer:
+        loop = asyncio.get_running_loop()
+        _, viewer = await loop.create_unix_connection(cls, str(sock))
+        key = base64.b64encode(os.urandom(16)).decode()
+        assert viewer.transport is not None
+        viewer.transport.write(
+            f"GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+            f"Sec-WebSocket-Version: 13\r\n\r\n".encode())
+        await asyncio.wait_for(viewer.upgraded, 10)
+        return viewer
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def _send(self, opcode: int, payload: bytes) -> None:
+        mask = os.urandom(4)
+        n = len(payload)
+        head = (struct.pack("!BB", 0x80 | opcode, 0x80 | n) if n < 126
+                else struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, n))
+        masked = (int.from_bytes(payload, "big")
+                  ^ int.from_bytes((mask * (n // 4 + 1))[:n], "big")).to_bytes(n, "big")
+        assert self.transport is not None
+        self.transport.write(head + mask + masked)
+
+    async def call(self, method: str, **params: Any) -> dict[str, Any]:
+        rid = next(self._ids)
+        self._send(0x1, orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
+                                      "params": params}))
+        for _ in range(1000):
+            for _at, frame in self.frames:
+                msg = orjson.loads(frame)
+                if msg.get("id") == rid:
+                    self.frames = [f for f in self.frames if f[1] is not frame]
+                    if "result" not in msg:
+                        raise RuntimeError(f"{method} failed: {msg.get('error')}")
+                    return msg["result"]
+            await asyncio.sleep(0.01)
+        raise RuntimeError(f"no reply to {method}")
+
+    def data_received(self, data: bytes) -> None:
+        now = time.time()
+        buf = self.buf
+        buf += data
+        if not self.upgraded.done():
+            end = buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            if not buf.startswith(b"HTTP/1.1 101"):
+                self.upgraded.set_exception(RuntimeError(bytes(buf[:200]).decode()))
+                return
+            del buf[:end + 4]
+            self.upgraded.set_result(None)
+        pos, size = 0, len(buf)
+        while size - pos >= 2:
+            b0, n = buf[pos], buf[pos + 1] & 0x7F
+            head = 2
+            if n == 126:
+                if size - pos < 4:
+                    break
+                n, head = int.from_bytes(buf[pos + 2:pos + 4], "big"), 4
+            elif n == 127:
+                if size - pos < 10:
+                    break
+                n, head = int.from_bytes(buf[pos + 2:pos + 10], "big"), 10
+            if size - pos < head + n:
+                break
+            payload = bytes(buf[pos + head:pos + head + n])
+            pos += head + n
+            opcode = b0 & 0x0F
+            if opcode == 0x1:
+                self.frames.append((now, payload))
+                self.frames_seen += payload.startswith(b'{"jsonrpc":"2.0","method"')
+            elif opcode == 0x9:
+                self._send(0xA, payload)  # pong
+        del buf[:pos]
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
 async def _timed(n: int, fn: Callable[[int], Awaitable[Any]]) -> list[float]:
     """Microseconds of each of ``n`` sequential calls."""
     out = []
@@ -232,6 +339,8 @@ class Bench:
         self.sock = home / "daemon.sock"
         self.n = sizes
         self.owner: subprocess.Popen[bytes] | None = None
+        self.echo: subprocess.Popen[bytes] | None = None
+        self.echo_sock = home / "bench-echo.sock"
         self.admin: Conn | None = None
         self.out: dict[str, Any] = {}
 
@@ -239,8 +348,6 @@ class Bench:
 
     def start_owner(self) -> None:
         desc = self.home / "daemon.json"
-        with contextlib.suppress(FileNotFoundError):
-            desc.unlink()
         self.owner = subprocess.Popen(
             [sys.executable, "-m", "tether.daemon.bench", "--serve-owner", str(self.home)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -248,8 +355,9 @@ class Bench:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.owner.poll() is not None:
-                raise RuntimeError(f"the bench owner exited with {self.owner.returncode}; "
-                                   f"see {self.home / 'bench-owner.log'}")
+                log = (self.home / "bench-owner.log").read_text(errors="replace").strip()
+                why = log.splitlines()[-1] if log else f"exit status {self.owner.returncode}"
+                raise RuntimeError(f"the bench owner did not start: {why}")
             try:
                 if orjson.loads(desc.read_bytes()).get("pid") == self.owner.pid:
                     return
@@ -310,30 +418,36 @@ class Bench:
 
     # -- phases -----------------------------------------------------------
 
+    async def start_echo(self) -> None:
+        """The baseline server: bare websockets echo, same options, own process."""
+        self.echo_sock = self.home / "bench-echo.sock"
+        self.echo = subprocess.Popen([sys.executable, "-m", "tether.daemon.bench",
+                                      "--serve-echo", str(self.echo_sock)],
+                                     stdin=subprocess.DEVNULL)
+        for _ in range(1000):
+            if self.echo_sock.exists():
+                return
+            await asyncio.sleep(0.01)
+        raise RuntimeError("the echo server did not start")
+
+    def stop_echo(self) -> None:
+        if self.echo is not None and self.echo.poll() is None:
+            self.echo.send_signal(signal.SIGTERM)
+            self.echo.wait(10)
+
     async def ping(self) -> None:
         _progress("ping vs. websockets echo")
-        echo_sock = self.home / "bench-echo.sock"
-        echo = subprocess.Popen([sys.executable, "-m", "tether.daemon.bench", "--serve-echo",
-                                 str(echo_sock)], stdin=subprocess.DEVNULL)
-        try:
-            for _ in range(500):
-                if echo_sock.exists():
-                    break
-                await asyncio.sleep(0.01)
-            tether, base = await Conn.open(self.sock), await Conn.open(echo_sock)
-            t_lat: list[float] = []
-            b_lat: list[float] = []
-            for conn in (tether, base):
-                await _timed(200, lambda _i, c=conn: c.call("ping"))  # warm up
-            block = self.n["ping_block"]
-            for _ in range(max(1, self.n["ping"] // block)):
-                t_lat += await _timed(block, lambda _i: tether.call("ping"))
-                b_lat += await _timed(block, lambda _i: base.call("ping"))
-            await tether.close()
-            await base.close()
-        finally:
-            echo.send_signal(signal.SIGTERM)
-            echo.wait(10)
+        tether, base = await Conn.open(self.sock), await Conn.open(self.echo_sock)
+        t_lat: list[float] = []
+        b_lat: list[float] = []
+        for conn in (tether, base):
+            await _timed(200, lambda _i, c=conn: c.call("ping"))  # warm up
+        block = self.n["ping_block"]
+        for _ in range(max(1, self.n["ping"] // block)):  # interleaved: same conditions
+            t_lat += await _timed(block, lambda _i: tether.call("ping"))
+            b_lat += await _timed(block, lambda _i: base.call("ping"))
+        await tether.close()
+        await base.close()
         p50, base50 = _pct(t_lat, 0.5), _pct(b_lat, 0.5)
         self.out["ping"] = {"p50_us": round(p50, 1), "p99_us": round(_pct(t_lat, 0.99), 1),
                             "baseline_p50_us": round(base50, 1),
@@ -372,71 +486,83 @@ class Bench:
         self.out["retry"] = {"p50_us": round(_pct(rlat, 0.5), 1),
                              "p99_us": round(_pct(rlat, 0.99), 1), "n": len(rlat)}
 
-    def sqlite_baseline(self) -> float:
-        """Sequential single-row commits, WAL + synchronous=FULL, next to state.db."""
+    def sqlite_baseline(self, n: int) -> float:
+        """Seconds for ``n`` sequential single-row commits, WAL + synchronous=FULL,
+        in the home's directory (next to state.db)."""
         path = self.home / "bench-baseline.db"
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                Path(str(path) + suffix).unlink()
         db = sqlite3.connect(path, isolation_level=None)
         try:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=FULL")
-            db.execute("CREATE TABLE admissions(seq INTEGER PRIMARY KEY, admission_id TEXT "
-                       "UNIQUE, request_id TEXT, payload_json TEXT, created_at REAL)")
-            n = self.n["baseline_commits"]
+            db.execute("CREATE TABLE IF NOT EXISTS admissions(seq INTEGER PRIMARY KEY, "
+                       "admission_id TEXT UNIQUE, request_id TEXT, payload_json TEXT, "
+                       "created_at REAL)")
             payload = '{"finite":true,"text":"hello"}'
             t0 = time.perf_counter()
-            for i in range(n):
+            for _ in range(n):
                 db.execute("BEGIN IMMEDIATE")
                 db.execute("INSERT INTO admissions(admission_id, request_id, payload_json, "
                            "created_at) VALUES (?, ?, ?, ?)",
-                           (f"adm_{i}", f"in-{i}", payload, time.time()))
+                           (os.urandom(12).hex(), "in", payload, time.time()))
                 db.execute("COMMIT")
-            return n / (time.perf_counter() - t0)
+            return time.perf_counter() - t0
         finally:
             db.close()
-            for suffix in ("", "-wal", "-shm"):
-                with contextlib.suppress(FileNotFoundError):
-                    Path(str(path) + suffix).unlink()
 
     async def admissions(self) -> None:
-        clients, each = self.n["adm_clients"], self.n["adm_each"]
+        """Rounds of: sequential SQLite commits, 64 clients submitting to tether, the
+        same 64 clients against the echo server; each rate over all its rounds."""
+        clients, each, rounds = self.n["adm_clients"], self.n["adm_each"], self.n["adm_rounds"]
         _progress(f"admissions: {clients} concurrent clients vs. sequential SQLite commits")
         per_client = max(1, -(-each // PER_SESSION))
         sids = await self.sessions(clients * per_client)
         conns = [await Conn.open(self.sock) for _ in range(clients)]
-        base_before = self.sqlite_baseline()
+        echoes = [await Conn.open(self.echo_sock) for _ in range(clients)]
         last: dict[str, str] = {}
-        go = asyncio.Event()
+        spent = {"tether": 0.0, "sqlite": 0.0, "echo": 0.0}
+        cpu = 0.0
+        per_round = max(1, each // rounds)
 
-        async def client(k: int, conn: Conn) -> None:
+        async def client(k: int, conn: Conn, first: int) -> None:
             mine = sids[k * per_client:(k + 1) * per_client]
-            await go.wait()
-            for i in range(each):
+            for i in range(first, first + per_round):
                 sid, iid = mine[i % len(mine)], f"adm-{k}-{i}"
+                # held at the "model": the turns wait, as behind a real model, and
+                # the owner's time goes to admitting (turns_per_s measures turns)
                 reply = await conn.call("prompt.submit", session_id=sid, input_id=iid,
                                         text=f"{HOLD_PREFIX}1", finite=True)
                 if "result" not in reply:
                     raise RuntimeError(f"prompt.submit failed: {reply['error']}")
                 last[sid] = iid
 
-        tasks = [asyncio.create_task(client(k, c)) for k, c in enumerate(conns)]
-        await asyncio.sleep(0.05)
-        t0, cpu0 = time.perf_counter(), self.owner_cpu_s()
-        go.set()
-        await asyncio.gather(*tasks)
-        rate = clients * each / (time.perf_counter() - t0)
-        cpu = (self.owner_cpu_s() - cpu0) / (clients * each) * 1e6
-        for c in conns:
+        async def echo(conn: Conn) -> None:
+            for i in range(per_round):
+                await conn.call("prompt.submit", session_id="ses_x", input_id=f"e-{i}",
+                                text=f"{HOLD_PREFIX}1", finite=True)
+
+        for r in range(rounds):
+            spent["sqlite"] += self.sqlite_baseline(clients * per_round)
+            t0, cpu0 = time.perf_counter(), self.owner_cpu_s()
+            await asyncio.gather(*(client(k, c, r * per_round) for k, c in enumerate(conns)))
+            spent["tether"] += time.perf_counter() - t0
+            cpu += self.owner_cpu_s() - cpu0
+            t0 = time.perf_counter()
+            await asyncio.gather(*(echo(c) for c in echoes))
+            spent["echo"] += time.perf_counter() - t0
+        for c in (*conns, *echoes):
             await c.close()
         assert self.owner is not None
-        self.owner.send_signal(signal.SIGUSR1)  # let the held turns finish
+        self.owner.send_signal(signal.SIGUSR1)  # let the held turns run
         await self.wait_terminal(last)
-        base = max(base_before, self.sqlite_baseline())  # the better baseline: conservative
-        self.out["admissions_per_s"] = {"tether": round(rate), "sqlite_baseline": round(base),
-                                        "ratio": round(rate / base, 2), "clients": clients,
-                                        "n": clients * each, "owner_cpu_us_each": round(cpu)}
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                (self.home / f"bench-baseline.db{suffix}").unlink()
+        n = clients * per_round * rounds
+        rate, base = n / spent["tether"], n / spent["sqlite"]
+        self.out["admissions_per_s"] = {
+            "tether": round(rate), "sqlite_baseline": round(base),
+            "ratio": round(rate / base, 2), "echo_floor": round(n / spent["echo"]),
+            "clients": clients, "n": n, "owner_cpu_us_each": round(cpu / n * 1e6)}
 
     async def turns(self) -> None:
         n_sessions, each = self.n["turn_sessions"], self.n["turn_each"]
@@ -477,30 +603,16 @@ class Bench:
         _progress(f"fan-out: {target} events to {n_viewers} viewers")
         driver = await Conn.open(self.sock)
         [sid] = await self.sessions(1, subscribe=driver)
-        viewers = [await Conn.open(self.sock) for _ in range(n_viewers)]
-        floors = [(await v.result("session.resume", session_id=sid))["last_seq"]
-                  for v in viewers]
-        received: list[list[tuple[float, bytes | str]]] = [[] for _ in viewers]
-        final_seq: list[int] = []
-        caught_up = [asyncio.Event() for _ in viewers]
-
-        async def view(k: int) -> None:
-            # store raw frames with their arrival time; parse after the run, so
-            # the viewer costs as little as possible while it is measured
-            got, clock = received[k], time.time
-            async for frame in viewers[k].ws:
-                got.append((clock(), frame))
-                if final_seq and len(got) >= final_seq[0] - floors[k]:
-                    caught_up[k].set()
-
-        readers = [asyncio.create_task(view(k)) for k in range(n_viewers)]
-        start = floors[0]
+        viewers = [await RawViewer.open(self.sock) for _ in range(n_viewers)]
+        floors = []
+        for v in viewers:
+            floors.append((await v.call("session.resume", session_id=sid))["last_seq"])
+        start = min(floors)
         chunks = 20
         i = 0
         seq = start
         while seq - start < target:
-            rid = f"fan-{i}"
-            reply = await driver.result("prompt.submit", session_id=sid, input_id=rid,
+            reply = await driver.result("prompt.submit", session_id=sid, input_id=f"fan-{i}",
                                         text=f"{STREAM_PREFIX}{chunks}", finite=True)
             aid = reply["admission_id"]
             while not any(e["type"] == "message.complete" and e["admission_id"] == aid
@@ -515,32 +627,31 @@ class Bench:
         await asyncio.sleep(0.05)
         last = (await driver.result("session.events.since", session_id=sid,
                                     after_seq=seq))["last_seq"]
-        final_seq.append(last)
-        for k in range(n_viewers):
-            if len(received[k]) >= last - floors[k]:
-                caught_up[k].set()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*(e.wait() for e in caught_up)), 30)
-        for task in readers:
-            task.cancel()
-        for c in (driver, *viewers):
-            await c.close()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(
+                v.frames_seen < last - f for v, f in zip(viewers, floors, strict=True)):
+            await asyncio.sleep(0.05)
+        await driver.close()
+        for v in viewers:
+            v.close()
 
         created = self._created_at(sid, start)
-        lost = 0
-        gaps = 0
+        lost = gaps = 0
         arrival: dict[int, float] = {}
-        for k, frames in enumerate(received):
+        for v, floor in zip(viewers, floors, strict=True):
             seqs = set()
-            for at, frame in frames:
-                ev = orjson.loads(frame)["params"]
+            for at, frame in v.frames:
+                msg = orjson.loads(frame)
+                if msg.get("method") != "event":
+                    continue
+                ev = msg["params"]
                 if ev["type"] == "session.replay_gap":
                     gaps += 1
                     continue
                 seqs.add(ev["seq"])
                 if at > arrival.get(ev["seq"], 0.0):
                     arrival[ev["seq"]] = at
-            lost += len(set(range(floors[k] + 1, last + 1)) - seqs)
+            lost += len(set(range(floor + 1, last + 1)) - seqs)
         lat = [(arrival[s] - created[s]) * 1000 for s in created if s in arrival]
         self.out["fanout"] = {"viewers": n_viewers, "events": last - start,
                               "p50_ms": round(_pct(lat, 0.5), 2),
@@ -593,6 +704,7 @@ class Bench:
     async def run(self, phases: set[str] | None = None) -> dict[str, Any]:
         """Every phase in order (``phases``: only these, for profiling one)."""
         self.admin = await Conn.open(self.sock)
+        await self.start_echo()
         for name, phase in (("ping", self.ping), ("submit", self.submit_and_retry),
                             ("admissions", self.admissions), ("turns", self.turns),
                             ("fanout", self.fanout)):
@@ -626,8 +738,9 @@ def judge(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _table(data: dict[str, Any]) -> str:
-    lines = [f"tether bench ({data['mode']}, {data['seconds']} s, {data['machine']['cpus']} "
-             f"CPU, Python {data['machine']['python']})", ""]
+    m = data["machine"]
+    lines = [f"tether bench ({data['mode']}, {data['seconds']} s, {m['cpus']} CPU, "
+             f"Python {m['python']}, {m['disk']})", ""]
     for path, t in data["targets"].items():
         mark = {True: "PASS", False: "FAIL", None: "n/a "}[t["ok"]]
         lines.append(f"  {mark}  {path:<24} {t['value']!s:>12}   target {t['target']}")
@@ -639,7 +752,8 @@ def _table(data: dict[str, Any]) -> str:
               f"  submit      p50 {s['p50_us']} us, p99 {s['p99_us']} us",
               f"  retry       p50 {r['p50_us']} us, p99 {r['p99_us']} us",
               f"  admissions  {a['tether']}/s with {a['clients']} clients; "
-              f"SQLite sequential commits {a['sqlite_baseline']}/s",
+              f"SQLite sequential commits {a['sqlite_baseline']}/s; "
+              f"echo floor {a['echo_floor']}/s",
               f"  turns       {data['turns_per_s']}/s",
               f"  fan-out     {f['events']} events x {f['viewers']} viewers: p50 {f['p50_ms']} ms, "
               f"p99 {f['p99_ms']} ms, lost {f['lost']}",
@@ -656,9 +770,17 @@ def _machine(home: Path) -> dict[str, Any]:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
+    disk = "unknown"
+    with contextlib.suppress(OSError):
+        best = ""
+        for line in Path("/proc/mounts").read_text().splitlines():
+            device, mount, fstype = line.split()[:3]
+            inside = str(home).startswith(mount.rstrip("/") + "/") or str(home) == mount
+            if inside and len(mount) > len(best):
+                best, disk = mount, f"{fstype} on {device} (mounted at {mount})"
     return {"cpus": os.cpu_count(), "cpu_model": model,
             "python": platform.python_version(), "platform": platform.platform(),
-            "home": str(home)}
+            "home": str(home), "disk": disk}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -697,12 +819,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tether bench: failed: {exc}", file=sys.stderr)
         return 1
     finally:
+        bench.stop_echo()
         bench.stop_owner()
         if temp:
             shutil.rmtree(home, ignore_errors=True)
     data["mode"] = mode
     data["seconds"] = round(time.monotonic() - t0, 1)
     data["machine"] = _machine(home)
+    data["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     data["targets"] = judge(data)
     if args.phases:
         print(orjson.dumps(data).decode())

@@ -258,7 +258,7 @@ class Listeners:
         sock = conn.transport
 
         def write_now(payload: bytes) -> bool:
-            if (conn.protocol.state is not State.OPEN
+            if (conn.protocol.state is not State.OPEN or sock.is_closing()
                     or sock.get_write_buffer_size() > WRITE_LIMIT):
                 return False  # queue it: the sender task waits for the peer
             sock.write(self._framed(payload))

