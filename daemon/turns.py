@@ -360,7 +360,7 @@ class TurnRunner:
         rt = self.rt
         info = session_info_payload(rt, sid)
 
-        def unit(tx: Tx) -> tuple[dict, dict, list] | None:
+        def unit(tx: Tx) -> tuple[dict, dict] | None:
             row = admissions.mark_started(tx.conn, aid, rt.epoch, tx.now)
             if row is None:
                 return None
@@ -368,17 +368,15 @@ class TurnRunner:
             messages.append(tx.conn, sid, [{"role": "user", "content": user_text(payload),
                                             "admission_id": aid}], tx.now)
             session = sessions.get(tx.conn, sid)
-            # the transcript the turn starts from, new user message included, read in
-            # the same transaction: no second trip to the store before the model runs
-            history = messages.list_for(tx.conn, sid)
             tx.event(sid, "message.start", {"admission_id": aid}, aid)
             tx.event(sid, "session.info", info)
-            return row, session, history
+            return row, session
 
         failures = 0
         while True:
             try:
-                return await rt.journal.write(unit)
+                started = await rt.journal.write(unit)
+                break
             except StorageError as exc:
                 failures += 1
                 if rt.draining:
@@ -387,6 +385,19 @@ class TurnRunner:
                     return None
                 log.warning("could not start admission %s (%s); retrying", aid, exc.detail)
                 await asyncio.sleep(_retry_delay(failures))
+        if started is None:
+            return None
+        # the transcript can be long: read it on the reader thread, never in a write
+        # unit (those run on the event loop). Reads keep working while writes fail.
+        try:
+            history = await rt.db.read(lambda c: messages.list_for(c, sid))
+        except StorageError as exc:
+            # started but cannot see its transcript: end it failed rather than leave it
+            # started (which only a restart would turn into `unknown`)
+            await self._finish(sid, aid, "failed", "", {},
+                               f"storage_unavailable: cannot read the transcript: {exc.detail}")
+            return None
+        return started[0], started[1], history
 
     async def _finish(self, sid: str, aid: str, outcome: str, text: str,
                       usage: dict[str, int], error: str | None) -> None:
