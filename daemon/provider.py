@@ -2,7 +2,10 @@
 
 `OpenAIProvider` talks to any server that implements ``POST {base_url}/chat/completions``
 (OpenAI, vLLM, llama.cpp server, Ollama, ...), streamed (SSE) or not, with tool calls.
-`make_provider` turns a configured provider name into a `Provider`.
+`make_provider` turns a configured provider name into a `Provider`. This module is the
+HTTP shell (requests, retries, callbacks); reading the responses, with no I/O, is
+completions.py, whose `Completion`, `ToolCall`, `SSEDecoder` and `parse_completion` are
+importable from here too.
 
 Every failure a caller can see is a `ProviderError`; httpx exceptions are translated here
 and nowhere else. Its ``reason`` is one of:
@@ -30,14 +33,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
 import orjson
+
+from .completions import (
+    AttemptFailed,
+    Completion,
+    SSEDecoder,
+    StreamAccumulator,
+    ToolCall,
+    classify_status,
+    malformed,
+    parse_completion,
+    retry_after_seconds,
+)
 
 __all__ = [
     "Completion",
@@ -64,27 +77,6 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 _ERROR_BODY_READ_LIMIT = 4096
 _ERROR_EXCERPT_CHARS = 200
 _REDACTED = "[redacted]"
-
-
-@dataclass
-class ToolCall:
-    """One function call requested by the model; ``arguments`` is the model's raw JSON text."""
-
-    id: str
-    name: str
-    arguments: str
-
-
-@dataclass
-class Completion:
-    """One assistant answer. ``text``/``reasoning`` are None when the model produced none."""
-
-    text: str | None
-    tool_calls: list[ToolCall]
-    usage: dict[str, int]
-    finish_reason: str | None
-    reasoning: str | None
-    model: str
 
 
 class ProviderError(Exception):
@@ -123,271 +115,6 @@ class Provider(Protocol):
     ) -> Completion:
         """Return the model's answer; text and reasoning are also passed, in order, to the callbacks."""
         ...
-
-
-# --------------------------------------------------------------------------------------
-# Pure core: parsing bodies and event streams. No I/O, so it is testable without a server.
-
-
-class _AttemptFailed(Exception):
-    """One attempt failed; the retry loop decides whether to try again or raise ProviderError."""
-
-    def __init__(
-        self,
-        reason: str,
-        what: str,
-        *,
-        retryable: bool,
-        status: int | None = None,
-        body: str = "",
-        retry_after: float | None = None,
-    ) -> None:
-        super().__init__(what)
-        self.reason = reason
-        self.what = what
-        self.retryable = retryable
-        self.status = status
-        self.body = body
-        self.retry_after = retry_after
-
-
-def _malformed(what: str) -> _AttemptFailed:
-    return _AttemptFailed(
-        "malformed_response", f"provider sent a malformed response ({what})", retryable=False
-    )
-
-
-def _embedded_error(obj: dict) -> _AttemptFailed:
-    # vLLM, OpenRouter and others report failures as {"error": {...}} with HTTP 200,
-    # sometimes mid-stream; the server failed, so treat it like a 5xx.
-    err = obj.get("error")
-    message = err.get("message") if isinstance(err, dict) else err
-    return _AttemptFailed(
-        "server_error", "provider reported an error", retryable=True, body=str(message)
-    )
-
-
-def _int_usage(raw: Any) -> dict[str, int]:
-    """Keep the integer counters of a usage object (nested *_details objects are dropped)."""
-    if not isinstance(raw, dict):
-        return {}
-    return {k: v for k, v in raw.items() if isinstance(v, int) and not isinstance(v, bool)}
-
-
-def _arguments_text(raw: Any) -> str:
-    # Some servers (Ollama among them) send arguments as an object rather than JSON text,
-    # and no-argument calls sometimes arrive as "": normalise both to JSON text.
-    if raw is None or raw == "":
-        return "{}"
-    if isinstance(raw, str):
-        return raw
-    return orjson.dumps(raw).decode()
-
-
-def parse_completion(body: Any, requested_model: str) -> Completion:
-    """Parse a non-streaming ``chat.completion`` body (``choices[0].message``)."""
-    if not isinstance(body, dict):
-        raise _malformed("body is not a JSON object")
-    choices = body.get("choices")
-    if not choices and "error" in body:
-        raise _embedded_error(body)
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise _malformed("no choices")
-    message = choices[0].get("message")
-    if not isinstance(message, dict):
-        raise _malformed("choices[0].message is missing")
-    tool_calls = []
-    for position, raw in enumerate(message.get("tool_calls") or []):
-        function = raw.get("function") if isinstance(raw, dict) else None
-        if not isinstance(function, dict) or not function.get("name"):
-            raise _malformed(f"tool call {position} has no function name")
-        tool_calls.append(
-            ToolCall(
-                id=str(raw.get("id") or f"call_{position}"),
-                name=str(function["name"]),
-                arguments=_arguments_text(function.get("arguments")),
-            )
-        )
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    return Completion(
-        text=message.get("content") or None,
-        tool_calls=tool_calls,
-        usage=_int_usage(body.get("usage")),
-        finish_reason=choices[0].get("finish_reason"),
-        reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
-        model=str(body.get("model") or requested_model),
-    )
-
-
-class SSEDecoder:
-    """Turns the lines of a ``text/event-stream`` body into the data of each event.
-
-    Follows the WHATWG event-stream rules that matter here: ``data:`` lines of one event are
-    joined with newlines, a blank line ends the event, lines starting with ``:`` are comments
-    (keep-alives), and other fields (``event:``, ``id:``) are ignored.
-    """
-
-    def __init__(self) -> None:
-        self._data: list[str] = []
-
-    def feed_line(self, line: str) -> str | None:
-        """Consume one line (without its terminator); return an event's data when it ends."""
-        if line == "":
-            return self.flush()
-        if line.startswith(":"):
-            return None
-        name, _, value = line.partition(":")
-        if name == "data":
-            self._data.append(value[1:] if value.startswith(" ") else value)
-        return None
-
-    def flush(self) -> str | None:
-        """Return the pending event's data, if any (a stream may end without a blank line)."""
-        if not self._data:
-            return None
-        data = "\n".join(self._data)
-        self._data = []
-        return data
-
-
-@dataclass
-class _ToolSlot:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-
-
-class _StreamAccumulator:
-    """Folds ``chat.completion.chunk`` objects into one `Completion`."""
-
-    def __init__(self, requested_model: str) -> None:
-        self.model = requested_model
-        self.done = False
-        self._saw_choice = False
-        self._text: list[str] = []
-        self._reasoning: list[str] = []
-        self._tools: dict[int, _ToolSlot] = {}
-        self._usage: dict[str, int] = {}
-        self._finish_reason: str | None = None
-
-    def add(self, data: str) -> tuple[str | None, str | None]:
-        """Consume one event's data; return the (text, reasoning) deltas it carried."""
-        if data.strip() == "[DONE]":
-            self.done = True
-            return None, None
-        try:
-            chunk = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            raise _malformed(f"bad JSON in event stream: {data[:80]!r}") from None
-        if not isinstance(chunk, dict):
-            raise _malformed("stream chunk is not a JSON object")
-        if "error" in chunk and not chunk.get("choices"):
-            raise _embedded_error(chunk)
-        if chunk.get("model"):
-            self.model = str(chunk["model"])
-        if chunk.get("usage"):
-            self._usage = _int_usage(chunk["usage"])
-        choices = chunk.get("choices") or []
-        if not isinstance(choices, list):
-            raise _malformed("stream chunk choices is not a list")
-        text = reasoning = None
-        for choice in choices:
-            # n=1 is all we ask for; a server that sends other indices is ignored for them.
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue
-            self._saw_choice = True
-            if choice.get("finish_reason"):
-                self._finish_reason = str(choice["finish_reason"])
-            delta = choice.get("delta") or {}
-            if not isinstance(delta, dict):
-                raise _malformed("stream chunk delta is not an object")
-            content = delta.get("content")
-            if isinstance(content, str) and content:
-                self._text.append(content)
-                text = content
-            thought = delta.get("reasoning_content") or delta.get("reasoning")
-            if isinstance(thought, str) and thought:
-                self._reasoning.append(thought)
-                reasoning = thought
-            self._add_tool_fragments(delta.get("tool_calls") or [])
-        return text, reasoning
-
-    def _add_tool_fragments(self, fragments: Any) -> None:
-        if not isinstance(fragments, list):
-            raise _malformed("delta.tool_calls is not a list")
-        for position, fragment in enumerate(fragments):
-            if not isinstance(fragment, dict):
-                raise _malformed("tool call fragment is not an object")
-            # Some servers omit `index` when they send each call whole; fall back to position.
-            index = fragment.get("index", position)
-            slot = self._tools.setdefault(
-                index if isinstance(index, int) else position, _ToolSlot()
-            )
-            if fragment.get("id") and not slot.id:
-                slot.id = str(fragment["id"])
-            function = fragment.get("function") or {}
-            name = function.get("name")
-            # The name normally arrives once; some servers repeat it in every fragment.
-            if isinstance(name, str) and name and name != slot.name:
-                slot.name += name
-            arguments = function.get("arguments")
-            if isinstance(arguments, str):
-                slot.arguments.append(arguments)
-            elif arguments is not None:
-                slot.arguments.append(_arguments_text(arguments))
-
-    def result(self) -> Completion:
-        """The finished answer; raises if the stream ended before the model finished."""
-        if not self._saw_choice:
-            raise _malformed("event stream ended without any choice")
-        if not self.done and self._finish_reason is None:
-            raise _malformed("event stream ended before [DONE]")
-        tool_calls = []
-        for position, index in enumerate(sorted(self._tools)):
-            slot = self._tools[index]
-            if not slot.name:
-                raise _malformed(f"streamed tool call {index} has no function name")
-            tool_calls.append(
-                ToolCall(
-                    id=slot.id or f"call_{position}",
-                    name=slot.name,
-                    arguments=_arguments_text("".join(slot.arguments)),
-                )
-            )
-        return Completion(
-            text="".join(self._text) or None,
-            tool_calls=tool_calls,
-            usage=self._usage,
-            finish_reason=self._finish_reason,
-            reasoning="".join(self._reasoning) or None,
-            model=self.model,
-        )
-
-
-def _classify_status(code: int) -> tuple[str, bool]:
-    """HTTP status -> (reason, retryable)."""
-    if code == 429:
-        return "rate_limited", True
-    if code in (401, 403):
-        return "auth_failed", False
-    if code == 404:
-        return "not_found", False
-    if code == 408:
-        return "timeout", True
-    if code >= 500:
-        return "server_error", True
-    return "bad_request", False
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a numeric Retry-After header; HTTP-date forms fall back to our backoff."""
-    if value is None:
-        return None
-    try:
-        seconds = float(value.strip())
-    except ValueError:
-        return None
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 # --------------------------------------------------------------------------------------
@@ -494,7 +221,7 @@ class OpenAIProvider:
             progress = _Progress()
             try:
                 return await self._attempt(body, headers, model, on_delta, on_reasoning, progress)
-            except _AttemptFailed as failure:
+            except AttemptFailed as failure:
                 if not failure.retryable or progress.emitted or attempt == attempts:
                     raise self._final_error(failure, attempt, progress.emitted) from None
                 delay = self._delay(attempt, failure.retry_after)
@@ -532,20 +259,20 @@ class OpenAIProvider:
                     )
                 raw = await response.aread()
         except httpx.TimeoutException as exc:
-            raise _AttemptFailed("timeout", self._timeout_what(exc), retryable=True) from None
+            raise AttemptFailed("timeout", self._timeout_what(exc), retryable=True) from None
         except httpx.UnsupportedProtocol as exc:
-            raise _AttemptFailed(
+            raise AttemptFailed(
                 "bad_request", f"cannot request {self.url}: {exc}", retryable=False
             ) from None
         except httpx.TransportError as exc:
             what = f"connection to provider at {self.url} failed ({type(exc).__name__}: {exc})"
-            raise _AttemptFailed("connection_error", what, retryable=True) from None
+            raise AttemptFailed("connection_error", what, retryable=True) from None
         # A plain JSON answer (asked for or not): parsed whole, then handed to the callbacks
         # once, so viewers see the text whichever way the server chose to answer.
         try:
             parsed = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            raise _malformed(f"body is not JSON: {raw[:80]!r}") from None
+            raise malformed(f"body is not JSON: {raw[:80]!r}") from None
         completion = parse_completion(parsed, model)
         if completion.reasoning and on_reasoning is not None:
             await on_reasoning(completion.reasoning)
@@ -562,7 +289,7 @@ class OpenAIProvider:
         progress: _Progress,
     ) -> Completion:
         decoder = SSEDecoder()
-        acc = _StreamAccumulator(model)
+        acc = StreamAccumulator(model)
 
         async def take(data: str) -> None:
             text, reasoning = acc.add(data)
@@ -585,8 +312,8 @@ class OpenAIProvider:
                 await take(tail)
         return acc.result()
 
-    async def _status_failure(self, response: httpx.Response) -> _AttemptFailed:
-        reason, retryable = _classify_status(response.status_code)
+    async def _status_failure(self, response: httpx.Response) -> AttemptFailed:
+        reason, retryable = classify_status(response.status_code)
         raw = bytearray()
         try:
             async for piece in response.aiter_bytes():
@@ -597,13 +324,13 @@ class OpenAIProvider:
             pass  # the status is what matters; a body we could not read is just left out
         # Scrub before cutting, so a key straddling the cut cannot leave a readable prefix.
         excerpt = " ".join(self._scrub(raw.decode("utf-8", "replace")).split())
-        return _AttemptFailed(
+        return AttemptFailed(
             reason,
             f"provider returned HTTP {response.status_code}",
             retryable=retryable,
             status=response.status_code,
             body=excerpt[:_ERROR_EXCERPT_CHARS],
-            retry_after=_retry_after(response.headers.get("retry-after")),
+            retry_after=retry_after_seconds(response.headers.get("retry-after")),
         )
 
     def _timeout_what(self, exc: httpx.TimeoutException) -> str:
@@ -623,7 +350,7 @@ class OpenAIProvider:
         delay = min(self._backoff_cap, self._backoff_base * 2 ** (attempt - 1))
         return delay * random.uniform(0.5, 1.0)
 
-    def _final_error(self, failure: _AttemptFailed, attempts: int, emitted: bool) -> ProviderError:
+    def _final_error(self, failure: AttemptFailed, attempts: int, emitted: bool) -> ProviderError:
         detail = f"{failure.what} after {attempts} attempt{'s' if attempts != 1 else ''}"
         if emitted:
             detail += " (not retried: part of the answer had already been streamed)"

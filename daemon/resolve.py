@@ -2,7 +2,8 @@
 
 The environment is folded into ``Config`` at load time (config.py), so here the
 order is simply turn options, then the session's stored options, then config.
-API keys never come from the wire: they are taken from config/environment.
+API keys never come from the wire: they are taken from config/environment, and
+go only to the configured endpoint (never to a base_url sent on the wire).
 """
 
 from __future__ import annotations
@@ -71,8 +72,11 @@ def resolve_turn(config: Config, session_options: dict[str, Any],
     if provider not in PROVIDER_NAMES:
         raise ResolveError(f"unknown provider {provider!r}; valid: {', '.join(PROVIDER_NAMES)}")
     same_as_config = provider == m.provider
-    base_url = _pick("base_url", turn_options, session_options) or (
-        m.base_url if same_as_config or provider == "custom" else None)
+    wire_url = _pick("base_url", turn_options, session_options)
+    base_url = wire_url or (m.base_url if same_as_config or provider == "custom" else None)
+    # The configured key belongs to the configured endpoint: a base_url a client
+    # chose (any client, a TCP token holder too) never receives it.
+    own_endpoint = wire_url is None or wire_url.rstrip("/") == (m.base_url or "").rstrip("/")
     model = _pick("model", turn_options, session_options) or m.default
     if model is None:
         model = DEMO_MODEL if provider == "demo" else "gpt-4o-mini"
@@ -81,7 +85,7 @@ def resolve_turn(config: Config, session_options: dict[str, Any],
         provider=provider,
         base_url=base_url,
         model=model,
-        api_key=m.api_key,
+        api_key=m.api_key if own_endpoint else None,
         toolsets=tuple(DEFAULT_TOOLSETS if toolsets is None else toolsets),
         reasoning=_pick("reasoning", turn_options, session_options),
         max_turns=_pick("max_turns", turn_options, session_options) or config.daemon.max_turns,

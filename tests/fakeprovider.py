@@ -68,6 +68,11 @@ class RawSSE:
 Reply = Message | Status | Stall | RawSSE
 
 
+def prompt_of(request: dict) -> str:
+    """The text of the newest user message of a chat-completions request."""
+    return [m for m in request["messages"] if m["role"] == "user"][-1]["content"]
+
+
 def text_reply(text: str) -> Message:
     """An assistant answer with plain text."""
     return Message({"role": "assistant", "content": text})

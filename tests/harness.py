@@ -18,6 +18,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,21 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, unix_connect
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+async def until(check: Callable[[], Any], what: str = "condition", *,
+                timeout: float = 60.0) -> Any:
+    """Poll ``check`` until it returns something truthy, and return that.
+
+    A wait, not a timing assertion: ``timeout`` only bounds how long a broken
+    run hangs before it fails with ``TimeoutError`` naming ``what``.
+    """
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up waiting for {what}")
+        await asyncio.sleep(0.02)
+    return value
 
 
 def write_config(home: Path, provider_url: str | None = None, **sections: dict[str, Any]) -> None:

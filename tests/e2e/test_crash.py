@@ -24,19 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeprovider import FakeProvider, Status, text_reply, tool_call_reply
-from harness import OwnerProcess, Peer, clean_env, write_config
+from fakeprovider import FakeProvider, Status, prompt_of, text_reply, tool_call_reply
+from harness import OwnerProcess, Peer, clean_env, until, write_config
 from websockets.exceptions import ConnectionClosed
 
 from tether.daemon.demo import CHILD_MARKER, RESULTS_MARKER
 
 # what a client sees when the owner dies under it
 LOST = (OSError, TimeoutError, ConnectionClosed)
-
-
-def prompt_of(req: dict) -> str:
-    """The newest user message of a chat-completions request."""
-    return [m for m in req["messages"] if m["role"] == "user"][-1]["content"]
 
 
 def unanswered_tool_calls(messages: list[dict]) -> list[str]:
@@ -123,14 +118,6 @@ def check_event_logs(home: Path) -> None:
         aid = row["admission_id"]
         assert row["status"] == "terminal", row
         assert (ends[aid, "message.start"], ends[aid, "message.complete"]) == (1, 1), aid
-
-
-async def until(pred: Any, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def same_receipt(got: dict[str, Any], want: dict[str, Any]) -> None:

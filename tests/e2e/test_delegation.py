@@ -10,15 +10,13 @@ BACKGROUND_JOINED only if every token is in it.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from fakeprovider import FakeProvider, Reply, Status, text_reply, tool_call_reply
-from harness import OwnerProcess, Peer, db_rows, write_config
+from harness import OwnerProcess, Peer, db_rows, until, write_config
 
 WORKERS = ("WORKER_ALPHA", "WORKER_BETA")
 JOINED = "FANOUT_JOINED_AND_SYNTHESIZED"
@@ -122,16 +120,6 @@ class FanoutModel:
         """Requests whose last user message is a delivered background result."""
         return [r for r in list(fake.requests)
                 if (said := users(r)) and said[-1].startswith(RESULTS_MARKER)]
-
-
-async def until(check: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    """Poll ``check`` until it returns something truthy (a wait, not a timing assertion)."""
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"gave up waiting for {what}")
-        await asyncio.sleep(0.02)
-    return value
 
 
 def admissions_of(home, sid: str) -> list[tuple]:

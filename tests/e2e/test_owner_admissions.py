@@ -6,13 +6,8 @@ import json
 import threading
 
 import pytest
-from fakeprovider import FakeProvider, text_reply
+from fakeprovider import FakeProvider, prompt_of, text_reply
 from harness import OwnerProcess, Peer, db_rows, write_config
-
-
-def prompt_of(req: dict) -> str:
-    """The text of the newest user message of a chat-completions request."""
-    return [m for m in req["messages"] if m["role"] == "user"][-1]["content"]
 
 
 def asked(provider: FakeProvider, text: str) -> int:

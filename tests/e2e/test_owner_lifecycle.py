@@ -8,16 +8,12 @@ import sys
 import threading
 from datetime import datetime
 
-from fakeprovider import FakeProvider, text_reply
+from fakeprovider import FakeProvider, prompt_of, text_reply
 from harness import OwnerProcess, Peer, clean_env, db_rows, write_config
 
 
 def mode(path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
-
-
-def prompt_of(req: dict) -> str:
-    return [m for m in req["messages"] if m["role"] == "user"][-1]["content"]
 
 
 async def wait_until_draining(peer: Peer) -> None:

@@ -2,14 +2,10 @@
 can read; the session's next turn still runs."""
 
 import pytest
-from fakeprovider import FakeProvider, RawSSE, Stall, Status, text_reply
+from fakeprovider import FakeProvider, RawSSE, Stall, Status, prompt_of, text_reply
 from harness import OwnerProcess, Peer, write_config
 
 MAX_RETRIES = 1
-
-
-def prompt_of(req: dict) -> str:
-    return [m for m in req["messages"] if m["role"] == "user"][-1]["content"]
 
 
 FAILURES = {

@@ -2,12 +2,8 @@
 
 import threading
 
-from fakeprovider import FakeProvider, text_reply
+from fakeprovider import FakeProvider, prompt_of, text_reply
 from harness import OwnerProcess, Peer, db_rows, write_config
-
-
-def prompt_of(req: dict) -> str:
-    return [m for m in req["messages"] if m["role"] == "user"][-1]["content"]
 
 
 async def test_kill_during_a_turn_leaves_it_unknown_and_pauses_only_its_session(tmp_path):

@@ -2,14 +2,10 @@
 
 import json
 
-from fakeprovider import FakeProvider, Status, text_reply
+from fakeprovider import FakeProvider, Status, prompt_of, text_reply
 from harness import OwnerProcess, Peer, write_config
 
 SECRET = "sk-SECRET-123"
-
-
-def prompt_of(req: dict) -> str:
-    return [m for m in req["messages"] if m["role"] == "user"][-1]["content"]
 
 
 async def test_api_key_never_leaks(tmp_path):

@@ -5,13 +5,9 @@ import asyncio
 import json
 import threading
 
-from fakeprovider import FakeProvider, text_reply
+from fakeprovider import FakeProvider, prompt_of, text_reply
 from harness import OwnerProcess, Peer, db_rows, write_config
 from websockets.asyncio.client import unix_connect
-
-
-def prompt_of(req: dict) -> str:
-    return [m for m in req["messages"] if m["role"] == "user"][-1]["content"]
 
 
 def answer(req: dict):
