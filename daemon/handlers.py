@@ -27,7 +27,12 @@ from .runtime import Runtime
 from .sessions import SessionService
 from .turns import TurnRunner
 
-__all__ = ["Call", "Services", "build_dispatcher", "CAPABILITIES"]
+__all__ = ["Call", "Services", "build_dispatcher", "token_hash", "CAPABILITIES"]
+
+
+def token_hash(token: str) -> str:
+    """What state.db keeps of a TCP token: its SHA-256, never the token."""
+    return hashlib.sha256(token.encode()).hexdigest()
 
 CAPABILITIES = ["admissions.v1", "events.replay", "delegation.inline", "delegation.background",
                 "prompt.cancel", "tokens"]
@@ -75,7 +80,7 @@ def build_dispatcher(svc: Services, *, check_results: bool = False) -> Dispatche
             raise InvalidParams("tokens are minted over the Unix socket only")
         token = "tt_" + secrets.token_urlsafe(32)
         token_id = "tok_" + secrets.token_hex(6)
-        digest = hashlib.sha256(token.encode()).hexdigest()
+        digest = token_hash(token)
         try:
             await rt.db.write(lambda c: runtime_rows.insert_token(
                 c, token_id, digest, p.label, time.time()))

@@ -90,13 +90,15 @@ class Home:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             try:
-                pid = int(os.pread(fd, 32, 0).decode().strip() or 0) or None
+                pid = int((os.pread(fd, 32, 0).decode().split() or ["0"])[0]) or None
             except ValueError:
                 pid = None
             os.close(fd)
             raise OwnerRunning(self.root, pid) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        # overwrite, then cut: the file never reads as empty to a refused second owner
+        data = f"{os.getpid()}\n".encode()
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
         return fd
 
     def write_descriptor(self, data: dict[str, Any]) -> None:

@@ -36,11 +36,11 @@ from .admissions import AdmissionService
 from .config import Config, load_config
 from .delegation import DelegationService
 from .events import EventBus, Journal, Tx
-from .handlers import Services, build_dispatcher
+from .handlers import Services, build_dispatcher, token_hash
 from .home import Home
 from .runtime import Runtime
 from .scheduler import Scheduler
-from .server import Listeners, parse_hostport, tcp_address, token_hash
+from .server import Listeners, parse_hostport, tcp_address
 from .sessions import SessionService
 from .turns import TurnRunner
 

@@ -25,7 +25,6 @@ interleave safely with websockets' own control frames (ping, pong, close).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import ipaddress
 import logging
 import os
@@ -126,8 +125,7 @@ class Listeners:
     def __init__(self, dispatcher: Dispatcher, bus: EventBus, *, max_connections: int,
                  max_frame_bytes: int, viewer_queue: int, max_subscriptions: int,
                  token_check: Callable[[str], Awaitable[bool]] | None = None,
-                 allowed_origins: tuple[str, ...] = (),
-                 is_draining: Callable[[], bool] = lambda: False) -> None:
+                 allowed_origins: tuple[str, ...] = ()) -> None:
         self.dispatcher = dispatcher
         self.bus = bus
         self.max_connections = max_connections
@@ -136,7 +134,6 @@ class Listeners:
         self.max_subscriptions = max_subscriptions
         self.token_check = token_check
         self.allowed_origins = allowed_origins
-        self.is_draining = is_draining
         self.connections: set[ServerConnection] = set()
         self._servers: list[Server] = []
         self.tcp_url: str | None = None
@@ -322,7 +319,3 @@ class Listeners:
                     await conn.send(frame, text=True)  # writes, then drains
         except ConnectionClosed:
             viewer.close()  # wakes a receive loop held back by wait_room
-
-
-def token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
