@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import sqlite3
@@ -29,6 +30,10 @@ __all__ = ["Bench", "PER_SESSION"]
 #: per-session bound on open admissions the bench stays under (default limit 64)
 PER_SESSION = 48
 
+
+
+async def _ping(conn: Conn, _i: int) -> Any:
+    return await conn.call("ping")
 
 class Bench:
     def __init__(self, home: Path, sizes: dict[str, int]) -> None:
@@ -138,7 +143,7 @@ class Bench:
         t_lat: list[float] = []
         b_lat: list[float] = []
         for conn in (tether, base):
-            await timed(200, lambda _i, c=conn: c.call("ping"))  # warm up
+            await timed(200, functools.partial(_ping, conn))  # warm up
         block = self.n["ping_block"]
         for _ in range(max(1, self.n["ping"] // block)):  # interleaved: same conditions
             t_lat += await timed(block, lambda _i: tether.call("ping"))
@@ -382,7 +387,8 @@ class Bench:
 
         run(floor_cmd)
         _, rc = run(cli)  # warm the page cache; also: does the CLI work at all?
-        floors, shots = [], []
+        floors: list[float] = []
+        shots: list[float] = []
         for _ in range(self.n["floor"]):
             floors.append(run(floor_cmd)[0])
             if rc == 0 and len(shots) < self.n["oneshot"]:

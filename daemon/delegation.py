@@ -172,7 +172,8 @@ class DelegationService:
 
             def unit(tx: Tx) -> None:
                 tx.event(parent_session_id, "subagent.complete", payload, admission_id)
-                if progress is not None:  # a crash now still keeps this child's work
+                if delegation_id is not None and progress is not None:
+                    # a crash now still keeps this child's work
                     delegations.record_progress(tx.conn, delegation_id, progress)
 
             # queued synchronously: ordered before whatever the parent writes next
@@ -422,7 +423,7 @@ async def _delegate_task(args: dict[str, Any], ctx: ToolCallContext) -> str:
     return await ctx.services.delegations.tool(args, ctx)
 
 
-_TASK_SCHEMA = {
+_TASK_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "goal": {"type": "string", "description": "What the helper agent must achieve."},

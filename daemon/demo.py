@@ -66,7 +66,9 @@ def _shorten(text: str, max_words: int) -> str:
 
 def _offers(tools: list[dict] | None, name: str) -> bool:
     for tool in tools or []:
-        function = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        function = tool.get("function")
+        if not isinstance(function, dict):
+            function = tool
         if function.get("name") == name:
             return True
     return False

@@ -30,7 +30,7 @@ import logging
 import os
 import socket
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Request, Response
 from websockets.protocol import State
+from websockets.typing import Subprotocol
 
 from tether.rpc.dispatch import Dispatcher
 
@@ -51,7 +52,7 @@ __all__ = ["Listeners", "SUBPROTOCOL", "TOKEN_PREFIX", "parse_hostport", "serve_
 
 log = logging.getLogger("tether.server")
 
-SUBPROTOCOL = "tether.v1"
+SUBPROTOCOL = Subprotocol("tether.v1")
 TOKEN_PREFIX = "tether.token."
 #: requests a connection may have running or with unsent replies; at this bound
 #: the connection's frames are not read until a reply leaves (backpressure)
@@ -232,7 +233,8 @@ class Listeners:
         return self._common(conn, request)
 
     @staticmethod
-    def _subprotocol(conn: ServerConnection, offered: Any) -> str | None:
+    def _subprotocol(conn: ServerConnection, offered: Sequence[Subprotocol]
+                     ) -> Subprotocol | None:
         if SUBPROTOCOL in offered:
             return SUBPROTOCOL
         # a browser that offered only its token must get one of its offers back

@@ -364,10 +364,11 @@ class TurnRunner:
             row = admissions.mark_started(tx.conn, aid, rt.epoch, tx.now)
             if row is None:
                 return None
+            session = sessions.get(tx.conn, sid)
+            assert session is not None  # admissions reference their session
             payload = orjson.loads(row["payload_json"])
             messages.append(tx.conn, sid, [{"role": "user", "content": user_text(payload),
                                             "admission_id": aid}], tx.now)
-            session = sessions.get(tx.conn, sid)
             tx.event(sid, "message.start", {"admission_id": aid}, aid)
             tx.event(sid, "session.info", info)
             return row, session
