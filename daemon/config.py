@@ -40,6 +40,8 @@ class ModelConfig:
 @dataclass(frozen=True)
 class DelegationConfig:
     max_concurrent_children: int = 3
+    # children running at once across the whole owner, per delegation depth
+    max_running_children: int = 16
     max_depth: int = 1
     max_tasks: int = 8
     child_max_turns: int = 20

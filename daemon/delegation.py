@@ -143,6 +143,7 @@ class DelegationService:
         self.svc = services
         self.rt = services.rt
         self._background: dict[str, asyncio.Task[None]] = {}
+        self._running_children: dict[int, asyncio.Semaphore] = {}
 
     # -- children ---------------------------------------------------------
 
@@ -181,7 +182,7 @@ class DelegationService:
             fut.add_done_callback(lambda f: f.cancelled() or f.exception())
 
         async def one(index: int, task: TaskSpec) -> None:
-            async with slots:
+            async with slots, self._owner_slots(depth):
                 await self._child(parent_session_id, parent, depth, index, task,
                                   admission_id, delegation_id, done)
 
@@ -189,6 +190,19 @@ class DelegationService:
             for i, t in enumerate(tasks):
                 tg.create_task(one(i, t), name=f"child:{parent_session_id}:{i}")
         return [r for r in results if r is not None]
+
+    def _owner_slots(self, depth: int) -> asyncio.Semaphore:
+        """The owner-wide bound on running children (SPEC §10: bounded children).
+
+        One semaphore per depth: a child waiting for its own children holds a slot
+        of its level only, so the deepest level always makes progress and nested
+        delegation cannot deadlock on a shared pool.
+        """
+        sem = self._running_children.get(depth)
+        if sem is None:
+            limit = max(1, self.rt.config.delegation.max_running_children)
+            sem = self._running_children[depth] = asyncio.Semaphore(limit)
+        return sem
 
     async def _child(self, parent_session_id: str, parent: TurnSettings, depth: int,
                      index: int, task: TaskSpec, admission_id: str | None,

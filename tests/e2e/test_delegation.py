@@ -561,3 +561,36 @@ async def test_shutdown_with_children_running_records_interrupted_and_delivers(t
         finally:
             release.set()
     assert_interrupted_delivery(home, model, fake, sid, final)
+
+
+async def test_children_are_bounded_across_the_owner(tmp_path):
+    """Two sessions delegate at once: delegation.max_running_children bounds the
+    children of both together, and the rest wait for a slot instead of failing."""
+    home = tmp_path / "home"
+    lock = threading.Condition()
+    in_flight = [0, 0]  # now, most seen
+
+    def child(worker: str, req: dict) -> Reply:
+        with lock:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight)
+            lock.notify_all()
+            # stay in flight a while, so that without the bound a third child would
+            # join (and be counted) before this one leaves
+            lock.wait_for(lambda: in_flight[1] >= 3, timeout=1.0)
+            in_flight[0] -= 1
+        return text_reply(f"{worker}_COMPLETE")
+
+    model = FanoutModel(child=child)
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url, delegation={"max_concurrent_children": 2,
+                                                 "max_running_children": 2})
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sids = [(await peer.result("session.create"))["session_id"] for _ in range(2)]
+                receipts = [await peer.result("prompt.submit", session_id=sid, input_id="f",
+                                              text=PROMPT, finite=True) for sid in sids]
+                done = [await peer.wait_terminal(sid, r["admission_id"])
+                        for sid, r in zip(sids, receipts, strict=True)]
+    assert [d["result"]["text"] for d in done] == [JOINED, JOINED], done
+    assert in_flight[1] == 2  # four children in all, never more than two at once
