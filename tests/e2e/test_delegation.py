@@ -136,6 +136,24 @@ def events_of(peer: Peer, sid: str, type_: str) -> list[dict]:
     return [e for e in peer.events if e["session_id"] == sid and e["type"] == type_]
 
 
+def overlapping_child(until_most: int, timeout: float) -> tuple[ChildReply, list[int]]:
+    """A child reply that counts children in flight (``[now, most seen]``) and
+    holds each one until ``until_most`` were in flight at once, or ``timeout``."""
+    lock = threading.Condition()
+    in_flight = [0, 0]
+
+    def child(worker: str, req: dict) -> Reply:
+        with lock:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight)
+            lock.notify_all()
+            lock.wait_for(lambda: in_flight[1] >= until_most, timeout=timeout)
+            in_flight[0] -= 1
+        return text_reply(f"{worker}_COMPLETE")
+
+    return child, in_flight
+
+
 async def turn(peer: Peer, sid: str, input_id: str, text: str = PROMPT, **params: Any) -> dict:
     receipt = await peer.result("prompt.submit", session_id=sid, input_id=input_id, text=text,
                                 **params)
@@ -201,19 +219,8 @@ async def test_finite_turn_joins_parallel_children_inline(tmp_path):
 async def test_three_tasks_run_at_most_two_at_once(tmp_path):
     home = tmp_path / "home"
     workers = ("WORKER_ONE", "WORKER_TWO", "WORKER_THREE")
-    lock = threading.Condition()
-    in_flight = [0, 0]  # now, most seen
-
-    def child(worker: str, req: dict) -> Reply:
-        with lock:
-            in_flight[0] += 1
-            in_flight[1] = max(in_flight)
-            lock.notify_all()
-            # wait until two children have overlapped at least once
-            lock.wait_for(lambda: in_flight[1] >= 2, timeout=20)
-            in_flight[0] -= 1
-        return text_reply(f"{worker}_COMPLETE")
-
+    # each child waits until two children have overlapped at least once
+    child, in_flight = overlapping_child(until_most=2, timeout=20)
     model = FanoutModel(workers, child)
     with FakeProvider(model) as fake:
         write_config(home, fake.url, delegation={"max_concurrent_children": 2})
@@ -567,20 +574,9 @@ async def test_children_are_bounded_across_the_owner(tmp_path):
     """Two sessions delegate at once: delegation.max_running_children bounds the
     children of both together, and the rest wait for a slot instead of failing."""
     home = tmp_path / "home"
-    lock = threading.Condition()
-    in_flight = [0, 0]  # now, most seen
-
-    def child(worker: str, req: dict) -> Reply:
-        with lock:
-            in_flight[0] += 1
-            in_flight[1] = max(in_flight)
-            lock.notify_all()
-            # stay in flight a while, so that without the bound a third child would
-            # join (and be counted) before this one leaves
-            lock.wait_for(lambda: in_flight[1] >= 3, timeout=1.0)
-            in_flight[0] -= 1
-        return text_reply(f"{worker}_COMPLETE")
-
+    # each child stays in flight a while, so that without the bound a third child
+    # would join (and be counted) before it leaves
+    child, in_flight = overlapping_child(until_most=3, timeout=1.0)
     model = FanoutModel(child=child)
     with FakeProvider(model) as fake:
         write_config(home, fake.url, delegation={"max_concurrent_children": 2,
