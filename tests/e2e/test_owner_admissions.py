@@ -4,6 +4,8 @@ strict params, concurrent duplicates, the stored payload, cancel and interrupt."
 import asyncio
 import json
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from fakeprovider import FakeProvider, prompt_of, text_reply
@@ -17,6 +19,18 @@ def asked(provider: FakeProvider, text: str) -> int:
 
 def echo(req: dict):
     return text_reply("ECHO:" + prompt_of(req))
+
+
+def gated_echo() -> tuple[Callable[[dict], Any], threading.Event]:
+    """An echoing provider handler that holds every request until the gate opens
+    (or 10 s pass), so a turn can be caught while it runs."""
+    gate = threading.Event()
+
+    def handler(req: dict) -> Any:
+        gate.wait(10)
+        return echo(req)
+
+    return handler, gate
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streaming", "non-streaming"])
@@ -56,12 +70,7 @@ async def test_turn_completes_with_the_providers_answer(tmp_path, stream):
 
 async def test_resubmitting_an_input_id_never_runs_it_twice(tmp_path):
     home = tmp_path / "home"
-    gate = threading.Event()
-
-    def handler(req):
-        gate.wait(10)
-        return echo(req)
-
+    handler, gate = gated_echo()
     with FakeProvider(handler) as provider:
         write_config(home, provider.url)
         with OwnerProcess(home):
@@ -267,12 +276,7 @@ async def test_cancel_a_queued_admission_and_interrupt_the_running_one(tmp_path)
 
 async def test_cancel_of_the_started_admission_interrupts_it(tmp_path):
     home = tmp_path / "home"
-    gate = threading.Event()
-
-    def handler(req):
-        gate.wait(10)
-        return echo(req)
-
+    handler, gate = gated_echo()
     with FakeProvider(handler) as provider:
         write_config(home, provider.url)
         try:
@@ -293,12 +297,7 @@ async def test_cancel_of_the_started_admission_interrupts_it(tmp_path):
 
 async def test_resolve_unknown_refuses_admissions_that_are_not_unknown(tmp_path):
     home = tmp_path / "home"
-    gate = threading.Event()
-
-    def handler(req):
-        gate.wait(10)
-        return echo(req)
-
+    handler, gate = gated_echo()
     with FakeProvider(handler) as provider:
         write_config(home, provider.url)
         try:
