@@ -49,80 +49,8 @@ for _module, _names in {
         _SOURCES[_name] = _module
 del _module, _names, _name
 
-__all__ = [
-    # errors
-    "ERRORS",
-    "AdmissionConflict",
-    "InternalError",
-    "InvalidParams",
-    "InvalidRequest",
-    "MethodNotFound",
-    "NotFound",
-    "Overloaded",
-    "ParseError",
-    "RpcError",
-    "RuntimeDraining",
-    "StorageUnavailable",
-    "UnknownExecution",
-    # models
-    "EVENT_TYPES",
-    "MAX_ATTACHMENTS",
-    "MAX_ID_CHARS",
-    "MAX_TEXT_CHARS",
-    "TURN_OPTION_FIELDS",
-    "Attachment",
-    "Event",
-    "EventsSinceResult",
-    "InterruptResult",
-    "Model",
-    "OkResult",
-    "PendingAdmission",
-    "PingParams",
-    "PingResult",
-    "PromptCancelParams",
-    "PromptReceiptParams",
-    "PromptResolveUnknownParams",
-    "PromptSubmitParams",
-    "Receipt",
-    "RuntimeDescribeParams",
-    "RuntimeDescribeResult",
-    "RuntimeShutdownParams",
-    "SessionCreateParams",
-    "SessionDetachParams",
-    "SessionEventsSinceParams",
-    "SessionInfo",
-    "SessionInterruptParams",
-    "SessionListParams",
-    "SessionListResult",
-    "SessionResumeParams",
-    "SessionSummary",
-    "ShutdownResult",
-    "Snapshot",
-    "TokenCreateParams",
-    "TokenCreateResult",
-    "TranscriptMessage",
-    "TurnOptions",
-    "TurnResult",
-    # methods
-    "EVENT_METHOD",
-    "METHODS",
-    "PROTOCOL",
-    "Method",
-    # framing
-    "decode_reply",
-    "encode_error",
-    "encode_event",
-    "encode_notification",
-    "encode_request",
-    "encode_result",
-    # dispatch
-    "MAX_BATCH",
-    "MAX_FIELD_ERRORS",
-    "Dispatcher",
-    "Handler",
-    # schema
-    "protocol_schema",
-]
+# the public surface is exactly the names above (tests/rpc/test_rpc_surface.py pins it)
+__all__ = list(_SOURCES)
 
 
 _SUBMODULES = frozenset(_SOURCES.values())
