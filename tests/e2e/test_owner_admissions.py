@@ -4,7 +4,9 @@ strict params, concurrent duplicates, the stored payload, cancel and interrupt."
 import asyncio
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +21,19 @@ def asked(provider: FakeProvider, text: str) -> int:
 
 def echo(req: dict):
     return text_reply("ECHO:" + prompt_of(req))
+
+
+@asynccontextmanager
+async def echo_session(tmp_path: Path) -> AsyncIterator[tuple[Path, FakeProvider, Peer, str]]:
+    """An owner on a fresh home whose provider echoes, a peer, and a new session.
+    On exit the owner has stopped, so the ledger can be read as it was left."""
+    home = tmp_path / "home"
+    with FakeProvider(echo) as provider:
+        write_config(home, provider.url)
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                yield home, provider, peer, sid
 
 
 def gated_echo() -> tuple[Callable[[dict], Any], threading.Event]:
@@ -102,58 +117,48 @@ async def test_resubmitting_an_input_id_never_runs_it_twice(tmp_path):
 
 
 async def test_changed_payload_is_a_conflict_naming_the_admission(tmp_path):
-    home = tmp_path / "home"
-    with FakeProvider(echo) as provider:
-        write_config(home, provider.url)
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                first = await peer.result("prompt.submit", session_id=sid, input_id="x",
-                                          text="hello", finite=True)
-                for changed in ({"text": "hello", "finite": False},
-                                {"text": "hello!", "finite": True},
-                                {"text": "hello", "finite": True, "model": "other"}):
-                    reply = await peer.call("prompt.submit", session_id=sid, input_id="x",
-                                            **changed)
-                    err = reply["error"]
-                    assert err["code"] == -32009
-                    assert err["message"] == err["data"]["reason"] == "admission_conflict"
-                    assert err["data"]["admission_id"] == first["admission_id"]
-                await peer.wait_terminal(sid, first["admission_id"])
+    async with echo_session(tmp_path) as (home, provider, peer, sid):
+        first = await peer.result("prompt.submit", session_id=sid, input_id="x",
+                                  text="hello", finite=True)
+        for changed in ({"text": "hello", "finite": False},
+                        {"text": "hello!", "finite": True},
+                        {"text": "hello", "finite": True, "model": "other"}):
+            reply = await peer.call("prompt.submit", session_id=sid, input_id="x",
+                                    **changed)
+            err = reply["error"]
+            assert err["code"] == -32009
+            assert err["message"] == err["data"]["reason"] == "admission_conflict"
+            assert err["data"]["admission_id"] == first["admission_id"]
+        await peer.wait_terminal(sid, first["admission_id"])
     assert asked(provider, "hello") == 1
     assert db_rows(home, "SELECT COUNT(*) FROM session_admissions") == [(1,)]
 
 
 async def test_params_are_validated_strictly_and_nothing_is_stored(tmp_path):
-    home = tmp_path / "home"
-    with FakeProvider(echo) as provider:
-        write_config(home, provider.url)
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                bad = [
-                    ({"finite": "true"}, "finite", "bool_type"),
-                    ({"colour": "blue"}, "colour", "extra_forbidden"),
-                    ({"max_turns": "3"}, "max_turns", "int_type"),
-                    ({"text": 7}, "text", "string_type"),
-                    # values no turn could run with are refused now, not failed later
-                    ({"provider": "opnai"}, "provider", "value_error"),
-                    ({"toolsets": ["no-such-toolset"]}, "toolsets", "value_error"),
-                ]
-                for extra, loc, kind in bad:
-                    params = {"session_id": sid, "input_id": "strict", "text": "hi", **extra}
-                    err = (await peer.call("prompt.submit", **params))["error"]
-                    assert err["code"] == -32602 and err["message"] == "invalid_params"
-                    assert {"loc": loc, "type": kind}.items() <= err["data"]["fields"][0].items()
-                for bad_default in ({"provider": "opnai"}, {"toolsets": ["nope"]}):
-                    err = (await peer.call("session.create", **bad_default))["error"]
-                    assert err["message"] == "invalid_params"
-                missing = (await peer.call("prompt.submit", session_id=sid, text="hi"))["error"]
-                assert missing["data"]["fields"][0]["loc"] == "input_id"
-                # the input_id is still free: nothing was recorded for it
-                ok = await peer.result("prompt.submit", session_id=sid, input_id="strict",
-                                       text="hi")
-                await peer.wait_terminal(sid, ok["admission_id"])
+    async with echo_session(tmp_path) as (home, provider, peer, sid):
+        bad = [
+            ({"finite": "true"}, "finite", "bool_type"),
+            ({"colour": "blue"}, "colour", "extra_forbidden"),
+            ({"max_turns": "3"}, "max_turns", "int_type"),
+            ({"text": 7}, "text", "string_type"),
+            # values no turn could run with are refused now, not failed later
+            ({"provider": "opnai"}, "provider", "value_error"),
+            ({"toolsets": ["no-such-toolset"]}, "toolsets", "value_error"),
+        ]
+        for extra, loc, kind in bad:
+            params = {"session_id": sid, "input_id": "strict", "text": "hi", **extra}
+            err = (await peer.call("prompt.submit", **params))["error"]
+            assert err["code"] == -32602 and err["message"] == "invalid_params"
+            assert {"loc": loc, "type": kind}.items() <= err["data"]["fields"][0].items()
+        for bad_default in ({"provider": "opnai"}, {"toolsets": ["nope"]}):
+            err = (await peer.call("session.create", **bad_default))["error"]
+            assert err["message"] == "invalid_params"
+        missing = (await peer.call("prompt.submit", session_id=sid, text="hi"))["error"]
+        assert missing["data"]["fields"][0]["loc"] == "input_id"
+        # the input_id is still free: nothing was recorded for it
+        ok = await peer.result("prompt.submit", session_id=sid, input_id="strict",
+                               text="hi")
+        await peer.wait_terminal(sid, ok["admission_id"])
     assert db_rows(home, "SELECT request_id FROM session_admissions") == [("strict",)]
     assert db_rows(home, "SELECT COUNT(*) FROM sessions") == [(1,)]
 
@@ -324,31 +329,26 @@ async def test_resolve_unknown_refuses_admissions_that_are_not_unknown(tmp_path)
 
 
 async def test_unknown_ids_are_not_found(tmp_path):
-    home = tmp_path / "home"
-    with FakeProvider(echo) as provider:
-        write_config(home, provider.url)
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                calls = [
-                    ("session.resume", {"session_id": "ses_nope"}),
-                    ("session.events.since", {"session_id": "ses_nope", "after_seq": 0}),
-                    ("session.interrupt", {"session_id": "ses_nope"}),
-                    ("session.detach", {"session_id": "ses_nope"}),
-                    ("prompt.submit", {"session_id": "ses_nope", "input_id": "i", "text": "t"}),
-                    ("prompt.receipt", {"session_id": sid, "admission_id": "adm_nope"}),
-                    ("prompt.receipt", {"session_id": sid, "input_id": "nope"}),
-                    ("prompt.cancel", {"session_id": sid, "admission_id": "adm_nope"}),
-                    ("prompt.resolve_unknown", {"session_id": sid, "admission_id": "adm_nope"}),
-                ]
-                for method, params in calls:
-                    err = (await peer.call(method, **params))["error"]
-                    assert (err["code"], err["message"]) == (-32004, "not_found"), method
-                # an admission of one session is not reachable through another
-                other = (await peer.result("session.create"))["session_id"]
-                r = await peer.result("prompt.submit", session_id=sid, input_id="i", text="t")
-                err = (await peer.call("prompt.receipt", session_id=other,
-                                       admission_id=r["admission_id"]))["error"]
-                assert err["message"] == "not_found"
-                await peer.wait_terminal(sid, r["admission_id"])
+    async with echo_session(tmp_path) as (home, provider, peer, sid):
+        calls = [
+            ("session.resume", {"session_id": "ses_nope"}),
+            ("session.events.since", {"session_id": "ses_nope", "after_seq": 0}),
+            ("session.interrupt", {"session_id": "ses_nope"}),
+            ("session.detach", {"session_id": "ses_nope"}),
+            ("prompt.submit", {"session_id": "ses_nope", "input_id": "i", "text": "t"}),
+            ("prompt.receipt", {"session_id": sid, "admission_id": "adm_nope"}),
+            ("prompt.receipt", {"session_id": sid, "input_id": "nope"}),
+            ("prompt.cancel", {"session_id": sid, "admission_id": "adm_nope"}),
+            ("prompt.resolve_unknown", {"session_id": sid, "admission_id": "adm_nope"}),
+        ]
+        for method, params in calls:
+            err = (await peer.call(method, **params))["error"]
+            assert (err["code"], err["message"]) == (-32004, "not_found"), method
+        # an admission of one session is not reachable through another
+        other = (await peer.result("session.create"))["session_id"]
+        r = await peer.result("prompt.submit", session_id=sid, input_id="i", text="t")
+        err = (await peer.call("prompt.receipt", session_id=other,
+                               admission_id=r["admission_id"]))["error"]
+        assert err["message"] == "not_found"
+        await peer.wait_terminal(sid, r["admission_id"])
     assert db_rows(home, "SELECT target_session_id FROM session_admissions") == [(sid,)]
