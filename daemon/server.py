@@ -60,13 +60,17 @@ MAX_IN_FLIGHT = 64
 #: unsent bytes a connection's transport may hold before frames queue in its
 #: outbox instead (websockets' own default write limit)
 WRITE_LIMIT = 32 * 1024
+#: frames websockets reads ahead of the receive loop; while the loop is held back
+#: (every request slot taken) this, times ``max_frame_bytes``, is what a
+#: connection can make the owner buffer beyond its 64 requests
+MAX_QUEUE = 8
 
 
 def ws_options(max_frame_bytes: int) -> dict[str, Any]:
     """The websockets options of every listener (and of the bench's echo baseline)."""
     # no compression: frames are small JSON, and deflate costs more CPU than it saves
     return {"max_size": max_frame_bytes, "compression": None, "ping_interval": 20,
-            "ping_timeout": 20, "close_timeout": 5, "max_queue": 64}
+            "ping_timeout": 20, "close_timeout": 5, "max_queue": MAX_QUEUE}
 
 
 async def serve_echo(path: Path, max_frame_bytes: int = 4 * 1024 * 1024) -> Server:

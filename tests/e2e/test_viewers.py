@@ -89,6 +89,16 @@ class RawViewer:
         self.writer.write(head + mask + masked)
         return self._ids
 
+    def send_padded(self, method: str, pad: bytes) -> int:
+        """A request followed by ``pad`` (JSON whitespace), masked with a zero key so
+        that megabytes cost nothing to build; returns its id."""
+        self._ids += 1
+        payload = json.dumps({"jsonrpc": "2.0", "id": self._ids, "method": method,
+                              "params": {}}).encode() + pad
+        self.writer.write(struct.pack("!BBQ", 0x81, 0x80 | 127, len(payload))
+                          + bytes(4) + payload)
+        return self._ids
+
     async def frame(self, timeout: float = 30.0) -> Any:
         """The next data frame, parsed (answers pings; None after a close frame)."""
         while True:
@@ -292,6 +302,45 @@ async def test_pipelining_without_reading_is_held_back_not_buffered(tmp_path, ra
                     assert "result" in msg, msg.get("error")
                     answered.add(msg["id"])
                 assert answered == set(ids)
+
+
+async def test_large_frames_sent_while_held_back_are_not_buffered(tmp_path, raw):
+    """While a connection's request slots are all held by unread replies, the
+    owner reads only a few more of its frames: forty 2 MiB requests (80 MiB)
+    stay in the peer's socket, not in the owner, and each is answered once the
+    peer reads again."""
+    home = tmp_path / "home"
+    with FakeProvider(lambda req: burst_sse(400, "p")) as provider:
+        write_config(home, provider.url)
+        with OwnerProcess(home) as owner:
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                r = await peer.result("prompt.submit", session_id=sid, input_id="p", text="p")
+                await peer.wait_terminal(sid, r["admission_id"], timeout=60)
+                await peer.result("session.detach", session_id=sid)
+
+                hostile = await raw(home)
+                # 64 replies of ~1.2 MB each, unread: every request slot is held
+                held = [hostile.send("session.events.since", session_id=sid, after_seq=0,
+                                     limit=400) for _ in range(64)]
+                await asyncio.sleep(1.0)
+                before = rss_bytes(owner.proc.pid)
+                # valid pings padded with 2 MiB of JSON whitespace
+                pad = b" " * (2 * 1024 * 1024)
+                pings = [hostile.send_padded("ping", pad) for _ in range(40)]
+                await asyncio.sleep(2.0)
+                for _ in range(5):  # everyone else is served meanwhile
+                    assert (await peer.result("ping")) == {"pong": True}
+                grown = rss_bytes(owner.proc.pid) - before
+                assert grown < 40 * 1024 * 1024, f"owner RSS grew by {grown / 2**20:.0f} MiB"
+
+                answered: dict[int, Any] = {}
+                while len(answered) < len(held) + len(pings):
+                    msg = await hostile.frame(timeout=60)
+                    assert msg is not None, "closed before every reply arrived"
+                    answered[msg["id"]] = msg
+                assert all("result" in answered[i] for i in held)
+                assert all(answered[i]["result"] == {"pong": True} for i in pings)
 
 
 # --------------------------------------------------------------------------- limits
