@@ -116,7 +116,8 @@ def _table(data: dict[str, Any]) -> str:
               f"  retry       p50 {r['p50_us']} us, p99 {r['p99_us']} us",
               f"  admissions  {a['tether']}/s with {a['clients']} clients; "
               f"SQLite sequential commits {a['sqlite_baseline']}/s; "
-              f"echo floor {a['echo_floor']}/s",
+              f"echo floor {a['echo_floor']}/s; CPU per admission: owner "
+              f"{a['owner_cpu_us_each']} us, clients {a['clients_cpu_us_each']} us",
               f"  turns       {data['turns_per_s']}/s",
               f"  fan-out     {f['events']} events x {f['viewers']} viewers: p50 {f['p50_ms']} ms, "
               f"p99 {f['p99_ms']} ms, lost {f['lost']}",

@@ -10,7 +10,8 @@ NUMBERS = {
     "ping": ("p50_us", "p99_us", "baseline_p50_us", "ratio"),
     "submit": ("p50_us", "p99_us"),
     "retry": ("p50_us", "p99_us"),
-    "admissions_per_s": ("tether", "sqlite_baseline", "ratio", "echo_floor"),
+    "admissions_per_s": ("tether", "sqlite_baseline", "ratio", "echo_floor",
+                         "owner_cpu_us_each", "clients_cpu_us_each"),
     "fanout": ("viewers", "events", "p99_ms", "lost"),
     "oneshot_ms": ("p50", "python_floor_ms", "ratio"),
 }
@@ -44,4 +45,5 @@ def test_bench_table_names_targets(tmp_path):
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     out = proc.stdout.decode()
     assert "ping.ratio" in out and "target" in out
+    assert "CPU per admission: owner" in out
     assert "PASS" in out or "FAIL" in out
