@@ -47,6 +47,19 @@ def rss_bytes(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
+async def settled_rss(pid: int, within: int = 1024 * 1024, timeout: float = 20.0) -> int:
+    """The RSS once it stops moving: two readings 0.3 s apart within ``within`` bytes."""
+    last = rss_bytes(pid)
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.3)
+        now = rss_bytes(pid)
+        if abs(now - last) <= within:
+            return now
+        last = now
+    raise AssertionError(f"the owner's RSS did not settle within {timeout} s")
+
+
 class RawViewer:
     """A WebSocket client written by hand on a raw Unix socket.
 
@@ -320,11 +333,11 @@ async def test_large_frames_sent_while_held_back_are_not_buffered(tmp_path, raw)
                 await peer.result("session.detach", session_id=sid)
 
                 hostile = await raw(home)
-                # 64 replies of ~1.2 MB each, unread: every request slot is held
+                # 64 replies of ~120 KB each (more than the socket buffers hold),
+                # unread: every request slot is held
                 held = [hostile.send("session.events.since", session_id=sid, after_seq=0,
-                                     limit=400) for _ in range(64)]
-                await asyncio.sleep(1.0)
-                before = rss_bytes(owner.proc.pid)
+                                     limit=40) for _ in range(64)]
+                before = await settled_rss(owner.proc.pid)
                 # valid pings padded with 2 MiB of JSON whitespace
                 pad = b" " * (2 * 1024 * 1024)
                 pings = [hostile.send_padded("ping", pad) for _ in range(40)]
