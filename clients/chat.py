@@ -159,7 +159,8 @@ async def _finite(client: TetherClient, session_id: str, plan: ChatPlan) -> int:
         on_event = renderer.event
     else:
         on_event = None
-        if not plan.quiet:
+        # a new session's id, so a user can continue it; a resumed one they named
+        if not plan.quiet and not plan.resume:
             print(f"[tether] session {session_id} (continue it with "
                   f"`tether chat --resume {session_id}`)", file=sys.stderr)
     receipt = await client.submit_and_wait(session_id, plan.query, input_id=input_id,

@@ -102,6 +102,12 @@ def test_turns_exit_codes_and_viewers(tmp_path, run_cli):
             assert_error(conflict, 2, "admission_conflict")
             assert_error(run_cli(home, "chat", "-Q", "--resume", "ses_missing", "-q", "x"),
                          2, "not_found")
+            # not quiet, output redirected: nothing announces a session that is not there
+            assert_error(run_cli(home, "chat", "--resume", "ses_missing", "-q", "x"),
+                         2, "not_found")
+            resumed = run_cli(home, "chat", "--resume", sid, "-q", "say gamma")
+            assert resumed.returncode == 0 and resumed.stdout == "OK_gamma\n", resumed
+            assert "continue it with" not in resumed.stderr
 
             failed = run_cli(home, "chat", "-Q", "--resume", sid, "-q", "please FAIL")
             assert_error(failed, 1, "turn_failed")
