@@ -59,6 +59,10 @@ def _text_of(message: dict) -> str:
     return ""
 
 
+def _words(n: int) -> str:
+    return "1 word" if n == 1 else f"{n} words"
+
+
 def _shorten(text: str, max_words: int) -> str:
     words = text.split()
     return " ".join(words[:max_words]) + (" …" if len(words) > max_words else "")
@@ -211,9 +215,12 @@ class DemoProvider:
         match = re.match(r"Summarise the prompt's (\w+) half: (.*)", goal, re.S)
         if match:
             part, material = match.groups()
-            count = 0 if material == "(empty)" else len(material.split())
-            return f"[demo] The {part} half ({count} words) reads “{_shorten(material, _QUOTE_MAX_WORDS)}”."
-        return f"[demo] Looked at “{_shorten(goal, _QUOTE_MAX_WORDS)}” ({len(goal.split())} words)."
+            if material == "(empty)":
+                return f"[demo] The {part} half is empty."
+            return (f"[demo] The {part} half ({_words(len(material.split()))}) reads "
+                    f"“{_shorten(material, _QUOTE_MAX_WORDS)}”.")
+        return (f"[demo] Looked at “{_shorten(goal, _QUOTE_MAX_WORDS)}” "
+                f"({_words(len(goal.split()))}).")
 
     def _after_tools(self, messages: list[dict]) -> str:
         trailing: list[dict] = []

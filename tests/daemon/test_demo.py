@@ -181,6 +181,22 @@ async def test_child_never_delegates_even_if_offered():
     assert "hi there" in answer.text
 
 
+async def test_child_counts_words_and_names_an_empty_half():
+    demo = DemoProvider()
+
+    async def summary(goal: str) -> str:
+        answer = await demo.complete(messages=[{"role": "user",
+                                                "content": f"{CHILD_MARKER} {goal}"}],
+                                     tools=None, model="demo")
+        return answer.text
+
+    assert "(1 word) reads “second”" in await summary(
+        "Summarise the prompt's first half: second")
+    assert "(3 words)" in await summary("Summarise the prompt's first half: a b c")
+    assert await summary("Summarise the prompt's second half: (empty)") == \
+        "[demo] The second half is empty."
+
+
 async def test_without_delegate_tool_it_echoes_with_hint():
     deltas = Recorder()
     answer = await DemoProvider().complete(
