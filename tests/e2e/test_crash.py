@@ -6,6 +6,9 @@ admissions that had started are ``unknown`` and are never run again (the fake mo
 counts requests per prompt); queued work runs to terminal; ``PRAGMA
 integrity_check`` is ok; retrying any input_id answers its receipt; resolving the
 unknown admissions lets their sessions' queues continue.
+
+``TETHER_CRASH_SEEDS`` (default 3) sets how many seeded kill points the burst test
+tries; a long run uses 40 or more.
 """
 
 from __future__ import annotations
@@ -261,9 +264,11 @@ async def test_kill_during_running_turns(tmp_path):
 # -- kill in the middle of a burst of concurrent submissions ------------------------
 
 CLIENTS, EACH, SESSIONS = 8, 25, 4
+#: kill points tried; a long run sets TETHER_CRASH_SEEDS (e.g. 40)
+SEEDS = range(1, 1 + int(os.environ.get("TETHER_CRASH_SEEDS", "3")))
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", SEEDS)
 async def test_kill_mid_burst(tmp_path, seed):
     """Eight connections submit 25 prompts each, concurrently, over four sessions; the
     client task that receives the seeded k-th receipt SIGKILLs the owner at once, with
