@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import struct
@@ -275,10 +276,10 @@ async def test_hostile_viewers_do_not_grow_the_owners_memory(tmp_path, raw):
                 assert (await peer.result("ping")) == {"pong": True}
 
 
-async def test_pipelining_without_reading_is_held_back_not_buffered(tmp_path, raw):
-    """A client that pipelines hundreds of large requests and never reads the
-    replies: the owner stops reading its frames instead of buffering every reply,
-    serves everyone else meanwhile, and answers every request once it reads."""
+@contextlib.asynccontextmanager
+async def owner_with_a_finished_session(tmp_path: Path) -> Any:
+    """An owner, a peer, and a session with one finished turn of 400 large events
+    (the provider's burst) that the peer does not follow."""
     home = tmp_path / "home"
     with FakeProvider(lambda req: burst_sse(400, "p")) as provider:
         write_config(home, provider.url)
@@ -288,33 +289,41 @@ async def test_pipelining_without_reading_is_held_back_not_buffered(tmp_path, ra
                 r = await peer.result("prompt.submit", session_id=sid, input_id="p", text="p")
                 await peer.wait_terminal(sid, r["admission_id"], timeout=60)
                 await peer.result("session.detach", session_id=sid)
-                # each reply carries ~1.2 MB of events: 300 of them would be ~360 MB
-                page = await peer.result("session.events.since", session_id=sid, after_seq=0,
-                                         limit=400)
-                assert len(json.dumps(page)) > 1_000_000
+                yield home, owner, peer, sid
 
-                before = rss_bytes(owner.proc.pid)
-                hostile = await raw(home)
-                ids = []
-                for _ in range(20):  # paced, so that none is refused for arriving too fast
-                    ids += [hostile.send("session.events.since", session_id=sid, after_seq=0,
-                                         limit=400) for _ in range(15)]
-                    await asyncio.sleep(0.02)
-                # everyone else is served while the hostile connection is stuck
-                for _ in range(20):
-                    assert (await peer.result("ping")) == {"pong": True}
-                    await asyncio.sleep(0.05)
-                grown = rss_bytes(owner.proc.pid) - before
-                assert grown < 160 * 1024 * 1024, f"owner RSS grew by {grown / 2**20:.0f} MiB"
 
-                # once it reads, every request is answered (none was dropped)
-                answered = set()
-                while len(answered) < len(ids):
-                    msg = await hostile.frame(timeout=60)
-                    assert msg is not None, "closed before every reply arrived"
-                    assert "result" in msg, msg.get("error")
-                    answered.add(msg["id"])
-                assert answered == set(ids)
+async def test_pipelining_without_reading_is_held_back_not_buffered(tmp_path, raw):
+    """A client that pipelines hundreds of large requests and never reads the
+    replies: the owner stops reading its frames instead of buffering every reply,
+    serves everyone else meanwhile, and answers every request once it reads."""
+    async with owner_with_a_finished_session(tmp_path) as (home, owner, peer, sid):
+        # each reply carries ~1.2 MB of events: 300 of them would be ~360 MB
+        page = await peer.result("session.events.since", session_id=sid, after_seq=0,
+                                 limit=400)
+        assert len(json.dumps(page)) > 1_000_000
+
+        before = rss_bytes(owner.proc.pid)
+        hostile = await raw(home)
+        ids = []
+        for _ in range(20):  # paced, so that none is refused for arriving too fast
+            ids += [hostile.send("session.events.since", session_id=sid, after_seq=0,
+                                 limit=400) for _ in range(15)]
+            await asyncio.sleep(0.02)
+        # everyone else is served while the hostile connection is stuck
+        for _ in range(20):
+            assert (await peer.result("ping")) == {"pong": True}
+            await asyncio.sleep(0.05)
+        grown = rss_bytes(owner.proc.pid) - before
+        assert grown < 160 * 1024 * 1024, f"owner RSS grew by {grown / 2**20:.0f} MiB"
+
+        # once it reads, every request is answered (none was dropped)
+        answered = set()
+        while len(answered) < len(ids):
+            msg = await hostile.frame(timeout=60)
+            assert msg is not None, "closed before every reply arrived"
+            assert "result" in msg, msg.get("error")
+            answered.add(msg["id"])
+        assert answered == set(ids)
 
 
 async def test_large_frames_sent_while_held_back_are_not_buffered(tmp_path, raw):
@@ -322,38 +331,30 @@ async def test_large_frames_sent_while_held_back_are_not_buffered(tmp_path, raw)
     owner reads only a few more of its frames: forty 2 MiB requests (80 MiB)
     stay in the peer's socket, not in the owner, and each is answered once the
     peer reads again."""
-    home = tmp_path / "home"
-    with FakeProvider(lambda req: burst_sse(400, "p")) as provider:
-        write_config(home, provider.url)
-        with OwnerProcess(home) as owner:
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                r = await peer.result("prompt.submit", session_id=sid, input_id="p", text="p")
-                await peer.wait_terminal(sid, r["admission_id"], timeout=60)
-                await peer.result("session.detach", session_id=sid)
+    async with owner_with_a_finished_session(tmp_path) as (home, owner, peer, sid):
 
-                hostile = await raw(home)
-                # 64 replies of ~120 KB each (more than the socket buffers hold),
-                # unread: every request slot is held
-                held = [hostile.send("session.events.since", session_id=sid, after_seq=0,
-                                     limit=40) for _ in range(64)]
-                before = await settled_rss(owner.proc.pid)
-                # valid pings padded with 2 MiB of JSON whitespace
-                pad = b" " * (2 * 1024 * 1024)
-                pings = [hostile.send_padded("ping", pad) for _ in range(40)]
-                await asyncio.sleep(2.0)
-                for _ in range(5):  # everyone else is served meanwhile
-                    assert (await peer.result("ping")) == {"pong": True}
-                grown = rss_bytes(owner.proc.pid) - before
-                assert grown < 40 * 1024 * 1024, f"owner RSS grew by {grown / 2**20:.0f} MiB"
+        hostile = await raw(home)
+        # 64 replies of ~120 KB each (more than the socket buffers hold),
+        # unread: every request slot is held
+        held = [hostile.send("session.events.since", session_id=sid, after_seq=0,
+                             limit=40) for _ in range(64)]
+        before = await settled_rss(owner.proc.pid)
+        # valid pings padded with 2 MiB of JSON whitespace
+        pad = b" " * (2 * 1024 * 1024)
+        pings = [hostile.send_padded("ping", pad) for _ in range(40)]
+        await asyncio.sleep(2.0)
+        for _ in range(5):  # everyone else is served meanwhile
+            assert (await peer.result("ping")) == {"pong": True}
+        grown = rss_bytes(owner.proc.pid) - before
+        assert grown < 40 * 1024 * 1024, f"owner RSS grew by {grown / 2**20:.0f} MiB"
 
-                answered: dict[int, Any] = {}
-                while len(answered) < len(held) + len(pings):
-                    msg = await hostile.frame(timeout=60)
-                    assert msg is not None, "closed before every reply arrived"
-                    answered[msg["id"]] = msg
-                assert all("result" in answered[i] for i in held)
-                assert all(answered[i]["result"] == {"pong": True} for i in pings)
+        answered: dict[int, Any] = {}
+        while len(answered) < len(held) + len(pings):
+            msg = await hostile.frame(timeout=60)
+            assert msg is not None, "closed before every reply arrived"
+            answered[msg["id"]] = msg
+        assert all("result" in answered[i] for i in held)
+        assert all(answered[i]["result"] == {"pong": True} for i in pings)
 
 
 # --------------------------------------------------------------------------- limits
