@@ -31,9 +31,9 @@ __all__ = ["Bench", "PER_SESSION"]
 PER_SESSION = 48
 
 
-
 async def _ping(conn: Conn, _i: int) -> Any:
     return await conn.call("ping")
+
 
 class Bench:
     def __init__(self, home: Path, sizes: dict[str, int]) -> None:

@@ -34,6 +34,7 @@ def token_hash(token: str) -> str:
     """What state.db keeps of a TCP token: its SHA-256, never the token."""
     return hashlib.sha256(token.encode()).hexdigest()
 
+
 CAPABILITIES = ["admissions.v1", "events.replay", "delegation.inline", "delegation.background",
                 "prompt.cancel", "tokens"]
 
