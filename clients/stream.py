@@ -63,6 +63,10 @@ class SessionStream:
             self.last_seq = snap["last_seq"]
         for event in snap.get("events") or ():
             self._accept(event)
+        if self.last_seq < snap["last_seq"]:
+            # the snapshot's events are one page (about a MiB): fetch the rest now,
+            # not when the next live event shows the hole (an idle session has none)
+            await self.catch_up()
 
     def _detach_inbox(self) -> None:
         if self._inbox is not None and self._conn is not None:

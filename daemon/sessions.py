@@ -35,6 +35,10 @@ __all__ = ["SessionService", "new_session_id", "event_dicts"]
 
 #: events returned inline by session.resume; more must be paged with events.since
 RESUME_EVENTS_MAX = 10_000
+#: payload characters after which a page of events ends early (docs/protocol.md):
+#: a reply stays about this size however large the events, so a peer that
+#: pipelines pages without reading them holds the owner to 64 of these
+PAGE_BYTES = 1024 * 1024
 
 
 def new_session_id() -> str:
@@ -141,7 +145,8 @@ class SessionService:
             }
             if after_seq is not None:
                 snap["events"] = event_dicts(
-                    session_id, events.since(c, session_id, after_seq, RESUME_EVENTS_MAX))
+                    session_id, events.since(c, session_id, after_seq, RESUME_EVENTS_MAX,
+                                                 PAGE_BYTES))
             return snap
 
         try:
@@ -183,7 +188,8 @@ class SessionService:
             if sessions.get(c, session_id) is None:
                 return None
             return {"events": event_dicts(session_id,
-                                          events.since(c, session_id, after_seq, limit)),
+                                          events.since(c, session_id, after_seq, limit,
+                                                       PAGE_BYTES)),
                     "last_seq": events.last_seq(c, session_id)}
 
         try:

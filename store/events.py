@@ -26,14 +26,26 @@ def append(conn: sqlite3.Connection, session_id: str, type_: str, payload_json: 
     return seq
 
 
-def since(conn: sqlite3.Connection, session_id: str, after_seq: int,
-          limit: int) -> list[dict[str, Any]]:
+def since(conn: sqlite3.Connection, session_id: str, after_seq: int, limit: int,
+          max_bytes: int | None = None) -> list[dict[str, Any]]:
+    """Events after ``after_seq`` in seq order: at most ``limit``, and with
+    ``max_bytes``, no more once their payloads reach that many characters (at
+    least one event is always returned, however large)."""
     rows = conn.execute(
         "SELECT seq, type, admission_id, payload_json FROM events "
         "WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
         (session_id, after_seq, limit),
     )
-    return [dict(r) for r in rows]
+    if max_bytes is None:
+        return [dict(r) for r in rows]
+    out: list[dict[str, Any]] = []
+    size = 0
+    for r in rows:
+        out.append(dict(r))
+        size += len(r["payload_json"])
+        if size >= max_bytes:
+            break
+    return out
 
 
 def last_seq(conn: sqlite3.Connection, session_id: str) -> int:

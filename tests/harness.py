@@ -18,7 +18,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -203,6 +203,13 @@ class Peer:
                 raise TimeoutError(f"admission still {r['status']}")
             await asyncio.sleep(0.05)
 
+    async def all_events(self, session_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
+        """Every stored event after ``after_seq``, paging as a client must: a page
+        ends early once it holds about a MiB of payload (docs/protocol.md)."""
+        return await page_through(
+            lambda after: self.result("session.events.since", session_id=session_id,
+                                      after_seq=after, limit=10_000), after_seq)
+
     async def close(self) -> None:
         await self.ws.close()
         self._reader.cancel()
@@ -212,6 +219,17 @@ class Peer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def page_through(fetch: Callable[[int], Awaitable[dict[str, Any]]],
+                       after_seq: int = 0) -> list[dict[str, Any]]:
+    """Call ``fetch(after_seq)`` (a session.events.since result) until ``last_seq``."""
+    out: list[dict[str, Any]] = []
+    while True:
+        page = await fetch(out[-1]["seq"] if out else after_seq)
+        out += page["events"]
+        if not page["events"] or out[-1]["seq"] >= page["last_seq"]:
+            return out
 
 
 def db_rows(home: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:

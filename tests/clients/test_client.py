@@ -104,6 +104,33 @@ async def test_event_stream_replays_from_after_seq_and_orders(tmp_path):
     assert [e["seq"] for e in paged][: len(replayed)] == [e["seq"] for e in replayed]
 
 
+async def test_event_stream_replays_an_idle_session_larger_than_a_page(tmp_path):
+    """session.resume's events are one page (about a MiB): a stream from after_seq=0
+    on a finished, idle session of ~3 MB still yields every event, with no live
+    event to reveal that the snapshot stopped short."""
+    home = tmp_path / "home"
+    with FakeProvider(lambda r: text_reply("Z" * 500_000)) as fake:
+        write_config(home, fake.url)
+        with OwnerProcess(home):
+            async with await TetherClient.connect(home, autostart=False) as client:
+                sid = (await client.create_session())["session_id"]
+                for i in range(6):
+                    await client.submit_and_wait(sid, f"long {i}", input_id=f"l{i}",
+                                                 finite=True)
+                await client.detach(sid)
+                last = (await client.call("session.events.since", session_id=sid,
+                                          after_seq=0, limit=1))["last_seq"]
+                stream = client.events(sid, after_seq=0)
+                replayed = []
+                while len(replayed) < last:
+                    event = await stream.get(timeout=10)
+                    assert event is not None, f"the stream stopped at {len(replayed)} of {last}"
+                    replayed.append(event)
+                stream.close()
+    assert [e["seq"] for e in replayed] == list(range(1, last + 1))
+    assert sum(e["type"] == "message.complete" for e in replayed) == 6
+
+
 async def test_two_clients_autostart_one_owner(tmp_path, reap_owners):
     home = tmp_path / "fresh"
     reap_owners(home)

@@ -2,11 +2,13 @@
 identical event streams for every viewer, and replay that survives a restart."""
 
 import asyncio
+import itertools
 import json
 import threading
+from typing import Any
 
 from fakeprovider import FakeProvider, prompt_of, text_reply
-from harness import OwnerProcess, Peer, db_rows, write_config
+from harness import OwnerProcess, Peer, db_rows, page_through, write_config
 from websockets.asyncio.client import unix_connect
 
 
@@ -295,8 +297,7 @@ async def test_a_viewer_that_stops_reading_gets_a_replay_gap_and_catches_up(tmp_
                 for r in receipts:
                     done = await fast.wait_terminal(sid, r["admission_id"])
                     assert done["outcome"] == "completed"
-                full = (await fast.result("session.events.since", session_id=sid,
-                                          after_seq=0, limit=10000))["events"]
+                full = await fast.all_events(sid)
                 await fast.result("ping")
                 assert fast.events == full
 
@@ -319,9 +320,17 @@ async def test_a_viewer_that_stops_reading_gets_a_replay_gap_and_catches_up(tmp_
                 await slow.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
                 assert json.loads(await slow.recv()) == {"jsonrpc": "2.0", "id": 2,
                                                          "result": {"pong": True}}
-                await slow.send(json.dumps({
-                    "jsonrpc": "2.0", "id": 3, "method": "session.events.since",
-                    "params": {"session_id": sid, "after_seq": last, "limit": 10000}}))
-                rest = json.loads(await slow.recv())["result"]["events"]
+                ids = itertools.count(3)
+
+                async def since(after: int) -> dict[str, Any]:
+                    rid = next(ids)
+                    await slow.send(json.dumps({
+                        "jsonrpc": "2.0", "id": rid, "method": "session.events.since",
+                        "params": {"session_id": sid, "after_seq": after, "limit": 10000}}))
+                    reply = json.loads(await slow.recv())
+                    assert reply["id"] == rid
+                    return reply["result"]
+
+                rest = await page_through(since, last)
                 assert got + rest == full
                 await slow.close()

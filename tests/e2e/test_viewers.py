@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from fakeprovider import FakeProvider, RawSSE, text_reply
-from harness import OwnerProcess, Peer, db_rows, write_config
+from harness import OwnerProcess, Peer, db_rows, page_through, write_config
 from websockets.asyncio.client import unix_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -166,16 +166,6 @@ async def raw():
         await viewer.close()
 
 
-async def all_events(peer: Peer, sid: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    while True:
-        page = await peer.result("session.events.since", session_id=sid,
-                                 after_seq=out[-1]["seq"] if out else 0, limit=10_000)
-        out += page["events"]
-        if not page["events"] or out[-1]["seq"] >= page["last_seq"]:
-            return out
-
-
 # --------------------------------------------------------------------------- slow viewers
 
 
@@ -199,7 +189,7 @@ async def test_a_viewer_that_stops_reading_gets_a_gap_and_catches_up(tmp_path, r
                 assert done["outcome"] == "completed"
                 # the reading viewer got every event, in order, without a gap
                 await peer.wait_event(lambda e: e["type"] == "message.complete", timeout=60)
-                replay = await all_events(peer, sid)
+                replay = await peer.all_events(sid)
                 await peer.wait_event(lambda e: e["seq"] == replay[-1]["seq"], timeout=60)
                 assert [e["seq"] for e in peer.events] == list(range(1, replay[-1]["seq"] + 1))
                 assert len([e for e in replay if e["type"] == "message.delta"]) >= 1600
@@ -208,7 +198,7 @@ async def test_a_viewer_that_stops_reading_gets_a_gap_and_catches_up(tmp_path, r
                 second = await peer.result("prompt.submit", session_id=sid, input_id="second",
                                            text="again")
                 await peer.wait_terminal(sid, second["admission_id"])
-                final = (await all_events(peer, sid))[-1]["seq"]
+                final = (await peer.all_events(sid))[-1]["seq"]
 
                 # now it reads: what was queued, then the gap, and nothing after it
                 got: list[Any] = []
@@ -226,12 +216,16 @@ async def test_a_viewer_that_stops_reading_gets_a_gap_and_catches_up(tmp_path, r
                 assert events[-1] is gap, "unsubscribed: nothing follows the gap"
 
                 # and it catches up by replay, from the last seq it saw
-                since = slow.send("session.events.since", session_id=sid,
-                                  after_seq=gap["payload"]["last_seq"], limit=10_000)
-                caught = (await slow.until_reply(since))["result"]
-                seqs = [e["seq"] for e in before] + [e["seq"] for e in caught["events"]]
+                async def since(after: int) -> dict[str, Any]:
+                    rid = slow.send("session.events.since", session_id=sid, after_seq=after,
+                                    limit=10_000)
+                    page = (await slow.until_reply(rid))["result"]
+                    assert page["last_seq"] == final
+                    return page
+
+                caught = await page_through(since, gap["payload"]["last_seq"])
+                seqs = [e["seq"] for e in before] + [e["seq"] for e in caught]
                 assert seqs == list(range(1, final + 1))
-                assert caught["last_seq"] == final
         assert not provider.errors
 
 
@@ -290,6 +284,24 @@ async def owner_with_a_finished_session(tmp_path: Path) -> Any:
                 await peer.wait_terminal(sid, r["admission_id"], timeout=60)
                 await peer.result("session.detach", session_id=sid)
                 yield home, owner, peer, sid
+
+
+async def test_a_page_of_events_ends_after_about_a_mib(tmp_path):
+    """A page holds at most ``limit`` events and ends early once it holds about a
+    MiB of payload, so no reply grows with the session; paging by ``last_seq``
+    still returns every event once, and session.resume's events page the same way."""
+    async with owner_with_a_finished_session(tmp_path) as (home, owner, peer, sid):
+        page = await peer.result("session.events.since", session_id=sid, after_seq=0,
+                                 limit=10_000)
+        seqs = [e["seq"] for e in page["events"]]
+        assert seqs == list(range(1, len(seqs) + 1))
+        assert seqs[-1] < page["last_seq"], "the ~1.2 MB session fits no single page"
+        size = sum(len(json.dumps(e["payload"], separators=(",", ":"))) for e in page["events"])
+        assert 1024 * 1024 <= size < 1024 * 1024 + 16 * 1024, size
+        everything = await peer.all_events(sid)
+        assert [e["seq"] for e in everything] == list(range(1, page["last_seq"] + 1))
+        snap = await peer.result("session.resume", session_id=sid, after_seq=0)
+        assert [e["seq"] for e in snap["events"]] == seqs
 
 
 async def test_pipelining_without_reading_is_held_back_not_buffered(tmp_path, raw):

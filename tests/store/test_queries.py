@@ -191,6 +191,21 @@ def test_event_seqs_are_per_session_and_gap_free(conn):
     assert events.since(conn, "S", 4, 10) == []
 
 
+def test_an_event_page_ends_once_its_payloads_reach_max_bytes(conn):
+    for _ in range(5):
+        events.append(conn, "S", "t", "x" * 10, None, 1.0)
+
+    def seqs(limit: int, max_bytes: int | None, after: int = 0) -> list[int]:
+        return [r["seq"] for r in events.since(conn, "S", after, limit, max_bytes)]
+
+    assert seqs(10, 25) == [1, 2, 3]  # 10 + 10 < 25 <= 30: the third ends the page
+    assert seqs(10, 30) == [1, 2, 3]
+    assert seqs(10, 1) == [1]  # at least one event, however large
+    assert seqs(2, 1000) == [1, 2]  # the count limit still holds
+    assert seqs(10, 25, after=3) == [4, 5]
+    assert seqs(10, None) == [1, 2, 3, 4, 5]
+
+
 # -- runtime ------------------------------------------------------------------------
 
 
