@@ -11,6 +11,7 @@ retry and turns the last failure into a `ProviderError`. Testable without a serv
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ import orjson
 __all__ = [
     "AttemptFailed",
     "Completion",
+    "LineSplitter",
     "SSEDecoder",
     "StreamAccumulator",
     "ToolCall",
@@ -140,6 +142,53 @@ def parse_completion(body: Any, requested_model: str) -> Completion:
     )
 
 
+_EOL = re.compile(r"\r\n|\r|\n")
+
+
+class LineSplitter:
+    """Splits decoded text, fed in arbitrary pieces, into lines without terminators.
+
+    Only CR, LF and CRLF end a line (the event-stream rules), never the other
+    characters ``str.splitlines`` knows, which may sit inside a JSON string. A CR
+    at the end of a piece waits for the next one, which may start with its LF.
+    Text with no line end is kept as pieces and joined once, so one long line
+    costs its length, not its length squared.
+    """
+
+    def __init__(self) -> None:
+        self._pieces: list[str] = []
+        self.pending = 0  # characters of the line not ended yet
+
+    def feed(self, text: str) -> list[str]:
+        if "\n" not in text and "\r" not in text:
+            if text:
+                self._pieces.append(text)
+                self.pending += len(text)
+            return []
+        self._pieces.append(text)
+        pending = "".join(self._pieces)
+        lines: list[str] = []
+        start = 0
+        for match in _EOL.finditer(pending):
+            if match.group() == "\r" and match.end() == len(pending):
+                break  # maybe the first half of a CRLF
+            lines.append(pending[start:match.start()])
+            start = match.end()
+        rest = pending[start:]
+        self._pieces = [rest] if rest else []
+        self.pending = len(rest)
+        return lines
+
+    def flush(self) -> str | None:
+        """The last line, if the text did not end with a line end."""
+        rest = "".join(self._pieces)
+        self._pieces = []
+        self.pending = 0
+        if not rest:
+            return None
+        return rest[:-1] if rest.endswith("\r") else rest
+
+
 class SSEDecoder:
     """Turns the lines of a ``text/event-stream`` body into the data of each event.
 
@@ -150,6 +199,7 @@ class SSEDecoder:
 
     def __init__(self) -> None:
         self._data: list[str] = []
+        self.pending = 0  # characters of data held for an event not ended yet
 
     def feed_line(self, line: str) -> str | None:
         """Consume one line (without its terminator); return an event's data when it ends."""
@@ -159,7 +209,9 @@ class SSEDecoder:
             return None
         name, _, value = line.partition(":")
         if name == "data":
-            self._data.append(value[1:] if value.startswith(" ") else value)
+            value = value[1:] if value.startswith(" ") else value
+            self._data.append(value)
+            self.pending += len(value) + 1
         return None
 
     def flush(self) -> str | None:
@@ -168,6 +220,7 @@ class SSEDecoder:
             return None
         data = "\n".join(self._data)
         self._data = []
+        self.pending = 0
         return data
 
 
@@ -190,6 +243,7 @@ class StreamAccumulator:
         self._tools: dict[int, _ToolSlot] = {}
         self._usage: dict[str, int] = {}
         self._finish_reason: str | None = None
+        self.size = 0  # characters collected: text, reasoning, tool names and arguments
 
     def add(self, data: str) -> tuple[str | None, str | None]:
         """Consume one event's data; return the (text, reasoning) deltas it carried."""
@@ -225,10 +279,12 @@ class StreamAccumulator:
             content = delta.get("content")
             if isinstance(content, str) and content:
                 self._text.append(content)
+                self.size += len(content)
                 text = content
             thought = delta.get("reasoning_content") or delta.get("reasoning")
             if isinstance(thought, str) and thought:
                 self._reasoning.append(thought)
+                self.size += len(thought)
                 reasoning = thought
             self._add_tool_fragments(delta.get("tool_calls") or [])
         return text, reasoning
@@ -251,11 +307,12 @@ class StreamAccumulator:
             # The name normally arrives once; some servers repeat it in every fragment.
             if isinstance(name, str) and name and name != slot.name:
                 slot.name += name
+                self.size += len(name)
             arguments = function.get("arguments")
-            if isinstance(arguments, str):
-                slot.arguments.append(arguments)
-            elif arguments is not None:
-                slot.arguments.append(_arguments_text(arguments))
+            if arguments is not None:
+                piece = arguments if isinstance(arguments, str) else _arguments_text(arguments)
+                slot.arguments.append(piece)
+                self.size += len(piece)
 
     def result(self) -> Completion:
         """The finished answer; raises if the stream ended before the model finished."""

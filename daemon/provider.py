@@ -20,7 +20,8 @@ connection_error    refused, reset, or closed mid-body                      yes
 auth_failed         HTTP 401 / 403                                         no
 not_found           HTTP 404 (usually a wrong base_url or model)           no
 bad_request         any other 4xx, or a URL httpx cannot speak to          no
-malformed_response  a body or SSE stream that is not a chat completion     no
+malformed_response  a body or SSE stream that is not a chat completion,    no
+                    or an answer larger than ``max_response_bytes``
 =================== ====================================================== =========
 
 Retryable failures are retried inside `OpenAIProvider.complete` (bounded, with backoff) unless
@@ -43,6 +44,7 @@ import orjson
 from .completions import (
     AttemptFailed,
     Completion,
+    LineSplitter,
     SSEDecoder,
     StreamAccumulator,
     ToolCall,
@@ -71,6 +73,11 @@ DeltaCallback = Callable[[str], Awaitable[None]]
 
 PROVIDER_NAMES = ("custom", "openai", "demo")
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+#: the most one answer may hold: a plain body, or what a stream collects (text,
+#: reasoning, tool calls), and any single line of a stream; an endpoint that
+#: never stops sending cannot exhaust the owner's memory
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
 # How much of an error body we read: enough for any useful message, bounded so a
 # misbehaving server cannot make us buffer megabytes of HTML.
@@ -150,6 +157,7 @@ class OpenAIProvider:
         max_retries: int = 2,
         backoff_base: float = 0.5,
         backoff_cap: float = 8,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(
@@ -168,6 +176,7 @@ class OpenAIProvider:
         self._connect_timeout = connect_timeout
         self._backoff_base = backoff_base
         self._backoff_cap = backoff_cap
+        self._max_response_bytes = max_response_bytes
         # write/pool share read_timeout: uploading a long transcript or waiting for a pooled
         # connection are both "the provider is slow", bounded like a read.
         self._timeout = httpx.Timeout(
@@ -257,7 +266,7 @@ class OpenAIProvider:
                     return await self._read_stream(
                         response, model, on_delta, on_reasoning, progress
                     )
-                raw = await response.aread()
+                raw = await self._read_body(response)
         except httpx.TimeoutException as exc:
             raise AttemptFailed("timeout", self._timeout_what(exc), retryable=True) from None
         except httpx.UnsupportedProtocol as exc:
@@ -300,17 +309,40 @@ class OpenAIProvider:
                 progress.emitted = True
                 await on_delta(text)
 
-        async for line in response.aiter_lines():
-            data = decoder.feed_line(line)
-            if data is not None:
-                await take(data)
-                if acc.done:
-                    break
-        else:
-            tail = decoder.flush()
-            if tail is not None:
-                await take(tail)
+        lines = LineSplitter()
+        cap = self._max_response_bytes
+        async for text in response.aiter_text():
+            for line in lines.feed(text):
+                data = decoder.feed_line(line)
+                if decoder.pending > cap:
+                    raise self._too_large()
+                if data is not None:
+                    await take(data)
+                    if acc.size > cap:
+                        raise self._too_large()
+                    if acc.done:
+                        return acc.result()
+            if lines.pending > cap:
+                raise self._too_large()
+        last = lines.flush()
+        data = decoder.feed_line(last) if last is not None else None
+        if data is not None:
+            await take(data)
+        tail = decoder.flush()
+        if tail is not None and not acc.done:
+            await take(tail)
         return acc.result()
+
+    async def _read_body(self, response: httpx.Response) -> bytes:
+        body = bytearray()
+        async for piece in response.aiter_bytes():
+            body += piece
+            if len(body) > self._max_response_bytes:
+                raise self._too_large()
+        return bytes(body)
+
+    def _too_large(self) -> AttemptFailed:
+        return malformed(f"more than {self._max_response_bytes} bytes in one answer")
 
     async def _status_failure(self, response: httpx.Response) -> AttemptFailed:
         reason, retryable = classify_status(response.status_code)

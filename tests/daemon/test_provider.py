@@ -11,6 +11,7 @@ import httpx
 import pytest
 from fakeprovider import FakeProvider, Message, RawSSE, Stall, Status, text_reply, tool_call_reply
 
+from tether.daemon.completions import LineSplitter
 from tether.daemon.demo import DemoProvider
 from tether.daemon.provider import (
     OpenAIProvider,
@@ -371,3 +372,49 @@ async def test_make_provider(client):
         make_provider("custom", client=client, base_url=None, api_key=None)
     with pytest.raises(ValueError, match="custom, openai, demo"):
         make_provider("anthropic", client=client, base_url=None, api_key=None)
+
+
+def test_line_splitter_ends_lines_at_cr_lf_and_crlf_only():
+    lines = LineSplitter()
+    assert lines.feed("data: a\r") == []  # maybe half of a CRLF
+    assert lines.feed("\ndata: b\u2028c\n\r") == ["data: a", "data: b\u2028c"]
+    assert lines.feed("\rdata: ") == ["", ""]  # "\r\r": two blank lines, not one CRLF
+    assert lines.feed("lo") == [] and lines.pending == len("data: lo")
+    assert lines.feed("ng\n\n") == ["data: long", ""]
+    assert lines.pending == 0
+    assert lines.feed("tail\r") == [] and lines.flush() == "tail"
+    assert lines.flush() is None
+
+
+def sse_chunks(pieces: list[str]) -> RawSSE:
+    base = {"id": "c", "object": "chat.completion.chunk", "model": "m"}
+    body = b"".join(
+        b"data: " + json.dumps({**base, "choices": [{"index": 0, "delta": {"content": p},
+                                                     "finish_reason": None}]}).encode() + b"\n\n"
+        for p in pieces)
+    return RawSSE(body + b"data: [DONE]\n\n")
+
+
+@pytest.mark.parametrize("answer", [
+    text_reply("x" * 5000),  # a plain body over the cap
+    "stream",  # streamed text that adds up past the cap
+    RawSSE(b"data: " + b"x" * 5000),  # one line that never ends
+    RawSSE(b"data: x\n" * 2500),  # one event that never ends
+], ids=["body", "streamed-text", "endless-line", "endless-event"])
+async def test_an_answer_larger_than_the_cap_fails_without_a_retry(client, answer):
+    reply = sse_chunks(["y" * 100] * 50) if answer == "stream" else answer
+    with FakeProvider(lambda req: reply) as fake:
+        provider = make(client, fake, max_response_bytes=1000,
+                        stream=not isinstance(answer, Message))
+        with pytest.raises(ProviderError) as caught:
+            await provider.complete(messages=USER, tools=None, model="m", on_delta=Recorder())
+    assert caught.value.reason == "malformed_response"
+    assert "more than 1000 bytes in one answer" in str(caught.value)
+    assert len(fake.requests) == 1
+
+
+async def test_an_answer_just_under_the_cap_is_whole(client):
+    with FakeProvider(lambda req: sse_chunks(["y" * 100] * 9)) as fake:
+        done = await make(client, fake, max_response_bytes=1000).complete(
+            messages=USER, tools=None, model="m")
+    assert done.text == "y" * 900
