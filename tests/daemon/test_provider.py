@@ -418,3 +418,16 @@ async def test_an_answer_just_under_the_cap_is_whole(client):
         done = await make(client, fake, max_response_bytes=1000).complete(
             messages=USER, tools=None, model="m")
     assert done.text == "y" * 900
+
+
+async def test_a_raw_line_separator_inside_streamed_json_is_text(client):
+    """Servers that do not escape U+2028/U+2029 (serde_json, orjson) put them raw in
+    the JSON of an SSE line; only CR and LF end an event-stream line."""
+    chunk = {"id": "c", "object": "chat.completion.chunk", "model": "m",
+             "choices": [{"index": 0, "delta": {"content": "one\u2028two\u2029three\x85"},
+                          "finish_reason": "stop"}]}
+    body = b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\ndata: [DONE]\n\n"
+    assert "\u2028".encode() in body
+    with FakeProvider(lambda req: RawSSE(body)) as fake:
+        done = await make(client, fake).complete(messages=USER, tools=None, model="m")
+    assert done.text == "one\u2028two\u2029three\x85"
