@@ -225,6 +225,8 @@ class _Running:
     # why it was cancelled: "cancelled" (user) or "interrupted" (owner)
     cancel_outcome: str | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
+    # the task has taken its first step: until then a stop is only noted (see _cancel)
+    entered: bool = False
 
 
 class TurnRunner:
@@ -250,10 +252,20 @@ class TurnRunner:
         run = self.running.get(session_id)
         if run is None or (admission_id is not None and run.admission_id != admission_id):
             return None
-        if run.cancel_outcome is None:
-            run.cancel_outcome = outcome
-            run.task.cancel(f"turn {outcome}")
+        self._cancel(run, outcome)
         return run.admission_id
+
+    @staticmethod
+    def _cancel(run: _Running, outcome: str) -> None:
+        """Stop ``run`` with ``outcome``. A task cancelled before its first step
+        never runs its body, not even a ``finally``: the session would stay
+        running for good. So a turn that has not begun is only told, and _turn
+        settles it as soon as it begins."""
+        if run.cancel_outcome is not None:
+            return
+        run.cancel_outcome = outcome
+        if run.entered:
+            run.task.cancel(f"turn {outcome}")
 
     async def wait(self, session_id: str, admission_id: str, timeout: float) -> None:
         run = self.running.get(session_id)
@@ -269,9 +281,7 @@ class TurnRunner:
         if runs:
             await asyncio.wait([r.task for r in runs], timeout=grace)
         for run in list(self.running.values()):
-            if run.cancel_outcome is None:
-                run.cancel_outcome = "interrupted"
-                run.task.cancel("owner shutting down")
+            self._cancel(run, "interrupted")
         for run in runs:
             await run.done.wait()
 
@@ -279,8 +289,15 @@ class TurnRunner:
 
     async def _turn(self, session_id: str, admission_id: str) -> None:
         run = self.running[session_id]
+        run.entered = True
         try:
-            await self._run(run)
+            if run.cancel_outcome is None:
+                await self._run(run)
+            elif run.cancel_outcome == "cancelled":
+                # stopped before it began: nothing of it ran, the admission is queued
+                await self._finish(session_id, admission_id, "cancelled", "", {},
+                                   "turn cancelled before it ran")
+            # "interrupted" before it began (shutdown): it stays queued for the next owner
         except Exception:  # noqa: BLE001 - a bug must not kill the owner
             log.exception("turn %s crashed", admission_id)
         finally:
