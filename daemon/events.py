@@ -150,10 +150,13 @@ class Viewer:
 
 @dataclass(slots=True)
 class _Sub:
-    # None while the subscriber's snapshot is being read: events are held back
+    # None while a snapshot of the subscriber's is being read: events are held back
     floor: int | None
     held: list[tuple[int, bytes]]
     last_sent: int
+    pending: int = 1  # snapshots being read for this subscriber, not yet answered
+    covered: int = 0  # the highest last_seq of its snapshots answered so far
+    active: bool = False  # one of its snapshots was answered: events have flowed
 
 
 class EventBus:
@@ -162,18 +165,19 @@ class EventBus:
         self.published = 0
 
     def subscribe(self, viewer: Viewer, session_id: str) -> bool:
-        """Start holding events for ``viewer``; False if over its subscription bound.
+        """Start holding events for ``viewer`` while a snapshot is read; False if
+        over its subscription bound.
 
-        Subscribing again (a viewer that resumes a session it already follows)
-        holds events again until the new snapshot's ``activate``: otherwise events
-        after the new snapshot's last_seq would reach the viewer before the
-        snapshot itself, and a viewer that resets its view to the snapshot would
-        lose them.
+        Every subscribe is one snapshot on its way, answered by ``activate`` (or
+        ``abandon`` when it fails). While any is on its way, events are held: a
+        viewer that resumes a session it already follows, or resumes twice
+        without waiting, must not get events after a snapshot's last_seq before
+        that snapshot, or a viewer that resets its view to the snapshot loses them.
         """
         subs = self._subs.setdefault(session_id, {})
         if (sub := subs.get(viewer)) is not None:
-            if sub.floor is not None:
-                sub.floor = None
+            sub.pending += 1
+            sub.floor = None
             return True
         if len(viewer.sessions) >= viewer.max_subscriptions:
             if not subs:
@@ -184,15 +188,38 @@ class EventBus:
         return True
 
     def activate(self, viewer: Viewer, session_id: str, after_seq: int) -> None:
-        """The snapshot covers events up to ``after_seq``: release the later ones."""
+        """A snapshot covering events up to ``after_seq`` was answered; once no other
+        is on its way, release the held events after what the snapshots covered."""
         sub = self._subs.get(session_id, {}).get(viewer)
         if sub is None:
             return
-        sub.floor = after_seq
-        sub.last_sent = after_seq
+        sub.pending -= 1
+        sub.covered = max(sub.covered, after_seq)
+        sub.active = True
+        if sub.pending <= 0:
+            self._release(viewer, session_id, sub)
+
+    def abandon(self, viewer: Viewer, session_id: str) -> None:
+        """A snapshot failed (its reply is an error): a subscription it alone made
+        is dropped; one that already flowed resumes where it was."""
+        sub = self._subs.get(session_id, {}).get(viewer)
+        if sub is None:
+            return
+        sub.pending -= 1
+        if sub.pending > 0:
+            return
+        if sub.active:
+            self._release(viewer, session_id, sub)
+        else:
+            self.unsubscribe(viewer, session_id)
+
+    def _release(self, viewer: Viewer, session_id: str, sub: _Sub) -> None:
+        sub.pending = 0
+        sub.floor = sub.covered
+        sub.last_sent = max(sub.last_sent, sub.covered)
         held, sub.held = sub.held, []
         for seq, frame in held:
-            if seq > after_seq and not self._send(viewer, session_id, sub, seq, frame):
+            if seq > sub.floor and not self._send(viewer, session_id, sub, seq, frame):
                 return
 
     def unsubscribe(self, viewer: Viewer, session_id: str) -> None:

@@ -107,8 +107,13 @@ class SessionService:
         # take the subscription slot before writing: a connection at its bound is
         # refused with nothing created, not left with a session it cannot follow
         if viewer is not None and not bus.subscribe(viewer, session_id):
-            raise Overloaded(f"this connection already follows {viewer.max_subscriptions} "
-                             "sessions; detach one first", limit=viewer.max_subscriptions)
+            # ... unless this is a retry: the session exists, and following it again
+            # may need no new slot (snapshot() decides)
+            found = await self._by_request(p.request_id, digest)
+            if found is None:
+                raise Overloaded(f"this connection already follows {viewer.max_subscriptions}"
+                                 " sessions; detach one first", limit=viewer.max_subscriptions)
+            return await self.snapshot(found, None, viewer)
         sid: str | None = None
         try:
             sid = await self.rt.journal.write(unit)
@@ -116,17 +121,34 @@ class SessionService:
             raise storage_error(exc) from None
         finally:
             if viewer is not None and sid != session_id:
-                bus.unsubscribe(viewer, session_id)  # failed, or found an existing one
-        return await self.snapshot(sid, None, viewer)
+                bus.abandon(viewer, session_id)  # failed, or found an existing one
+        # a new session is already subscribed (the slot taken above); a found one is not
+        return await self.snapshot(sid, None, viewer, subscribe=sid != session_id)
+
+    async def _by_request(self, request_id: str | None, digest: str) -> str | None:
+        """The session ``request_id`` created, if any (a conflict if its params differ)."""
+        if request_id is None:
+            return None
+        try:
+            found = await self.rt.db.read(lambda c: sessions.get_by_request(c, request_id))
+        except StorageError as exc:
+            raise storage_error(exc) from None
+        if found is None:
+            return None
+        if found["params_digest"] != digest:
+            raise AdmissionConflict(f"request_id {request_id!r} already created a session "
+                                    "with different params", session_id=found["session_id"])
+        return str(found["session_id"])
 
     async def snapshot(self, session_id: str, after_seq: int | None,
-                       viewer: Viewer | None) -> tuple[dict, Any]:
-        """The session's snapshot; with a viewer, also subscribe it.
+                       viewer: Viewer | None, subscribe: bool = True) -> tuple[dict, Any]:
+        """The session's snapshot; with a viewer, also subscribe it (``subscribe``
+        False: the caller already did, for this snapshot).
 
         Returns (snapshot, release): call ``release()`` once the reply is queued.
         """
         rt = self.rt
-        if viewer is not None and not rt.bus.subscribe(viewer, session_id):
+        if viewer is not None and subscribe and not rt.bus.subscribe(viewer, session_id):
             raise Overloaded(f"this connection already follows {viewer.max_subscriptions} "
                              "sessions; detach one first", limit=viewer.max_subscriptions)
 
@@ -153,11 +175,11 @@ class SessionService:
             snap = await rt.db.read(read)
         except StorageError as exc:
             if viewer is not None:
-                rt.bus.unsubscribe(viewer, session_id)
+                rt.bus.abandon(viewer, session_id)
             raise storage_error(exc) from None
         if snap is None:
             if viewer is not None:
-                rt.bus.unsubscribe(viewer, session_id)
+                rt.bus.abandon(viewer, session_id)
             raise NotFound(f"no session {session_id!r}", session_id=session_id)
         snap["running"] = rt.scheduler.running.get(session_id)
         last = snap["last_seq"]

@@ -52,10 +52,42 @@ def test_only_subscribed_sessions_are_delivered_in_order():
 def test_subscribing_twice_is_one_subscription():
     bus, v = EventBus(), Viewer(100, 1)
     assert bus.subscribe(v, "S")
-    assert bus.subscribe(v, "S")
+    assert bus.subscribe(v, "S")  # the bound is 1: the second takes no new slot
+    assert v.sessions == {"S"}
+    bus.activate(v, "S", 0)
     bus.activate(v, "S", 0)
     bus.publish([ev(1)])
     assert seqs(v) == [1]
+
+
+def test_two_snapshots_on_their_way_hold_events_until_the_second_is_answered():
+    """session.resume twice without waiting: after the first reply, events past its
+    last_seq must wait for the second reply, which a viewer may reset its view to."""
+    bus, v = EventBus(), Viewer(100, 4)
+    bus.subscribe(v, "S")  # first resume: its snapshot will cover up to 2
+    bus.subscribe(v, "S")  # second resume: its snapshot will cover up to 4
+    bus.publish([ev(1), ev(2), ev(3)])
+    bus.activate(v, "S", 2)  # first reply sent
+    bus.publish([ev(4), ev(5)])
+    assert seqs(v) == []  # nothing may overtake the second reply
+    bus.activate(v, "S", 4)  # second reply sent
+    bus.publish([ev(6)])
+    assert seqs(v) == [5, 6]
+
+
+def test_a_failed_snapshot_drops_only_a_subscription_it_made():
+    bus, v = EventBus(), Viewer(100, 4)
+    bus.subscribe(v, "S")
+    bus.abandon(v, "S")  # e.g. not_found: the connection follows nothing
+    assert v.sessions == set() and bus.subscribers("S") == 0
+    bus.subscribe(v, "T")
+    bus.activate(v, "T", 0)
+    bus.publish([ev(1, "T")])
+    bus.subscribe(v, "T")  # a resume of a followed session fails (storage error)...
+    bus.publish([ev(2, "T")])
+    bus.abandon(v, "T")  # ...it keeps following, from where it was
+    bus.publish([ev(3, "T")])
+    assert seqs(v) == [1, 2, 3]
 
 
 def test_resubscribing_holds_events_until_the_new_snapshot_is_sent():

@@ -413,11 +413,15 @@ async def test_subscriptions_per_connection_are_bounded(tmp_path):
     with OwnerProcess(home):
         async with await Peer.connect(home) as peer, await Peer.connect(home) as other:
             a = (await peer.result("session.create"))["session_id"]
-            b = (await peer.result("session.create"))["session_id"]
+            b = (await peer.result("session.create", request_id="r-b"))["session_id"]
             third = await peer.call("session.create", title="one too many")
             assert third["error"]["message"] == "overloaded"
             # refused before anything was written
             assert db_rows(home, "SELECT COUNT(*) FROM sessions") == [(2,)]
+            # a retry of a create is answered at the bound: it needs no new slot
+            assert (await peer.result("session.create", request_id="r-b"))["session_id"] == b
+            changed = await peer.call("session.create", request_id="r-b", title="other")
+            assert changed["error"]["message"] == "admission_conflict"
             c = (await other.result("session.create"))["session_id"]
             resumed = await peer.call("session.resume", session_id=c)
             assert resumed["error"]["message"] == "overloaded"
