@@ -76,7 +76,7 @@ class AdmissionService:
                 f"text and attachments are {total} characters; the limit is {limit}",
                 fields=[{"loc": "attachments", "msg": f"text + attachments longer than {limit}",
                          "type": "too_long"}])
-        check_turn_options(p.provider, p.toolsets)
+        check_turn_options(p.provider, p.toolsets, p.base_url)
 
     async def submit(self, p: PromptSubmitParams) -> dict[str, Any]:
         self.check_submit(p)

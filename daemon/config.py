@@ -138,6 +138,19 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
             model = replace(model, provider="custom")
     if env.get("OPENAI_API_KEY"):
         model = replace(model, api_key=env["OPENAI_API_KEY"])
+    from .provider import PROVIDER_NAMES, base_url_problem  # httpx: only when loading
+
+    for name, section in (("model", model), ("delegation", delegation)):
+        if section.provider is not None and section.provider not in PROVIDER_NAMES:
+            raise ConfigError(f"config.yaml: `{name}.provider` must be one of "
+                              f"{', '.join(PROVIDER_NAMES)}, not {section.provider!r}")
+        if section.base_url is not None and (why := base_url_problem(section.base_url)):
+            source = ("OPENAI_BASE_URL" if name == "model" and env.get("OPENAI_BASE_URL")
+                      else f"config.yaml: `{name}.base_url`")
+            raise ConfigError(f"{source} {section.base_url!r} {why}")
+    if daemon.max_turns < 1 or delegation.child_max_turns < 1:
+        raise ConfigError("config.yaml: `daemon.max_turns` and `delegation.child_max_turns` "
+                          "must be at least 1")
     if daemon.unknown_policy not in ("manual", "interrupt"):
         raise ConfigError("config.yaml: `daemon.unknown_policy` must be manual or interrupt")
     if daemon.max_running_turns < 1 or daemon.max_connections < 1:

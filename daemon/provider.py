@@ -63,6 +63,7 @@ __all__ = [
     "ProviderError",
     "SSEDecoder",
     "ToolCall",
+    "base_url_problem",
     "make_provider",
     "parse_completion",
 ]
@@ -134,6 +135,22 @@ class _Progress:
     emitted = False
 
 
+def base_url_problem(base_url: str) -> str | None:
+    """Why no request could be made to ``base_url``, or None if one can."""
+    if not base_url.startswith(("http://", "https://")):
+        return "must start with http:// or https://"
+    try:
+        url = httpx.URL(base_url)
+        port = url.port
+    except (httpx.InvalidURL, ValueError) as exc:
+        return f"is not a valid URL ({exc})"
+    if not url.host:
+        return "has no host"
+    if port is not None and not 0 < port < 65536:
+        return f"has port {port}, outside 1..65535"
+    return None
+
+
 class OpenAIProvider:
     """Client for an OpenAI-compatible ``/chat/completions`` endpoint.
 
@@ -159,10 +176,8 @@ class OpenAIProvider:
         backoff_cap: float = 8,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
-        if not base_url.startswith(("http://", "https://")):
-            raise ValueError(
-                f"provider base_url must start with http:// or https://, got {base_url!r}"
-            )
+        if why := base_url_problem(base_url):
+            raise ValueError(f"provider base_url {base_url!r} {why}")
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
         self.name = name
@@ -269,7 +284,8 @@ class OpenAIProvider:
                 raw = await self._read_body(response)
         except httpx.TimeoutException as exc:
             raise AttemptFailed("timeout", self._timeout_what(exc), retryable=True) from None
-        except httpx.UnsupportedProtocol as exc:
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL, OverflowError) as exc:
+            # a URL no request can go to (the port out of range is the socket's OverflowError)
             raise AttemptFailed(
                 "bad_request", f"cannot request {self.url}: {exc}", retryable=False
             ) from None

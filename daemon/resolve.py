@@ -15,7 +15,7 @@ from typing import Any
 from tether.rpc.errors import InvalidParams
 
 from .config import Config
-from .provider import PROVIDER_NAMES, Provider, make_provider
+from .provider import PROVIDER_NAMES, Provider, base_url_problem, make_provider
 from .tools import DEFAULT_TOOLSETS, unknown_toolsets
 
 __all__ = ["TurnSettings", "resolve_turn", "resolve_child", "build_provider", "ResolveError",
@@ -40,7 +40,8 @@ class TurnSettings:
     ignore_rules: bool
 
 
-def check_turn_options(provider: str | None, toolsets: list[str] | None) -> None:
+def check_turn_options(provider: str | None, toolsets: list[str] | None,
+                       base_url: str | None = None) -> None:
     """Refuse, at session.create / prompt.submit, options no turn could run with.
 
     Caught here, a typo is an ``invalid_params`` the user sees at once, with
@@ -55,6 +56,9 @@ def check_turn_options(provider: str | None, toolsets: list[str] | None) -> None
         raise InvalidParams(f"unknown toolsets: {', '.join(bad)}",
                             fields=[{"loc": "toolsets", "msg": "unknown toolset",
                                      "type": "value_error"}])
+    if base_url is not None and (why := base_url_problem(base_url)):
+        raise InvalidParams(f"base_url {base_url[:100]!r} {why}",
+                            fields=[{"loc": "base_url", "msg": why, "type": "value_error"}])
 
 
 def _pick(key: str, *layers: dict[str, Any]) -> Any:

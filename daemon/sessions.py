@@ -79,7 +79,7 @@ class SessionService:
 
     async def create(self, p: SessionCreateParams, viewer: Viewer | None) -> tuple[dict, Any]:
         """Create (or find by request_id) a session; returns (snapshot, release)."""
-        check_turn_options(p.provider, p.toolsets)
+        check_turn_options(p.provider, p.toolsets, p.base_url)
         options = {k: v for k in TURN_OPTION_FIELDS if (v := getattr(p, k)) is not None}
         params = p.model_dump(exclude={"request_id"}, exclude_none=True)
         digest = ledger.digest(ledger.encode_payload(params))

@@ -11,6 +11,7 @@ leaves it ``started``, which the next owner turns into ``unknown``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -298,8 +299,14 @@ class TurnRunner:
                 await self._finish(session_id, admission_id, "cancelled", "", {},
                                    "turn cancelled before it ran")
             # "interrupted" before it began (shutdown): it stays queued for the next owner
-        except Exception:  # noqa: BLE001 - a bug must not kill the owner
+        except Exception as exc:  # noqa: BLE001 - a bug must not kill the owner
             log.exception("turn %s crashed", admission_id)
+            # ...nor leave the admission started with nobody running it: its
+            # submitter would wait forever and the next owner would call it unknown
+            with contextlib.suppress(Exception):
+                await self._finish(session_id, admission_id, "failed", "", {},
+                                   f"internal_error: the turn crashed ({type(exc).__name__}); "
+                                   "the owner's log has the details")
         finally:
             run.done.set()
             self.running.pop(session_id, None)

@@ -32,8 +32,22 @@ from tether.store import sessions as session_rows
 SID = "ses_000000000000000000000001"
 
 
+class CrashingProvider:
+    """A provider with a bug: raises what no provider should."""
+
+    name = "crashing"
+
+    async def complete(self, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug in a provider")
+
+
 @pytest.fixture
-async def runner(tmp_path: Path) -> Any:
+def provider() -> Any:
+    return InstantProvider()
+
+
+@pytest.fixture
+async def runner(tmp_path: Path, provider: Any) -> Any:
     db = await Database.open(tmp_path / "state.db")
     scheduler = Scheduler(max_running=4)
     bus = EventBus()
@@ -41,7 +55,7 @@ async def runner(tmp_path: Path) -> Any:
         rt = Runtime(home=Home(tmp_path), config=Config(), db=db, bus=bus,
                      journal=Journal(db, bus), scheduler=scheduler, http=http, epoch=1,
                      instance_id="own_test", version="test", tasks=tasks,
-                     providers={"demo": InstantProvider()})
+                     providers={"demo": provider})
         await db.write(lambda c: session_rows.insert(
             c, session_id=SID, request_id=None, params_digest=None, parent_session_id=None,
             source="api", title=None, cwd=None, options={}, now=1.0))
@@ -91,3 +105,15 @@ async def test_shutdown_after_such_a_stop_does_not_wait_forever(runner):
     await asyncio.wait_for(turns.stop_all(grace=0), 10)
     assert await status(rt, aid) == ("terminal", "cancelled")
     assert not turns.running
+
+
+@pytest.mark.parametrize("provider", [CrashingProvider()])
+async def test_a_turn_that_crashes_is_recorded_failed_not_left_started(runner):
+    rt, turns = runner
+    aid = await admit(rt, "boom")
+    turns.pump()
+    await asyncio.wait_for(turns.wait(SID, aid, 10), 10)
+    assert await status(rt, aid) == ("terminal", "failed")
+    row = await rt.db.read(lambda c: admission_rows.get(c, aid))
+    assert "internal_error: the turn crashed (RuntimeError)" in row["result_json"]
+    assert SID not in turns.running

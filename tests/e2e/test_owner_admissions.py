@@ -144,13 +144,16 @@ async def test_params_are_validated_strictly_and_nothing_is_stored(tmp_path):
             # values no turn could run with are refused now, not failed later
             ({"provider": "opnai"}, "provider", "value_error"),
             ({"toolsets": ["no-such-toolset"]}, "toolsets", "value_error"),
+            ({"base_url": "http://127.0.0.1:99999/v1"}, "base_url", "value_error"),
+            ({"base_url": "http://[::1"}, "base_url", "value_error"),
         ]
         for extra, loc, kind in bad:
             params = {"session_id": sid, "input_id": "strict", "text": "hi", **extra}
             err = (await peer.call("prompt.submit", **params))["error"]
             assert err["code"] == -32602 and err["message"] == "invalid_params"
             assert {"loc": loc, "type": kind}.items() <= err["data"]["fields"][0].items()
-        for bad_default in ({"provider": "opnai"}, {"toolsets": ["nope"]}):
+        for bad_default in ({"provider": "opnai"}, {"toolsets": ["nope"]},
+                            {"base_url": "ftp://host/v1"}):
             err = (await peer.call("session.create", **bad_default))["error"]
             assert err["message"] == "invalid_params"
         missing = (await peer.call("prompt.submit", session_id=sid, text="hi"))["error"]

@@ -1,0 +1,61 @@
+"""config.yaml values no turn could run with stop the owner at start, and the same
+URL rules refuse a per-turn base_url on the wire (invalid_params, nothing recorded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tether.daemon.config import ConfigError, load_config
+from tether.daemon.provider import base_url_problem
+from tether.daemon.resolve import check_turn_options
+from tether.rpc.errors import InvalidParams
+
+
+@pytest.mark.parametrize("url, problem", [
+    ("http://127.0.0.1:8000/v1", None),
+    ("https://api.example.com/v1", None),
+    ("ftp://host/v1", "must start with http:// or https://"),
+    ("http://127.0.0.1:99999/v1", "has port 99999, outside 1..65535"),
+    ("http://[::1", "is not a valid URL"),
+    ("http:///v1", "has no host"),
+])
+def test_base_url_problems(url, problem):
+    found = base_url_problem(url)
+    assert (found is None) if problem is None else (found or "").startswith(problem), found
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("yaml_text, says", [
+    ("model: {provider: bogus}", "`model.provider` must be one of custom, openai, demo"),
+    ("delegation: {provider: nope}", "`delegation.provider` must be one of"),
+    ("model: {provider: custom, base_url: 'http://127.0.0.1:99999/v1'}",
+     "`model.base_url` 'http://127.0.0.1:99999/v1' has port 99999"),
+    ("delegation: {base_url: 'http://[::1'}", "`delegation.base_url`"),
+    ("daemon: {max_turns: 0}", "`daemon.max_turns`"),
+])
+def test_values_no_turn_could_run_with_are_refused(tmp_path, yaml_text, says):
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, yaml_text), env={})
+    assert says in str(caught.value)
+
+
+def test_a_bad_openai_base_url_in_the_environment_is_named_as_such(tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, env={"OPENAI_BASE_URL": "http://host:0/v1"})
+    assert str(caught.value).startswith("OPENAI_BASE_URL 'http://host:0/v1' has port 0")
+    good = load_config(None, env={"OPENAI_BASE_URL": "http://host:8080/v1"})
+    assert (good.model.provider, good.model.base_url) == ("custom", "http://host:8080/v1")
+
+
+def test_a_bad_base_url_on_the_wire_is_invalid_params():
+    check_turn_options("custom", None, "http://127.0.0.1:8000/v1")
+    with pytest.raises(InvalidParams) as caught:
+        check_turn_options("custom", None, "http://127.0.0.1:99999/v1")
+    assert caught.value.data["fields"][0]["loc"] == "base_url"
