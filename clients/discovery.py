@@ -170,11 +170,17 @@ def start_owner(home: Path, *, tcp: str | None = None) -> subprocess.Popen[bytes
 
 
 def _log_tail(home: Path, lines: int = 5) -> str:
+    """Why the owner we started exited: its own one-line ``tether: …`` verdict
+    from the end of daemon.log (its stderr) if there is one, else the last lines."""
     try:
         text = (home / "logs" / "daemon.log").read_text(errors="replace")
     except OSError:
         return ""
-    return " | ".join(text.strip().splitlines()[-lines:])
+    tail = text.strip().splitlines()[-200:]
+    for line in reversed(tail):
+        if line.startswith("tether: "):
+            return line[len("tether: "):]
+    return " | ".join(tail[-lines:])
 
 
 async def ensure_owner(home: Path, *, autostart: bool = True, tcp: str | None = None,
@@ -212,8 +218,8 @@ async def ensure_owner(home: Path, *, autostart: bool = True, tcp: str | None = 
         if proc is not None and proc.poll() is not None:
             code = proc.returncode
             if code != EXIT_OWNER_RUNNING:
-                raise OwnerUnavailable("start_failed", f"the owner exited with code {code}: "
-                                       + (_log_tail(home) or "no log output"),
+                raise OwnerUnavailable("start_failed", "the owner could not start: "
+                                       + (_log_tail(home) or f"exit status {code}"),
                                        f"see {home / 'logs'} for details")
             # Lost a start race, or an old owner is still on its way out: wait for the
             # winner's descriptor, and try again later if none appears. (The pid in

@@ -15,6 +15,9 @@ from .owner import run_owner, setup_logging
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit status: 0 stopped cleanly; 1 could not start (the reason on stderr);
+    2 invalid configuration; 3 another owner already runs for this home (the only
+    status a starting client retries on: it lost a start race)."""
     parser = argparse.ArgumentParser(prog="tether serve", description="Run the tether owner.")
     parser.add_argument("--home", help="home directory (default: $TETHER_HOME or the "
                                        "platform's user data dir)")
@@ -39,10 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (ValueError, OSError) as exc:
         print(f"tether: cannot start the owner: {exc}", file=sys.stderr)
-        return 3
+        return 1
     except StorageError as exc:
         print(f"tether: state.db is unusable ({exc.reason}): {exc.detail}", file=sys.stderr)
-        return 3
+        return 1
     except KeyboardInterrupt:
         return 0
     return 0

@@ -123,8 +123,9 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
 
         try:
             loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read {path}: {exc}") from None
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            # one line: it is what a client that started the owner shows
+            raise ConfigError(f"cannot read {path}: {' '.join(str(exc).split())}") from None
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
         raw = loaded or {}

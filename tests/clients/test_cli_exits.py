@@ -63,6 +63,28 @@ def test_owner_that_cannot_start_exits_3(tmp_path, run_cli):
                  "start_failed")
 
 
+def test_an_owner_that_cannot_start_says_why_at_once(tmp_path, run_cli):
+    """The owner's own one-line reason reaches the user, not a start timeout: a
+    start failure is not mistaken for a lost start race and retried."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)  # too long for a Unix socket path
+    result = run_cli(deep, "chat", "-Q", "-q", "hi", cwd=tmp_path)
+    assert_error(result, 3, "start_failed")
+    assert "could not start: cannot start the owner:" in result.stderr, result.stderr
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text("model: [unclosed\n")
+    result = run_cli(home, "chat", "-Q", "-q", "hi", cwd=tmp_path)
+    assert_error(result, 3, "start_failed")
+    first = result.stderr.splitlines()[0]
+    assert "invalid configuration: cannot read" in first and "config.yaml" in first, first
+
+    (home / "config.yaml").write_text("model: {provider: opnai}\n")
+    result = run_cli(home, "chat", "-Q", "-q", "hi", cwd=tmp_path)
+    assert_error(result, 3, "start_failed")
+    assert "`model.provider` must be one of custom, openai, demo" in result.stderr
+
+
 def test_schema_names_every_method(tmp_path, run_cli):
     result = run_cli(tmp_path / "home", "schema")
     assert result.returncode == 0, result
