@@ -74,6 +74,11 @@ def _read_query_file(path: str) -> str:
                        "give a readable UTF-8 text file, or - for stdin") from None
 
 
+def _not_text(where: str) -> None:
+    raise CliError(EXIT_USAGE, "unreadable_query", f"the prompt from {where} is not UTF-8 text",
+                   "give the prompt as UTF-8 text")
+
+
 def turn_options(args: Any) -> dict[str, Any]:
     """The per-turn options the user gave, under their wire names."""
     options = {name: getattr(args, name) for name in TURN_FLAGS
@@ -99,7 +104,17 @@ def plan_chat(args: Any, stdin: Any = None, stdout: Any = None) -> ChatPlan:
                            "this chat runs one finite turn (stdout is not a terminal, or "
                            "-Q/--oneshot/--json was given) but no query was given",
                            'give the prompt with -q "TEXT", --query-file PATH, or on stdin')
-        query = stdin.read()  # `echo prompt | tether chat`
+        try:
+            query = stdin.read()  # `echo prompt | tether chat`
+        except UnicodeDecodeError:
+            query = None
+            _not_text("stdin")
+    if query is not None:
+        try:
+            query.encode("utf-8")
+        except UnicodeEncodeError:  # bytes that were not UTF-8, kept as lone surrogates
+            _not_text("stdin" if args.q is None and args.query_file in (None, "-")
+                      else args.query_file or "-q")
     if query is not None and not query.strip():
         raise CliError(EXIT_USAGE, "empty_query", "the query is empty",
                        'give the prompt with -q "TEXT" or --query-file PATH')

@@ -363,8 +363,9 @@ async def _attach(home: Any, session_id: str) -> int:
 
 
 def cmd_events(args: Any) -> int:
-    if args.since < 0:
-        raise CliError(EXIT_USAGE, "usage", "--since must be 0 or more", "see `tether events --help`")
+    if not 0 <= args.since < 2**63:
+        raise CliError(EXIT_USAGE, "usage", "--since must be a seq from 0 to 2^63-1",
+                       "see `tether events --help`")
     try:
         return _run(_events(_home(args), args))
     except KeyboardInterrupt:

@@ -169,9 +169,11 @@ class Connection:
         if self.closed:
             raise ConnectionLost("connection to the owner closed")
         rid = next(self._ids)
+        # encoded before the reply is awaited: params that cannot be JSON (text that
+        # is not valid Unicode) raise here and leave no orphaned future behind
+        frame = orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
-        frame = orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
         try:
             await self.ws.send(frame, text=True)
             reply = await (fut if timeout is None else asyncio.wait_for(fut, timeout))

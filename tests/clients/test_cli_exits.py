@@ -8,10 +8,12 @@ plus a `hint:` line, never a traceback.
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
+from clihelp import CLI
 from fakeprovider import FakeProvider, Status, text_reply
-from harness import OwnerProcess, write_config
+from harness import OwnerProcess, clean_env, write_config
 
 from tether.rpc.methods import METHODS
 
@@ -41,6 +43,21 @@ def test_bad_input_exits_2(tmp_path, run_cli):
                  2, "unreadable_query_file")
     assert_error(run_cli(home, "chat", "-Q", "-q", "   "), 2, "empty_query")
     assert_error(run_cli(home, "chat", "-Q"), 2, "empty_query")  # stdin is /dev/null
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes(b"caf\xe9\n")
+    with latin1.open("rb") as f:  # piped stdin that is not UTF-8
+        assert_error(run_cli(home, "chat", "-Q", stdin=f.fileno()), 2, "unreadable_query")
+    with latin1.open("rb") as f:
+        assert_error(run_cli(home, "chat", "-Q", "--query-file", "-", stdin=f.fileno()),
+                     2, "unreadable_query")
+    # an argument that is not UTF-8 (the shell passed raw bytes)
+    raw = subprocess.run([*CLI, "chat", "-Q", "-q", b"caf\xe9"], env=clean_env(home),
+                         cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True,
+                         check=False)
+    assert raw.returncode == 2, raw
+    assert raw.stderr.startswith(b"tether: unreadable_query: the prompt from -q"), raw.stderr
+    assert b"Traceback" not in raw.stderr and b"never retrieved" not in raw.stderr
+    assert_error(run_cli(home, "events", "ses_x", "--since", str(2**64)), 2, "usage")
     assert not home.exists()
 
 
