@@ -79,8 +79,20 @@ class AdmissionService:
         check_turn_options(p.provider, p.toolsets, p.base_url)
 
     async def submit(self, p: PromptSubmitParams) -> dict[str, Any]:
-        self.check_submit(p)
         payload_json = ledger.encode_payload(self.payload_of(p))
+        try:
+            self.check_submit(p)
+        except InvalidParams:
+            # a retry of what was admitted under other limits (the owner restarted
+            # with a lower max_text_chars, say) still gets its receipt
+            try:
+                existing = await self.rt.db.lookup(
+                    lambda c: admissions.find(c, "local", p.session_id, p.input_id))
+            except StorageError:
+                existing = None
+            if existing is None:
+                raise
+            return self._same(existing, ledger.digest(payload_json))
         return await self.admit("local", p.session_id, p.input_id, payload_json)
 
     async def admit(self, principal: str, session_id: str, request_id: str,
@@ -113,6 +125,7 @@ class AdmissionService:
                 "running when the previous owner stopped; settle them with "
                 "prompt.resolve_unknown", admission_id=paused_on[0], admission_ids=paused_on)
         limit = rt.config.daemon.max_queued_per_session
+        admission_id = new_admission_id()
 
         def unit(tx: Tx) -> tuple[bool, dict[str, Any]]:
             # the common case is two statements: the bound, then an insert that
@@ -127,7 +140,7 @@ class AdmissionService:
                 raise Overloaded(f"session {session_id} already has {limit} open admissions",
                                  limit=limit)
             row = admissions.insert_new(
-                tx.conn, admission_id=new_admission_id(), target_session_id=session_id,
+                tx.conn, admission_id=admission_id, target_session_id=session_id,
                 principal_id=principal, request_id=request_id, payload_json=payload_json,
                 payload_digest=digest, owner_epoch=rt.epoch, now=tx.now)
             if row is None:
@@ -137,8 +150,10 @@ class AdmissionService:
             if extra_unit is not None:
                 extra_unit(tx)
             info = session_info_payload(rt, session_id)
-            info["pending"] = [*info["pending"], row["admission_id"]]
+            info["pending"].append(admission_id)
             tx.event(session_id, "session.info", info)
+            # last: nothing after it in this unit can fail (the group still can)
+            rt.admitting.setdefault(session_id, []).append(admission_id)
             return True, row
 
         try:
@@ -147,7 +162,7 @@ class AdmissionService:
             raise storage_error(exc) from None
         # enqueue from a done-callback: runs even if this caller is cancelled
         # after the commit, so a committed admission is always scheduled
-        fut.add_done_callback(self._on_admitted)
+        fut.add_done_callback(lambda f: self._on_admitted(f, session_id, admission_id))
         try:
             (created, row), _ = await asyncio.shield(fut)
         except StorageError as exc:
@@ -158,7 +173,13 @@ class AdmissionService:
             return self._same(row, digest)
         return ledger.receipt_from_row(row)
 
-    def _on_admitted(self, fut: asyncio.Future[Any]) -> None:
+    def _on_admitted(self, fut: asyncio.Future[Any], session_id: str,
+                     admission_id: str) -> None:
+        admitting = self.rt.admitting.get(session_id)
+        if admitting is not None and admission_id in admitting:
+            admitting.remove(admission_id)
+            if not admitting:
+                del self.rt.admitting[session_id]
         if fut.cancelled() or fut.exception() is not None:
             return
         (created, row), _ = fut.result()

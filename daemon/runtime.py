@@ -42,6 +42,9 @@ class Runtime:
     # set by the owner; used by `runtime.shutdown`
     stop_requested: asyncio.Event = field(default_factory=asyncio.Event)
     _spawned: set[asyncio.Task[Any]] = field(default_factory=set)
+    # admissions written by a unit whose commit has not been handed to the
+    # scheduler yet, per session, in commit order (session.info's pending list)
+    admitting: dict[str, list[str]] = field(default_factory=dict)
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         """Start a task owned by the owner's TaskGroup, tracked until it ends."""

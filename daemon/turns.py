@@ -118,8 +118,10 @@ def rules_message(cwd: str | None) -> dict[str, Any] | None:
 
 
 def session_info_payload(rt: Runtime, session_id: str) -> dict[str, Any]:
-    return {"pending": rt.scheduler.queued(session_id),
-            "running": rt.scheduler.running.get(session_id)}
+    """The session's pending admissions (queued ones, then those being admitted)
+    and its running one."""
+    pending = rt.scheduler.queued(session_id) + rt.admitting.get(session_id, [])
+    return {"pending": pending, "running": rt.scheduler.running.get(session_id)}
 
 
 class EventSink:
