@@ -72,11 +72,14 @@ def _pick(key: str, *layers: dict[str, Any]) -> Any:
 def resolve_turn(config: Config, session_options: dict[str, Any],
                  turn_options: dict[str, Any]) -> TurnSettings:
     m = config.model
-    provider = _pick("provider", turn_options, session_options) or m.provider
+    wire_url = _pick("base_url", turn_options, session_options)
+    # a base_url sent with no provider means that endpoint: the demo, the only
+    # provider that takes no URL, gives way to custom (as with OPENAI_BASE_URL)
+    provider = _pick("provider", turn_options, session_options) or (
+        "custom" if wire_url and m.provider == "demo" else m.provider)
     if provider not in PROVIDER_NAMES:
         raise ResolveError(f"unknown provider {provider!r}; valid: {', '.join(PROVIDER_NAMES)}")
     same_as_config = provider == m.provider
-    wire_url = _pick("base_url", turn_options, session_options)
     base_url = wire_url or (m.base_url if same_as_config or provider == "custom" else None)
     # The configured key belongs to the configured endpoint: a base_url a client
     # chose (any client, a TCP token holder too) never receives it.

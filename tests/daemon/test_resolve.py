@@ -29,3 +29,14 @@ def test_a_base_url_from_the_wire_never_receives_the_configured_key():
     assert (turn.base_url, turn.api_key) == ("http://elsewhere/v1", None)
     session = resolve_turn(CONFIG, {"base_url": "http://elsewhere/v1"}, {})
     assert session.api_key is None
+
+
+def test_a_base_url_without_a_provider_means_that_endpoint_not_the_demo():
+    demo = Config()  # provider demo, nothing configured
+    turn = resolve_turn(demo, {}, {"base_url": "http://127.0.0.1:8000/v1"})
+    assert (turn.provider, turn.base_url) == ("custom", "http://127.0.0.1:8000/v1")
+    session = resolve_turn(demo, {"base_url": "http://127.0.0.1:8000/v1"}, {})
+    assert session.provider == "custom"
+    named = resolve_turn(demo, {}, {"base_url": "http://x/v1", "provider": "demo"})
+    assert named.provider == "demo"  # a provider the user named is kept
+    assert resolve_turn(CONFIG, {}, {"base_url": "http://x/v1"}).provider == "custom"
