@@ -296,6 +296,9 @@ def cmd_chat(args: Any) -> int:
 
 
 def cmd_sessions(args: Any) -> int:
+    if args.limit < 1:
+        raise CliError(EXIT_USAGE, "usage", "--limit must be 1 or more",
+                       "see `tether sessions --help`")
     return _run(_sessions(_home(args), args))
 
 

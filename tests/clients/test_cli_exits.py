@@ -58,6 +58,7 @@ def test_bad_input_exits_2(tmp_path, run_cli):
     assert raw.stderr.startswith(b"tether: unreadable_query: the prompt from -q"), raw.stderr
     assert b"Traceback" not in raw.stderr and b"never retrieved" not in raw.stderr
     assert_error(run_cli(home, "events", "ses_x", "--since", str(2**64)), 2, "usage")
+    assert_error(run_cli(home, "sessions", "--limit", "0"), 2, "usage")
     assert not home.exists()
 
 
