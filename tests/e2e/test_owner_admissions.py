@@ -24,11 +24,13 @@ def echo(req: dict):
 
 
 @asynccontextmanager
-async def echo_session(tmp_path: Path) -> AsyncIterator[tuple[Path, FakeProvider, Peer, str]]:
-    """An owner on a fresh home whose provider echoes, a peer, and a new session.
-    On exit the owner has stopped, so the ledger can be read as it was left."""
+async def echo_session(tmp_path: Path, handler: Callable[[dict], Any] = echo,
+                       ) -> AsyncIterator[tuple[Path, FakeProvider, Peer, str]]:
+    """An owner on a fresh home whose provider echoes (or runs ``handler``), a peer,
+    and a new session. On exit the owner has stopped, so the ledger can be read as
+    it was left."""
     home = tmp_path / "home"
-    with FakeProvider(echo) as provider:
+    with FakeProvider(handler) as provider:
         write_config(home, provider.url)
         with OwnerProcess(home):
             async with await Peer.connect(home) as peer:
@@ -360,48 +362,38 @@ async def test_unknown_ids_are_not_found(tmp_path):
 async def test_session_info_lists_every_pending_admission_of_a_burst(tmp_path):
     """Submissions committed in one group: each session.info shows the queue as it
     is after its admission, the ones of the same group before it included."""
-    home = tmp_path / "home"
     handler, gate = gated_echo()
-    with FakeProvider(handler) as provider:
-        write_config(home, provider.url)
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                running = await peer.result("prompt.submit", session_id=sid, input_id="r",
-                                            text="hold")
-                await peer.wait_event(lambda e: e["type"] == "message.start")
-                seen = len(peer.events)
-                batch = [{"jsonrpc": "2.0", "id": f"b{i}", "method": "prompt.submit",
-                          "params": {"session_id": sid, "input_id": f"b{i}", "text": f"t{i}"}}
-                         for i in range(3)]
-                await peer.send_raw(json.dumps(batch))
-                await peer.wait_event(lambda e: e["type"] == "session.info"
-                                      and len(e["payload"]["pending"]) == 3)
-                infos = [e["payload"] for e in peer.events[seen:] if e["type"] == "session.info"]
-                gate.set()
-                assert [len(i["pending"]) for i in infos] == [1, 2, 3], infos
-                assert all(i["running"] == running["admission_id"] for i in infos)
-                final = infos[-1]["pending"]
-                assert infos[0]["pending"] == final[:1] and infos[1]["pending"] == final[:2]
+    async with echo_session(tmp_path, handler) as (_home, _provider, peer, sid):
+        running = await peer.result("prompt.submit", session_id=sid, input_id="r",
+                                    text="hold")
+        await peer.wait_event(lambda e: e["type"] == "message.start")
+        seen = len(peer.events)
+        batch = [{"jsonrpc": "2.0", "id": f"b{i}", "method": "prompt.submit",
+                  "params": {"session_id": sid, "input_id": f"b{i}", "text": f"t{i}"}}
+                 for i in range(3)]
+        await peer.send_raw(json.dumps(batch))
+        await peer.wait_event(lambda e: e["type"] == "session.info"
+                              and len(e["payload"]["pending"]) == 3)
+        infos = [e["payload"] for e in peer.events[seen:] if e["type"] == "session.info"]
+        gate.set()
+        assert [len(i["pending"]) for i in infos] == [1, 2, 3], infos
+        assert all(i["running"] == running["admission_id"] for i in infos)
+        final = infos[-1]["pending"]
+        assert infos[0]["pending"] == final[:1] and infos[1]["pending"] == final[:2]
 
 
 async def test_a_retry_is_answered_after_a_restart_with_a_lower_text_limit(tmp_path):
-    home = tmp_path / "home"
-    with FakeProvider(echo) as provider:
-        write_config(home, provider.url)
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                first = await peer.result("prompt.submit", session_id=sid, input_id="long",
-                                          text="x" * 500)
-                await peer.wait_terminal(sid, first["admission_id"])
-        write_config(home, provider.url, daemon={"max_text_chars": 100})
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                again = await peer.result("prompt.submit", session_id=sid, input_id="long",
-                                          text="x" * 500)
-                assert again["admission_id"] == first["admission_id"]
-                assert again["outcome"] == "completed"
-                new = await peer.call("prompt.submit", session_id=sid, input_id="new",
+    async with echo_session(tmp_path) as (home, _provider, peer, sid):
+        first = await peer.result("prompt.submit", session_id=sid, input_id="long",
+                                  text="x" * 500)
+        await peer.wait_terminal(sid, first["admission_id"])
+    write_config(home, daemon={"max_text_chars": 100})  # no model needed: nothing runs
+    with OwnerProcess(home):
+        async with await Peer.connect(home) as peer:
+            again = await peer.result("prompt.submit", session_id=sid, input_id="long",
                                       text="x" * 500)
-                assert new["error"]["message"] == "invalid_params"
+            assert again["admission_id"] == first["admission_id"]
+            assert again["outcome"] == "completed"
+            new = await peer.call("prompt.submit", session_id=sid, input_id="new",
+                                  text="x" * 500)
+            assert new["error"]["message"] == "invalid_params"
