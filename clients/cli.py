@@ -147,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
     p.set_defaults(func=cmd_events)
 
+    p = command("resolve", "settle a session's unknown admissions (running when an owner "
+                           "crashed) as interrupted, so its queue goes on")
+    p.add_argument("session_id", metavar="ID")
+    p.add_argument("--admission", metavar="ADM", help="only this admission")
+    p.set_defaults(func=cmd_resolve)
+
     p = command("schema", "print the JSON Schema of the whole protocol")
     p.set_defaults(func=cmd_schema)
 
@@ -393,6 +399,30 @@ async def _events(home: Any, args: Any) -> int:
             async for event in stream:
                 sys.stdout.write(orjson.dumps(event).decode() + "\n")
                 sys.stdout.flush()
+    return EXIT_OK
+
+
+def cmd_resolve(args: Any) -> int:
+    return _run(_resolve(_home(args), args.session_id, args.admission))
+
+
+async def _resolve(home: Any, session_id: str, admission_id: str | None) -> int:
+    from .client import TetherClient
+
+    CONTEXT.session_id = session_id
+    async with await TetherClient.connect(home) as client:
+        if admission_id is None:
+            snap = await client.resume(session_id)
+            unknown = [p["receipt"]["admission_id"] for p in snap.get("pending") or ()
+                       if p["receipt"]["status"] == "unknown"]
+        else:
+            unknown = [admission_id]
+        for aid in unknown:
+            receipt = await client.resolve_unknown(session_id, aid)
+            print(f"{aid}: {receipt['status']}/{receipt['outcome']}")
+    if not unknown:
+        print(f"[tether] session {session_id} has no unknown admissions; nothing to settle",
+              file=sys.stderr)
     return EXIT_OK
 
 

@@ -41,8 +41,9 @@ _RPC: dict[str, tuple[int, str]] = {
     "storage_unavailable": (EXIT_OWNER, "the owner cannot use state.db (disk full? locked?); "
                                         "see <home>/logs"),
     "internal_error": (EXIT_OWNER, "a bug in the owner; its log in <home>/logs has the error id"),
-    "unknown_execution": (EXIT_TURN, "a turn was running when the owner crashed; settle it with "
-                                     "prompt.resolve_unknown (docs/clients.md) to unpause"),
+    "unknown_execution": (EXIT_TURN, "a turn was running when the owner crashed; "
+                                     "`tether resolve SESSION` records it interrupted and "
+                                     "unpauses the session"),
 }
 
 
@@ -105,6 +106,8 @@ def from_exception(exc: BaseException) -> CliError:
                         CONTEXT.resume_hint() or "`tether status` shows whether the owner runs")
     if isinstance(exc, RpcError):
         code, hint = _RPC.get(exc.reason, (EXIT_TURN, ""))
+        if exc.reason == "unknown_execution" and CONTEXT.session_id:
+            hint = hint.replace("SESSION", CONTEXT.session_id)
         detail = exc.detail or exc.reason
         if exc.reason == "internal_error" and exc.data.get("error_id"):
             detail += f" (error id {exc.data['error_id']})"

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 
 import pytest
 from clihelp import CLI
 from fakeprovider import FakeProvider, Status, text_reply
-from harness import OwnerProcess, clean_env, write_config
+from harness import OwnerProcess, clean_env, db_rows, write_config
 
 from tether.rpc.methods import METHODS
 
@@ -214,3 +215,52 @@ def test_attach_prints_transcript_then_follows_until_ctrl_c(tmp_path, run_cli):
     assert viewer.returncode == 0, (text, err)
     assert "› hello there" in text and text.count("FIRST_ANSWER") == 2, text
     assert b"Traceback" not in err
+
+
+def test_resolve_settles_what_a_crashed_owner_was_running(tmp_path, run_cli):
+    """After a SIGKILL mid-turn the session is paused behind an unknown admission:
+    chat says so and names `tether resolve`, which records it interrupted; the
+    session then takes prompts again."""
+    import threading
+
+    home = tmp_path / "home"
+    stuck = threading.Event()
+
+    def model(req):
+        if "slow" in req["messages"][-1]["content"]:
+            stuck.wait(30)
+        return text_reply("OK")
+
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url)
+        owner = OwnerProcess(home).start()
+        chat = subprocess.Popen([*CLI, "chat", "-Q", "-q", "slow one"], env=clean_env(home),
+                                cwd=tmp_path, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            while not db_rows(home, "SELECT 1 FROM session_admissions "
+                                    "WHERE status = 'started'"):
+                assert time.monotonic() < deadline, "the turn never started"
+                time.sleep(0.05)
+        finally:  # the turn is held at the model: kill the owner under it
+            owner.proc.kill()
+            owner.proc.wait(10)
+            owner.kill()
+            chat.kill()
+            chat.wait(10)
+        sid = db_rows(home, "SELECT target_session_id FROM session_admissions")[0][0]
+        stuck.set()
+        with OwnerProcess(home):
+            paused = run_cli(home, "chat", "-Q", "--resume", sid, "-q", "next")
+            assert_error(paused, 1, "unknown_execution")
+            assert f"`tether resolve {sid}`" in paused.stderr
+            settled = run_cli(home, "resolve", sid)
+            assert settled.returncode == 0, settled
+            assert settled.stdout.endswith(": terminal/interrupted\n"), settled.stdout
+            again = run_cli(home, "resolve", sid)
+            assert again.returncode == 0 and again.stdout == ""
+            assert "nothing to settle" in again.stderr
+            after = run_cli(home, "chat", "-Q", "--resume", sid, "-q", "next")
+            assert after.returncode == 0 and after.stdout == "OK\n", after
+            assert_error(run_cli(home, "resolve", "ses_missing"), 2, "not_found")
