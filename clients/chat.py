@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import hashlib
 import os
 import signal
 import sys
@@ -40,6 +41,8 @@ TURN_FLAGS = ("provider", "model", "base_url", "toolsets", "reasoning", "max_tur
 #: while waiting on a turn with no events, check its receipt this often
 RECEIPT_POLL_SECONDS = 5.0
 TITLE_CHARS = 80
+#: the protocol's bound on a request_id (and an input_id): rpc/models.py
+REQUEST_ID_CHARS = 200
 
 
 @dataclass
@@ -92,6 +95,10 @@ def plan_chat(args: Any, stdin: Any = None, stdout: Any = None) -> ChatPlan:
     """Decide the mode and read the query; raises CliError (exit 2) for bad input."""
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
+    for flag, value in (("--input-id", args.input_id), ("--resume", args.resume)):
+        if value is not None and not value.strip():
+            raise CliError(EXIT_USAGE, "usage", f"{flag} is empty",
+                           f"give {flag} a value, or leave the flag out")
     stdin_tty, stdout_tty = _isatty(stdin), _isatty(stdout)
     quiet = bool(args.quiet or args.oneshot)
     interactive = stdin_tty and stdout_tty and not (quiet or args.json)
@@ -123,12 +130,21 @@ def plan_chat(args: Any, stdin: Any = None, stdout: Any = None) -> ChatPlan:
                     options=turn_options(args), resume=args.resume, input_id=args.input_id)
 
 
+def _session_request_id(input_id: str) -> str:
+    """The session's request_id for ``--input-id``: ``cli-`` and the id, or a digest
+    of an id too long for that to fit the protocol's 200 characters."""
+    if len(input_id) <= REQUEST_ID_CHARS - 4:
+        return "cli-" + input_id
+    return "cli-sha256-" + hashlib.sha256(input_id.encode()).hexdigest()
+
+
 async def _session(client: TetherClient, plan: ChatPlan) -> str:
     if plan.resume:
         return plan.resume
     # With --input-id the session is derived from it too, so re-running the same
     # command after a crash of the CLI finds the same session and admission.
-    request_id = f"cli-{plan.input_id}" if plan.input_id else "cli-" + os.urandom(9).hex()
+    request_id = _session_request_id(plan.input_id) if plan.input_id else (
+        "cli-" + os.urandom(9).hex())
     try:
         cwd: str | None = os.getcwd()
     except OSError:

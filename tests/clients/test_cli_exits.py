@@ -60,6 +60,8 @@ def test_bad_input_exits_2(tmp_path, run_cli):
     assert b"Traceback" not in raw.stderr and b"never retrieved" not in raw.stderr
     assert_error(run_cli(home, "events", "ses_x", "--since", str(2**64)), 2, "usage")
     assert_error(run_cli(home, "sessions", "--limit", "0"), 2, "usage")
+    assert_error(run_cli(home, "chat", "-Q", "-q", "x", "--input-id", ""), 2, "usage")
+    assert_error(run_cli(home, "chat", "-Q", "-q", "x", "--resume", " "), 2, "usage")
     assert not home.exists()
 
 
@@ -134,6 +136,9 @@ def test_turns_exit_codes_and_viewers(tmp_path, run_cli):
             assert [e["type"] for e in events if e["type"].startswith("message.")][-1] == \
                 "message.complete"
 
+            # an input id as long as the protocol allows works for a new session too
+            longest = run_cli(home, "chat", "-Q", "-q", "say delta", "--input-id", "i" * 200)
+            assert longest.returncode == 0 and longest.stdout == "OK_delta\n", longest
             # the same input id on the same session: the same turn, not a second one
             again = run_cli(home, "chat", "-Q", "--resume", sid, "-q", "say alpha",
                             "--input-id", "in-1")

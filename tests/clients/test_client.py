@@ -182,6 +182,16 @@ def test_home_resolution_matches_the_daemon(tmp_path, monkeypatch):
     assert discovery.resolve_home(None) == resolve_home(None)
 
 
+def test_the_request_id_bound_matches_rpc():
+    from tether.clients.chat import REQUEST_ID_CHARS, _session_request_id
+    from tether.rpc.models import MAX_ID_CHARS
+
+    assert REQUEST_ID_CHARS == MAX_ID_CHARS
+    assert _session_request_id("x" * 196) == "cli-" + "x" * 196
+    long = _session_request_id("x" * 197)
+    assert len(long) <= MAX_ID_CHARS and long != _session_request_id("x" * 198)
+
+
 def test_protocol_constant_matches_rpc():
     from tether.rpc.methods import PROTOCOL as RPC_PROTOCOL
 
