@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from tether.store import StorageError, admissions, delegations, sessions
+from tether.store import StorageError, admissions, delegations, events, sessions
 
 from . import faults
 from .agent import run_agent
@@ -294,8 +294,11 @@ class DelegationService:
     async def dispatch(self, ctx: ToolCallContext, tasks: list[TaskSpec]) -> str:
         rt = self.rt
         delegation_id = "dlg_" + secrets.token_hex(12)
-        task_json = orjson.dumps({"tasks": [t.as_json() for t in tasks], "depth": ctx.depth,
-                                  "settings": _settings_json(ctx.settings)}).decode()
+        task_json = orjson.dumps({
+            "tasks": [t.as_json() for t in tasks], "depth": ctx.depth,
+            "settings": _settings_json(ctx.settings),
+            # what the children run on, for a result written by recovery
+            "child_model": resolve_child(rt.config, ctx.settings, ()).model}).decode()
 
         def unit(tx: Tx) -> None:
             delegations.insert(tx.conn, delegation_id=delegation_id,
@@ -306,12 +309,20 @@ class DelegationService:
                      {"delegation_id": delegation_id, "tasks": [t.as_json() for t in tasks]},
                      ctx.admission_id)
 
-        await rt.journal.write(unit)
-        task = rt.spawn(
-            self._background_run(delegation_id, ctx.session_id, ctx.settings, ctx.depth, tasks),
-            f"delegation:{delegation_id}")
-        self._background[delegation_id] = task
-        task.add_done_callback(lambda _: self._background.pop(delegation_id, None))
+        def start(fut: asyncio.Future[Any]) -> None:
+            # tied to the commit, not to this caller: a turn stopped while it waits
+            # here still leaves a recorded delegation that runs and is delivered
+            if fut.cancelled() or fut.exception() is not None:
+                return
+            task = rt.spawn(self._background_run(delegation_id, ctx.session_id, ctx.settings,
+                                                 ctx.depth, tasks),
+                            f"delegation:{delegation_id}")
+            self._background[delegation_id] = task
+            task.add_done_callback(lambda _: self._background.pop(delegation_id, None))
+
+        fut = rt.journal.submit(unit)
+        fut.add_done_callback(start)
+        await asyncio.shield(fut)
         return delegation_id
 
     async def _background_run(self, delegation_id: str, origin: str, settings: TurnSettings,
@@ -383,8 +394,9 @@ class DelegationService:
         children that had finished); then deliver every finished, undelivered row."""
         rt = self.rt
 
-        def interrupt(conn: Any) -> None:
-            for row in delegations.running_before(conn, rt.epoch):
+        def interrupt(tx: Tx) -> None:
+            for row in delegations.running_before(tx.conn, rt.epoch):
+                dlg = row["delegation_id"]
                 try:
                     spec = orjson.loads(row["task_json"])
                     saved = orjson.loads(row["result_json"] or "{}").get("results", [])
@@ -393,17 +405,30 @@ class DelegationService:
                         if isinstance(r.get("task_index"), int) and \
                                 0 <= r["task_index"] < len(slots):
                             slots[r["task_index"]] = r
-                    model = spec.get("settings", {}).get("model", "")
+                    model = spec.get("child_model") or spec.get("settings", {}).get("model", "")
                     body = {"results": _fill_interrupted(slots, model, OWNER_STOPPED),
                             "total_duration_seconds": 0.0}
                 except (ValueError, KeyError, TypeError, AttributeError):
-                    log.exception("delegation %s has an unreadable row", row["delegation_id"])
+                    log.exception("delegation %s has an unreadable row", dlg)
                     body = {"results": [], "total_duration_seconds": 0.0}
-                delegations.finish(conn, row["delegation_id"], "interrupted",
-                                   orjson.dumps(body).decode(), time.time())
+                    slots = []
+                delegations.finish(tx.conn, dlg, "interrupted", orjson.dumps(body).decode(),
+                                   tx.now)
+                # children that had started and were still running when the owner
+                # died end here, for viewers, as any child ends: with subagent.complete
+                origin = row["origin_session_id"]
+                for child in _started_children(tx.conn, origin, dlg):
+                    index = child.get("task_index")
+                    if isinstance(index, int) and 0 <= index < len(slots) \
+                            and slots[index] is None:
+                        tx.event(origin, "subagent.complete",
+                                 {"task_index": index, "child_session_id":
+                                  child.get("child_session_id"), "delegation_id": dlg,
+                                  "status": "interrupted", "summary": ""},
+                                 row["origin_admission_id"] or None)
 
         try:
-            await rt.db.write(interrupt)
+            await rt.journal.write(interrupt)
             pending = await rt.db.read(delegations.undelivered)
         except StorageError as exc:
             log.error("could not recover background delegations: %s", exc.detail)
@@ -426,6 +451,16 @@ class DelegationService:
 
 class _AlreadyDelivered(Exception):
     pass
+
+
+def _started_children(conn: Any, session_id: str, delegation_id: str) -> list[dict[str, Any]]:
+    """The subagent.start payloads of ``delegation_id`` in the origin session's log."""
+    out = []
+    for text in events.payloads_of_type(conn, session_id, "subagent.start"):
+        payload = orjson.loads(text)
+        if isinstance(payload, dict) and payload.get("delegation_id") == delegation_id:
+            out.append(payload)
+    return out
 
 
 def _settings_json(s: TurnSettings) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-__all__ = ["append", "since", "last_seq", "last_seqs"]
+__all__ = ["append", "since", "last_seq", "last_seqs", "payloads_of_type"]
 
 
 def append(conn: sqlite3.Connection, session_id: str, type_: str, payload_json: str,
@@ -58,3 +58,10 @@ def last_seq(conn: sqlite3.Connection, session_id: str) -> int:
 def last_seqs(conn: sqlite3.Connection) -> dict[str, int]:
     rows = conn.execute("SELECT session_id, MAX(seq) FROM events GROUP BY session_id")
     return {r[0]: int(r[1]) for r in rows}
+
+
+def payloads_of_type(conn: sqlite3.Connection, session_id: str, type_: str) -> list[str]:
+    """The payload_json of every event of ``type_`` in the session, in seq order."""
+    rows = conn.execute("SELECT payload_json FROM events WHERE session_id = ? AND type = ? "
+                        "ORDER BY seq", (session_id, type_))
+    return [r[0] for r in rows]

@@ -429,6 +429,35 @@ async def test_background_delegation_is_delivered_once_into_its_origin(tmp_path)
         "message.start")
 
 
+async def test_a_turn_stopped_as_it_dispatches_still_leaves_a_delegation_that_runs(tmp_path):
+    """session.interrupt right after the delegate_task call starts: the turn ends
+    cancelled, and the delegation it recorded still runs and is delivered once
+    (it used to stay running, with no child, until the next owner start)."""
+    home = tmp_path / "home"
+    model = FanoutModel()
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url)
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                r = await peer.result("prompt.submit", session_id=sid, input_id="cut",
+                                      text=PROMPT)
+                await peer.wait_event(lambda e: e["type"] == "tool.start")
+                await peer.result("session.interrupt", session_id=sid)
+                stopped = await peer.wait_terminal(sid, r["admission_id"])
+                [(delegation_id, _, _, _, _)] = await until(lambda: delegation_rows(home),
+                                                            what="the recorded delegation")
+                await until(lambda: delegation_rows(home)[0][3] == "delivered",
+                            what="its delivery", timeout=20)
+                await until(lambda: [a for a in admissions_of(home, sid)
+                                     if a[0] == "delegation" and a[2] == "terminal"],
+                            what="the delivery turn")
+    assert stopped["outcome"] in ("cancelled", "completed")
+    assert len(model.child_requests(fake)) == 2  # the children ran
+    assert [a[:2] for a in admissions_of(home, sid)] == [("local", "cut"),
+                                                         ("delegation", delegation_id)]
+
+
 async def test_delivery_queues_behind_the_running_turn(tmp_path):
     home = tmp_path / "home"
     release, hold = threading.Event(), threading.Event()
@@ -515,7 +544,7 @@ async def test_kill9_with_children_running_delivers_interrupted_once(tmp_path):
     release = threading.Event()
     model = FanoutModel(child=alpha_now_beta_blocks(release))
     with FakeProvider(model) as fake:
-        write_config(home, fake.url)
+        write_config(home, fake.url, delegation={"model": "child-model"})
         try:
             with OwnerProcess(home) as owner:
                 async with await Peer.connect(home) as peer:
@@ -534,9 +563,17 @@ async def test_kill9_with_children_running_delivers_interrupted_once(tmp_path):
                 async with await Peer.connect(home) as peer:
                     final = await peer.result("session.resume", session_id=sid)
                     after = await peer.result("session.resume", session_id=bystander)
+                    events = await peer.all_events(sid)
         finally:
             release.set()
     assert_interrupted_delivery(home, model, fake, sid, final)
+    # the child cut off by the crash ends for viewers too, and names the model it ran on
+    started = {e["payload"]["task_index"] for e in events if e["type"] == "subagent.start"}
+    ended = {e["payload"]["task_index"]: e["payload"]["status"] for e in events
+             if e["type"] == "subagent.complete"}
+    assert started == set(ended) == {0, 1} and ended[1] == "interrupted"
+    results = json.loads(delegation_rows(home)[0][4])["results"]
+    assert [r["model"] for r in results] == ["child-model", "child-model"]
     # nothing went anywhere else
     assert admissions_of(home, bystander) == [("local", "chat", "terminal", "completed")]
     assert (after["last_seq"], after["messages"]) == (before["last_seq"], before["messages"])

@@ -191,6 +191,15 @@ def test_event_seqs_are_per_session_and_gap_free(conn):
     assert events.since(conn, "S", 4, 10) == []
 
 
+def test_payloads_of_one_type_in_seq_order(conn):
+    events.append(conn, "S", "a", '{"n":1}', None, 1.0)
+    events.append(conn, "S", "b", '{"n":2}', None, 1.0)
+    events.append(conn, "S", "a", '{"n":3}', None, 1.0)
+    events.append(conn, "T", "a", '{"n":4}', None, 1.0)
+    assert events.payloads_of_type(conn, "S", "a") == ['{"n":1}', '{"n":3}']
+    assert events.payloads_of_type(conn, "S", "c") == []
+
+
 def test_an_event_page_ends_once_its_payloads_reach_max_bytes(conn):
     for _ in range(5):
         events.append(conn, "S", "t", "x" * 10, None, 1.0)
