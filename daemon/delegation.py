@@ -38,7 +38,7 @@ from . import faults
 from .agent import run_agent
 from .demo import CHILD_MARKER, RESULTS_MARKER
 from .events import Tx
-from .ledger import encode_payload
+from .ledger import TURN_OPTION_KEY, encode_payload
 from .resolve import ResolveError, TurnSettings, build_provider, resolve_child
 from .tools import Tool, ToolCallContext, register, tools_for
 from .turns import EventSink
@@ -362,15 +362,27 @@ class DelegationService:
         the row's ``delivered`` mark commit together or not at all; the ledger's
         unique identity makes any second attempt find the first admission.
         """
-        row = await self.rt.db.read(lambda c: delegations.get(c, delegation_id))
+        def read(c: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+            row = delegations.get(c, delegation_id)
+            dispatcher = admissions.get(c, row["origin_admission_id"]) if row else None
+            return row, dispatcher
+
+        row, dispatcher = await self.rt.db.read(read)
         if row is None or row["state"] == "running" or row["delivery_state"] == "delivered":
             return
         origin = row["origin_session_id"]  # stored routing only, never ambient state
         results = orjson.loads(row["result_json"] or '{"results": []}')
         text = (f"{RESULTS_MARKER} Background delegation {delegation_id} finished "
                 f"({row['state']}). Results:\n" + orjson.dumps(results).decode())
-        payload_json = encode_payload({"text": text, "finite": False,
-                                       "delegation_id": delegation_id})
+        payload: dict[str, Any] = {"text": text, "finite": False, "delegation_id": delegation_id}
+        if dispatcher is not None:
+            # the follow-up turn runs with the per-turn options of the turn that
+            # dispatched (its model, provider, endpoint), not the session's defaults;
+            # they are stored, so a repeated delivery builds the same payload
+            options = orjson.loads(dispatcher["payload_json"]).get(TURN_OPTION_KEY)
+            if options:
+                payload[TURN_OPTION_KEY] = options
+        payload_json = encode_payload(payload)
         statuses = [{"task_index": r.get("task_index"), "status": r.get("status")}
                     for r in results.get("results", [])]
 

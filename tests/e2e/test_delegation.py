@@ -458,6 +458,26 @@ async def test_a_turn_stopped_as_it_dispatches_still_leaves_a_delegation_that_ru
                                                          ("delegation", delegation_id)]
 
 
+async def test_the_delivery_turn_runs_with_the_dispatching_turns_options(tmp_path):
+    """A prompt sent with its own model: its children and the follow-up turn that
+    reads their results use that model too, not the session's default."""
+    home = tmp_path / "home"
+    model = FanoutModel()
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url, model={"default": "session-default"})
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                first = await turn(peer, sid, "opt", model="turn-model")
+                await until(lambda: [a for a in admissions_of(home, sid)
+                                     if a[0] == "delegation" and a[2] == "terminal"],
+                            what="the delivery turn")
+    assert first["result"]["text"] == DISPATCH_ACK
+    [delivery] = model.deliveries(fake)
+    assert delivery["model"] == "turn-model"
+    assert {r["model"] for r in model.child_requests(fake)} == {"turn-model"}
+
+
 async def test_delivery_queues_behind_the_running_turn(tmp_path):
     home = tmp_path / "home"
     release, hold = threading.Event(), threading.Event()
