@@ -15,7 +15,13 @@ from typing import Any
 from tether.rpc.errors import InvalidParams
 
 from .config import Config
-from .provider import PROVIDER_NAMES, Provider, base_url_problem, make_provider
+from .provider import (
+    OPENAI_BASE_URL,
+    PROVIDER_NAMES,
+    Provider,
+    base_url_problem,
+    make_provider,
+)
 from .tools import DEFAULT_TOOLSETS, unknown_toolsets
 
 __all__ = ["TurnSettings", "resolve_turn", "resolve_child", "build_provider", "ResolveError",
@@ -69,6 +75,15 @@ def _pick(key: str, *layers: dict[str, Any]) -> Any:
     return None
 
 
+def _endpoint(provider: str | None, base_url: str | None) -> str | None:
+    """Where a provider's requests go (None: nowhere, the offline demo)."""
+    if provider == "demo":
+        return None
+    if provider == "openai":
+        base_url = base_url or OPENAI_BASE_URL
+    return base_url.rstrip("/") if base_url else None
+
+
 def resolve_turn(config: Config, session_options: dict[str, Any],
                  turn_options: dict[str, Any]) -> TurnSettings:
     m = config.model
@@ -81,9 +96,10 @@ def resolve_turn(config: Config, session_options: dict[str, Any],
         raise ResolveError(f"unknown provider {provider!r}; valid: {', '.join(PROVIDER_NAMES)}")
     same_as_config = provider == m.provider
     base_url = wire_url or (m.base_url if same_as_config or provider == "custom" else None)
-    # The configured key belongs to the configured endpoint: a base_url a client
-    # chose (any client, a TCP token holder too) never receives it.
-    own_endpoint = wire_url is None or wire_url.rstrip("/") == (m.base_url or "").rstrip("/")
+    # The configured key belongs to the configured endpoint: a request that goes
+    # anywhere else (a base_url a client chose, or another provider's default URL:
+    # any client, a TCP token holder too, can ask for either) never carries it.
+    own_endpoint = _endpoint(provider, base_url) == _endpoint(m.provider, m.base_url)
     model = _pick("model", turn_options, session_options) or m.default
     if model is None:
         model = DEMO_MODEL if provider == "demo" else "gpt-4o-mini"

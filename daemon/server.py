@@ -229,7 +229,10 @@ class Listeners:
             offered = request.headers.get("Sec-WebSocket-Protocol", "")
             for proto in (p.strip() for p in offered.split(",")):
                 if proto.startswith(TOKEN_PREFIX):
+                    # the first, as _subprotocol echoes the first: the token checked is
+                    # the one the client is told it was accepted with
                     token = proto[len(TOKEN_PREFIX):]
+                    break
         if not token or self.token_check is None or not await self.token_check(token):
             return self._refuse(conn, HTTPStatus.UNAUTHORIZED,
                                 "unauthorized: a valid bearer token is required "

@@ -40,3 +40,17 @@ def test_a_base_url_without_a_provider_means_that_endpoint_not_the_demo():
     named = resolve_turn(demo, {}, {"base_url": "http://x/v1", "provider": "demo"})
     assert named.provider == "demo"  # a provider the user named is kept
     assert resolve_turn(CONFIG, {}, {"base_url": "http://x/v1"}).provider == "custom"
+
+
+def test_another_providers_default_url_never_receives_the_configured_key():
+    """A client asking only for provider openai must not send an internal
+    endpoint's key to api.openai.com."""
+    turn = resolve_turn(CONFIG, {}, {"provider": "openai"})
+    assert (turn.provider, turn.base_url, turn.api_key) == ("openai", None, None)
+    openai = replace(Config(), model=ModelConfig(provider="openai", api_key="sk-openai"))
+    assert resolve_turn(openai, {}, {}).api_key == "sk-openai"
+    assert resolve_turn(openai, {}, {"provider": "openai"}).api_key == "sk-openai"
+    same = resolve_turn(openai, {}, {"base_url": "https://api.openai.com/v1/"})
+    assert same.api_key == "sk-openai"  # the same endpoint, spelled out
+    assert resolve_turn(openai, {}, {"provider": "custom",
+                                     "base_url": "http://elsewhere/v1"}).api_key is None
