@@ -89,6 +89,9 @@ async def test_missing_or_wrong_tokens_and_foreign_origins_are_refused(owner):
     assert await refused(url, additional_headers={"Authorization": f"Basic {token}"}) == 401
     assert await refused(url, subprotocols=["tether.token.tt_wrong"]) == 401
     assert await refused(url, subprotocols=["tether.v1"]) == 401
+    # the token checked is the first offered, the one the handshake would echo
+    assert await refused(url, subprotocols=["tether.token.tt_wrong",
+                                            f"tether.token.{token}"]) == 401
     # a page from another origin is refused even with a valid token
     assert await refused(url, additional_headers={"Authorization": f"Bearer {token}"},
                          origin="http://evil.example") == 403
