@@ -224,8 +224,18 @@ class AdmissionService:
             raise UnknownExecution(
                 f"admission {admission_id} is unknown (it was running when the previous owner "
                 "stopped); settle it with prompt.resolve_unknown", admission_id=admission_id)
-        if status == "queued" and self.rt.scheduler.cancel(session_id, admission_id):
-            await self._settle(session_id, admission_id, "cancelled", "cancelled before it ran")
+        place = self.rt.scheduler.cancel(session_id, admission_id) if status == "queued" \
+            else None
+        if place is not None:
+            try:
+                await self._settle(session_id, admission_id, "cancelled",
+                                   "cancelled before it ran")
+            except StorageUnavailable:
+                # not recorded: it is still queued, so it keeps its place and runs
+                # (or a retried cancel settles it)
+                self.rt.scheduler.restore(session_id, admission_id, place)
+                self.turns.pump()
+                raise
         elif status in ("queued", "started"):
             # queued but no longer in the scheduler: it has just been handed to a turn
             if self.turns.stop(session_id, "cancelled", admission_id) is not None:

@@ -30,16 +30,25 @@ class Scheduler:
         self._queued.setdefault(session_id, deque()).append(admission_id)
         self._mark(session_id)
 
-    def cancel(self, session_id: str, admission_id: str) -> bool:
-        """Drop a queued admission; False if it was not queued here."""
+    def cancel(self, session_id: str, admission_id: str) -> int | None:
+        """Drop a queued admission; its place in the queue (for `restore`), or None
+        if it was not queued here."""
         q = self._queued.get(session_id)
         if not q or admission_id not in q:
-            return False
-        q.remove(admission_id)
+            return None
+        place = q.index(admission_id)
+        del q[place]
         if not q:
             del self._queued[session_id]
             self._ready.pop(session_id, None)
-        return True
+        return place
+
+    def restore(self, session_id: str, admission_id: str, place: int) -> None:
+        """Put back an admission `cancel` dropped (its cancellation could not be
+        recorded), at the place it had, as far as the queue still reaches."""
+        q = self._queued.setdefault(session_id, deque())
+        q.insert(min(place, len(q)), admission_id)
+        self._mark(session_id)
 
     def block(self, session_id: str, admission_id: str) -> None:
         self._unknown.setdefault(session_id, set()).add(admission_id)

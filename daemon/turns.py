@@ -230,6 +230,8 @@ class _Running:
     done: asyncio.Event = field(default_factory=asyncio.Event)
     # the task has taken its first step: until then a stop is only noted (see _cancel)
     entered: bool = False
+    # its outcome is being recorded: a stop now would only lose it (see _finish)
+    finishing: bool = False
 
 
 class TurnRunner:
@@ -255,6 +257,8 @@ class TurnRunner:
         run = self.running.get(session_id)
         if run is None or (admission_id is not None and run.admission_id != admission_id):
             return None
+        if run.finishing:
+            return None  # it has ended; only its outcome is still being written
         self._cancel(run, outcome)
         return run.admission_id
 
@@ -264,7 +268,7 @@ class TurnRunner:
         never runs its body, not even a ``finally``: the session would stay
         running for good. So a turn that has not begun is only told, and _turn
         settles it as soon as it begins."""
-        if run.cancel_outcome is not None:
+        if run.cancel_outcome is not None or run.finishing:
             return
         run.cancel_outcome = outcome
         if run.entered:
@@ -429,6 +433,10 @@ class TurnRunner:
     async def _finish(self, sid: str, aid: str, outcome: str, text: str,
                       usage: dict[str, int], error: str | None) -> None:
         rt = self.rt
+        if (run := self.running.get(sid)) is not None and run.admission_id == aid:
+            # from here on a stop (interrupt, cancel) must not cut the retries short:
+            # that would leave the admission started, and the next owner calls it unknown
+            run.finishing = True
         result: dict[str, Any] = {"text": text, "usage": usage}
         if error:
             result["error"] = error

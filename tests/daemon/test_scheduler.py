@@ -48,10 +48,10 @@ def test_cancel_removes_only_queued_admissions():
     s.enqueue("A", "a2")
     s.enqueue("A", "a3")
     assert drain(s) == [("A", "a1")]
-    assert not s.cancel("A", "a1")  # running, not queued
-    assert s.cancel("A", "a2")
-    assert not s.cancel("A", "a2")
-    assert not s.cancel("B", "zz")
+    assert s.cancel("A", "a1") is None  # running, not queued
+    assert s.cancel("A", "a2") == 0  # its place in the queue
+    assert s.cancel("A", "a2") is None
+    assert s.cancel("B", "zz") is None
     s.finished("A")
     assert drain(s) == [("A", "a3")]
 
@@ -60,8 +60,22 @@ def test_cancelling_the_last_queued_admission_forgets_the_session():
     s = Scheduler(max_running=1)
     s.enqueue("A", "a1")
     s.enqueue("B", "b1")
-    assert s.cancel("A", "a1")
+    assert s.cancel("A", "a1") == 0
     assert drain(s) == [("B", "b1")]
+
+
+def test_a_cancel_that_could_not_be_recorded_is_restored_in_place():
+    s = Scheduler(max_running=1)
+    for a in ("a1", "a2", "a3"):
+        s.enqueue("A", a)
+    place = s.cancel("A", "a2")
+    assert place == 1
+    s.restore("A", "a2", place)
+    assert s.queued("A") == ["a1", "a2", "a3"]
+    only = Scheduler(max_running=1)
+    only.enqueue("B", "b1")
+    only.restore("B", "b1", only.cancel("B", "b1"))  # the session is ready again
+    assert drain(only) == [("B", "b1")]
 
 
 def test_an_unknown_admission_pauses_its_session_only():

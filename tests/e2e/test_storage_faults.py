@@ -230,6 +230,15 @@ async def test_read_only_store_keeps_a_turns_outcome_until_it_can_be_written(tmp
                     assert receipt["status"] == "started"
                     await asyncio.sleep(0.2)
                 assert rows_for(home, "c") == 0
+                # a stop now has nothing to stop, and must not cut the outcome's retries
+                # short (that left the admission started, unknown after a restart)
+                stop = await peer.result("session.interrupt", session_id=sid)
+                assert stop["interrupted"] is False
+                # a cancel that cannot be recorded leaves the queued prompt queued, in
+                # its place (it used to leave the queue without being settled)
+                storage_error(await peer.call("prompt.cancel", session_id=sid,
+                                              admission_id=second["admission_id"]),
+                              "read_only")
 
                 fault.write_text("")
                 done = await peer.wait_terminal(sid, first["admission_id"], timeout=30)
