@@ -366,7 +366,9 @@ async def test_session_info_lists_every_pending_admission_of_a_burst(tmp_path):
     async with echo_session(tmp_path, handler) as (_home, _provider, peer, sid):
         running = await peer.result("prompt.submit", session_id=sid, input_id="r",
                                     text="hold")
-        await peer.wait_event(lambda e: e["type"] == "message.start")
+        # the turn's start announces it as running: everything up to there is old
+        await peer.wait_event(lambda e: e["type"] == "session.info"
+                              and e["payload"]["running"] == running["admission_id"])
         seen = len(peer.events)
         batch = [{"jsonrpc": "2.0", "id": f"b{i}", "method": "prompt.submit",
                   "params": {"session_id": sid, "input_id": f"b{i}", "text": f"t{i}"}}
