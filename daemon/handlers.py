@@ -111,11 +111,15 @@ def build_dispatcher(svc: Services, *, check_results: bool = False) -> Dispatche
 
     @d.register("session.detach")
     async def session_detach(p: m.SessionDetachParams, call: Call) -> dict[str, Any]:
-        if p.session_id not in call.viewer.sessions and \
-                not await svc.sessions.exists(p.session_id):
-            raise NotFound(f"no session {p.session_id!r}", session_id=p.session_id)
+        if p.session_id in call.viewer.sessions:
+            # decided and done before any await: a session.resume pipelined after
+            # this request must find its own subscription intact
+            rt.bus.unsubscribe(call.viewer, p.session_id)
+            return {"ok": True}
         # idempotent: detaching a session this connection does not follow is a no-op
-        rt.bus.unsubscribe(call.viewer, p.session_id)
+        # (nothing to unsubscribe, so nothing may be, whatever arrives meanwhile)
+        if not await svc.sessions.exists(p.session_id):
+            raise NotFound(f"no session {p.session_id!r}", session_id=p.session_id)
         return {"ok": True}
 
     @d.register("session.interrupt")

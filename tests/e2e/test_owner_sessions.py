@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from fakeprovider import FakeProvider, prompt_of, text_reply
-from harness import OwnerProcess, Peer, db_rows, page_through, write_config
+from harness import OwnerProcess, Peer, db_rows, page_through, until, write_config
 from websockets.asyncio.client import unix_connect
 
 
@@ -334,3 +334,28 @@ async def test_a_viewer_that_stops_reading_gets_a_replay_gap_and_catches_up(tmp_
                 rest = await page_through(since, last)
                 assert got + rest == full
                 await slow.close()
+
+
+async def test_a_resume_pipelined_after_a_detach_stays_subscribed(tmp_path):
+    """detach then resume, sent back to back by a connection that does not follow
+    the session: replies come in order, so the connection follows it afterwards.
+    (The detach used to look the session up first and then drop the subscription
+    the resume had made meanwhile.)"""
+    home = tmp_path / "home"
+    with FakeProvider(answer) as provider:
+        write_config(home, provider.url)
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as alice, await Peer.connect(home) as bob:
+                sid = (await alice.result("session.create"))["session_id"]
+                for rid, method in ((901, "session.detach"), (902, "session.resume")):
+                    await bob.send_raw(json.dumps({"jsonrpc": "2.0", "id": rid,
+                                                   "method": method,
+                                                   "params": {"session_id": sid}}))
+                await until(lambda: len(bob.other) == 2, "both replies")
+                assert [r["id"] for r in bob.other] == [901, 902]
+                assert bob.other[0]["result"] == {"ok": True}
+                r = await alice.result("prompt.submit", session_id=sid, input_id="1",
+                                       text="one")
+                await alice.wait_terminal(sid, r["admission_id"])
+                await bob.wait_event(lambda e: e["type"] == "message.complete")
+                assert trace(bob.events, sid) == trace(alice.events, sid)
