@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fakeprovider import FakeProvider, Reply, Status, text_reply, tool_call_reply
@@ -152,6 +154,20 @@ def overlapping_child(until_most: int, timeout: float) -> tuple[ChildReply, list
         return text_reply(f"{worker}_COMPLETE")
 
     return child, in_flight
+
+
+@asynccontextmanager
+async def origin_session(tmp_path: Path, scripted: FanoutModel, **config: Any,
+                         ) -> AsyncIterator[tuple[Path, FakeProvider, Peer, str]]:
+    """An owner whose model is ``scripted`` (config sections in ``config``), a
+    peer, and a new session to delegate from. On exit the owner has stopped."""
+    home = tmp_path / "home"
+    with FakeProvider(scripted) as fake:
+        write_config(home, fake.url, **config)
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                yield home, fake, peer, sid
 
 
 async def turn(peer: Peer, sid: str, input_id: str, text: str = PROMPT, **params: Any) -> dict:
@@ -433,45 +449,36 @@ async def test_a_turn_stopped_as_it_dispatches_still_leaves_a_delegation_that_ru
     """session.interrupt right after the delegate_task call starts: the turn ends
     cancelled, and the delegation it recorded still runs and is delivered once
     (it used to stay running, with no child, until the next owner start)."""
-    home = tmp_path / "home"
     model = FanoutModel()
-    with FakeProvider(model) as fake:
-        write_config(home, fake.url)
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                r = await peer.result("prompt.submit", session_id=sid, input_id="cut",
-                                      text=PROMPT)
-                await peer.wait_event(lambda e: e["type"] == "tool.start")
-                await peer.result("session.interrupt", session_id=sid)
-                stopped = await peer.wait_terminal(sid, r["admission_id"])
-                [(delegation_id, _, _, _, _)] = await until(lambda: delegation_rows(home),
-                                                            what="the recorded delegation")
-                await until(lambda: delegation_rows(home)[0][3] == "delivered",
-                            what="its delivery", timeout=20)
-                await until(lambda: [a for a in admissions_of(home, sid)
-                                     if a[0] == "delegation" and a[2] == "terminal"],
-                            what="the delivery turn")
+    async with origin_session(tmp_path, model) as (home, fake, peer, sid):
+        r = await peer.result("prompt.submit", session_id=sid, input_id="cut",
+                              text=PROMPT)
+        await peer.wait_event(lambda e: e["type"] == "tool.start")
+        await peer.result("session.interrupt", session_id=sid)
+        stopped = await peer.wait_terminal(sid, r["admission_id"])
+        [(delegation_id, _, _, _, _)] = await until(lambda: delegation_rows(home),
+                                                    what="the recorded delegation")
+        await until(lambda: delegation_rows(home)[0][3] == "delivered",
+                    what="its delivery", timeout=20)
+        await until(lambda: [a for a in admissions_of(home, sid)
+                             if a[0] == "delegation" and a[2] == "terminal"],
+                    what="the delivery turn")
     assert stopped["outcome"] in ("cancelled", "completed")
     assert len(model.child_requests(fake)) == 2  # the children ran
-    assert [a[:2] for a in admissions_of(home, sid)] == [("local", "cut"),
-                                                         ("delegation", delegation_id)]
+    assert [a[:2] for a in admissions_of(home, sid)] == [
+        ("local", "cut"), ("delegation", delegation_id)]
 
 
 async def test_the_delivery_turn_runs_with_the_dispatching_turns_options(tmp_path):
     """A prompt sent with its own model: its children and the follow-up turn that
     reads their results use that model too, not the session's default."""
-    home = tmp_path / "home"
     model = FanoutModel()
-    with FakeProvider(model) as fake:
-        write_config(home, fake.url, model={"default": "session-default"})
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                first = await turn(peer, sid, "opt", model="turn-model")
-                await until(lambda: [a for a in admissions_of(home, sid)
-                                     if a[0] == "delegation" and a[2] == "terminal"],
-                            what="the delivery turn")
+    async with origin_session(tmp_path, model, model={"default": "session-default"}) as (
+            home, fake, peer, sid):
+        first = await turn(peer, sid, "opt", model="turn-model")
+        await until(lambda: [a for a in admissions_of(home, sid)
+                             if a[0] == "delegation" and a[2] == "terminal"],
+                    what="the delivery turn")
     assert first["result"]["text"] == DISPATCH_ACK
     [delivery] = model.deliveries(fake)
     assert delivery["model"] == "turn-model"
