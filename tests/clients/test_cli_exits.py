@@ -248,12 +248,14 @@ def test_resolve_settles_what_a_crashed_owner_was_running(tmp_path, run_cli):
                                     "WHERE status = 'started'"):
                 assert time.monotonic() < deadline, "the turn never started"
                 time.sleep(0.05)
-        finally:  # the turn is held at the model: kill the owner under it
+        finally:
+            # the CLI first: one that saw its owner die would start another
+            chat.kill()
+            chat.wait(10)
+            # the turn is held at the model: kill the owner under it
             owner.proc.kill()
             owner.proc.wait(10)
             owner.kill()
-            chat.kill()
-            chat.wait(10)
         sid = db_rows(home, "SELECT target_session_id FROM session_admissions")[0][0]
         stuck.set()
         with OwnerProcess(home):
