@@ -474,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
             args.rest = [*unknown, *args.rest]
         elif unknown:
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        CONTEXT.command = args.command
         return int(args.func(args) or 0)
     except SystemExit as exc:  # --help, --version, and the owner's own main()
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)

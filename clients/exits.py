@@ -29,7 +29,8 @@ EXIT_SIGINT = 130  # the shell convention for "ended by Ctrl-C" (128 + SIGINT)
 
 # owner refusals by reason -> (exit code, hint)
 _RPC: dict[str, tuple[int, str]] = {
-    "invalid_params": (EXIT_USAGE, "check the flags and values; `tether chat --help` lists them"),
+    "invalid_params": (EXIT_USAGE, "check the flags and values; `tether COMMAND --help` lists "
+                                   "them"),
     "admission_conflict": (EXIT_USAGE, "that input id was already used with a different prompt "
                                        "or options; pick a new --input-id"),
     "not_found": (EXIT_USAGE, "`tether sessions` lists the sessions this owner knows"),
@@ -65,6 +66,7 @@ class Context:
         self.home: Any = None
         self.session_id: str | None = None
         self.input_id: str | None = None
+        self.command = "chat"  # the subcommand running, for hints that name one
 
     def resume_hint(self) -> str:
         if self.session_id and self.input_id:
@@ -108,6 +110,7 @@ def from_exception(exc: BaseException) -> CliError:
         code, hint = _RPC.get(exc.reason, (EXIT_TURN, ""))
         if exc.reason == "unknown_execution" and CONTEXT.session_id:
             hint = hint.replace("SESSION", CONTEXT.session_id)
+        hint = hint.replace("COMMAND", CONTEXT.command)
         detail = exc.detail or exc.reason
         if exc.reason == "internal_error" and exc.data.get("error_id"):
             detail += f" (error id {exc.data['error_id']})"

@@ -148,6 +148,9 @@ def test_turns_exit_codes_and_viewers(tmp_path, run_cli):
             assert_error(conflict, 2, "admission_conflict")
             assert_error(run_cli(home, "chat", "-Q", "--resume", "ses_missing", "-q", "x"),
                          2, "not_found")
+            empty = run_cli(home, "events", "")
+            assert_error(empty, 2, "invalid_params")
+            assert "`tether events --help`" in empty.stderr  # the command that was run
             # not quiet, output redirected: nothing announces a session that is not there
             assert_error(run_cli(home, "chat", "--resume", "ses_missing", "-q", "x"),
                          2, "not_found")
