@@ -169,6 +169,17 @@ def start_owner(home: Path, *, tcp: str | None = None) -> subprocess.Popen[bytes
         os.close(fd)
 
 
+def _home_hint(home: Path) -> str:
+    """What to do about a home the owner could not be started in."""
+    for path in (home, *home.parents):
+        if path.exists():
+            if not path.is_dir():
+                return (f"{path} is a file, not a directory: give --home (or TETHER_HOME) "
+                        "a directory path")
+            break
+    return "check that the home directory is writable"
+
+
 def _log_tail(home: Path, lines: int = 5) -> str:
     """Why the owner we started exited: its own one-line ``tether: …`` verdict
     from the end of daemon.log (its stderr) if there is one, else the last lines."""
@@ -232,7 +243,7 @@ async def ensure_owner(home: Path, *, autostart: bool = True, tcp: str | None = 
                 proc = start_owner(home, tcp=tcp)
             except OSError as exc:
                 raise OwnerUnavailable("start_failed", f"cannot start the owner: {exc}",
-                                       "check that the home directory is writable") from None
+                                       _home_hint(home)) from None
         if time.monotonic() > deadline:
             holder = _lock_holder(home)
             who = f" (pid {holder} holds the lock but does not answer)" if holder else ""

@@ -80,8 +80,9 @@ def test_help_and_version(tmp_path, run_cli):
 def test_owner_that_cannot_start_exits_3(tmp_path, run_cli):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    assert_error(run_cli(blocker / "home", "chat", "-Q", "-q", "hi", cwd=tmp_path), 3,
-                 "start_failed")
+    result = run_cli(blocker / "home", "chat", "-Q", "-q", "hi", cwd=tmp_path)
+    assert_error(result, 3, "start_failed")
+    assert f"hint: {blocker} is a file, not a directory" in result.stderr
 
 
 def test_an_owner_that_cannot_start_says_why_at_once(tmp_path, run_cli):
