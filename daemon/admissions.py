@@ -85,11 +85,7 @@ class AdmissionService:
         except InvalidParams:
             # a retry of what was admitted under other limits (the owner restarted
             # with a lower max_text_chars, say) still gets its receipt
-            try:
-                existing = await self.rt.db.lookup(
-                    lambda c: admissions.find(c, "local", p.session_id, p.input_id))
-            except StorageError:
-                existing = None
+            existing = await self._find("local", p.session_id, p.input_id)
             if existing is None:
                 raise
             return self._same(existing, ledger.digest(payload_json))
@@ -107,12 +103,7 @@ class AdmissionService:
         """
         rt = self.rt
         digest = ledger.digest(payload_json)
-        # a retry is a read by key, on the loop: no thread hop, no writer round trip
-        try:
-            existing = await rt.db.lookup(
-                lambda c: admissions.find(c, principal, session_id, request_id))
-        except StorageError as exc:
-            raise storage_error(exc) from None
+        existing = await self._find(principal, session_id, request_id)
         if existing is not None:
             return self._same(existing, digest)
         if rt.draining and not internal:
@@ -172,6 +163,16 @@ class AdmissionService:
         if not created:
             return self._same(row, digest)
         return ledger.receipt_from_row(row)
+
+    async def _find(self, principal: str, session_id: str,
+                    request_id: str) -> dict[str, Any] | None:
+        """The admission with this identity, if any: a read by key, on the loop (a
+        retry needs no thread hop and no writer round trip)."""
+        try:
+            return await self.rt.db.lookup(
+                lambda c: admissions.find(c, principal, session_id, request_id))
+        except StorageError as exc:
+            raise storage_error(exc) from None
 
     def _on_admitted(self, fut: asyncio.Future[Any], session_id: str,
                      admission_id: str) -> None:

@@ -73,6 +73,15 @@ def _decode_cursor(cursor: str) -> tuple[float, str]:
                             ) from None
 
 
+def _same_session(found: dict[str, Any], request_id: str, digest: str) -> str:
+    """The session a create with this request_id made, if it was made with the same
+    params (a retry); a conflict if not."""
+    if found["params_digest"] != digest:
+        raise AdmissionConflict(f"request_id {request_id!r} already created a session with "
+                                "different params", session_id=found["session_id"])
+    return str(found["session_id"])
+
+
 class SessionService:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
@@ -91,11 +100,7 @@ class SessionService:
             if p.request_id is not None:
                 found = sessions.get_by_request(tx.conn, p.request_id)
                 if found is not None:
-                    if found["params_digest"] != digest:
-                        raise AdmissionConflict(
-                            f"request_id {p.request_id!r} already created a session with "
-                            "different params", session_id=found["session_id"])
-                    return found["session_id"]
+                    return _same_session(found, p.request_id, digest)
             if draining:  # a retry above is still answered; nothing new is created
                 raise RuntimeDraining("the owner is shutting down and creates nothing new")
             sessions.insert(tx.conn, session_id=session_id, request_id=p.request_id,
@@ -133,12 +138,7 @@ class SessionService:
             found = await self.rt.db.read(lambda c: sessions.get_by_request(c, request_id))
         except StorageError as exc:
             raise storage_error(exc) from None
-        if found is None:
-            return None
-        if found["params_digest"] != digest:
-            raise AdmissionConflict(f"request_id {request_id!r} already created a session "
-                                    "with different params", session_id=found["session_id"])
-        return str(found["session_id"])
+        return None if found is None else _same_session(found, request_id, digest)
 
     async def snapshot(self, session_id: str, after_seq: int | None,
                        viewer: Viewer | None, subscribe: bool = True) -> tuple[dict, Any]:
