@@ -18,8 +18,8 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from contextlib import closing
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any
 
@@ -236,3 +236,21 @@ def db_rows(home: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
     """Read state.db directly, read-only, as an inspector would."""
     with closing(sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)) as db:
         return db.execute(sql, args).fetchall()
+
+
+@asynccontextmanager
+async def owner_session(tmp_path: Path, handler: Callable[[dict], Any], /, **config: Any,
+                        ) -> AsyncIterator[tuple[Path, Any, OwnerProcess, Peer, str]]:
+    """The common scene: a fake model running ``handler``, an owner on a fresh home
+    configured for it (more config sections in ``config``), a peer, and a new
+    session: (home, provider, owner, peer, session_id). On exit the owner has
+    stopped, so state.db can be read as it was left."""
+    from fakeprovider import FakeProvider
+
+    home = tmp_path / "home"
+    with FakeProvider(handler) as provider:
+        write_config(home, provider.url, **config)
+        with OwnerProcess(home) as owner:
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                yield home, provider, owner, peer, sid

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fakeprovider import FakeProvider, Reply, Status, text_reply, tool_call_reply
-from harness import OwnerProcess, Peer, db_rows, until, write_config
+from harness import OwnerProcess, Peer, db_rows, owner_session, until, write_config
 
 WORKERS = ("WORKER_ALPHA", "WORKER_BETA")
 JOINED = "FANOUT_JOINED_AND_SYNTHESIZED"
@@ -161,13 +161,8 @@ async def origin_session(tmp_path: Path, scripted: FanoutModel, **config: Any,
                          ) -> AsyncIterator[tuple[Path, FakeProvider, Peer, str]]:
     """An owner whose model is ``scripted`` (config sections in ``config``), a
     peer, and a new session to delegate from. On exit the owner has stopped."""
-    home = tmp_path / "home"
-    with FakeProvider(scripted) as fake:
-        write_config(home, fake.url, **config)
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                yield home, fake, peer, sid
+    async with owner_session(tmp_path, scripted, **config) as (home, fake, _owner, peer, sid):
+        yield home, fake, peer, sid
 
 
 async def turn(peer: Peer, sid: str, input_id: str, text: str = PROMPT, **params: Any) -> dict:

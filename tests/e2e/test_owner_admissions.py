@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from fakeprovider import FakeProvider, prompt_of, text_reply
-from harness import OwnerProcess, Peer, db_rows, write_config
+from harness import OwnerProcess, Peer, db_rows, owner_session, write_config
 
 
 def asked(provider: FakeProvider, text: str) -> int:
@@ -29,13 +29,8 @@ async def echo_session(tmp_path: Path, handler: Callable[[dict], Any] = echo,
     """An owner on a fresh home whose provider echoes (or runs ``handler``), a peer,
     and a new session. On exit the owner has stopped, so the ledger can be read as
     it was left."""
-    home = tmp_path / "home"
-    with FakeProvider(handler) as provider:
-        write_config(home, provider.url)
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                yield home, provider, peer, sid
+    async with owner_session(tmp_path, handler) as (home, provider, _owner, peer, sid):
+        yield home, provider, peer, sid
 
 
 def gated_echo() -> tuple[Callable[[dict], Any], threading.Event]:
@@ -169,24 +164,19 @@ async def test_params_are_validated_strictly_and_nothing_is_stored(tmp_path):
 
 
 async def test_concurrent_identical_submissions_make_one_row_and_one_run(tmp_path):
-    home = tmp_path / "home"
-    with FakeProvider(echo) as provider:
-        write_config(home, provider.url)
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as creator:
-                sid = (await creator.result("session.create"))["session_id"]
-                peers = [await Peer.connect(home) for _ in range(4)]
-                try:
-                    params = {"session_id": sid, "input_id": "race", "text": "only once",
-                              "finite": True}
-                    receipts = await asyncio.gather(
-                        *(peers[i % 4].result("prompt.submit", **params) for i in range(32)))
-                    assert len({r["admission_id"] for r in receipts}) == 1
-                    done = await creator.wait_terminal(sid, receipts[0]["admission_id"])
-                    assert done["result"]["text"] == "ECHO:only once"
-                finally:
-                    for p in peers:
-                        await p.close()
+    async with echo_session(tmp_path) as (home, provider, creator, sid):
+        peers = [await Peer.connect(home) for _ in range(4)]
+        try:
+            params = {"session_id": sid, "input_id": "race", "text": "only once",
+                      "finite": True}
+            receipts = await asyncio.gather(
+                *(peers[i % 4].result("prompt.submit", **params) for i in range(32)))
+            assert len({r["admission_id"] for r in receipts}) == 1
+            done = await creator.wait_terminal(sid, receipts[0]["admission_id"])
+            assert done["result"]["text"] == "ECHO:only once"
+        finally:
+            for p in peers:
+                await p.close()
     assert asked(provider, "only once") == 1
     assert db_rows(home, "SELECT COUNT(*) FROM session_admissions") == [(1,)]
 

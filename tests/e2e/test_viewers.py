@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from fakeprovider import FakeProvider, RawSSE, text_reply
-from harness import OwnerProcess, Peer, db_rows, page_through, write_config
+from harness import OwnerProcess, Peer, db_rows, owner_session, page_through, write_config
 from websockets.asyncio.client import unix_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -274,16 +274,12 @@ async def test_hostile_viewers_do_not_grow_the_owners_memory(tmp_path, raw):
 async def owner_with_a_finished_session(tmp_path: Path) -> Any:
     """An owner, a peer, and a session with one finished turn of 400 large events
     (the provider's burst) that the peer does not follow."""
-    home = tmp_path / "home"
-    with FakeProvider(lambda req: burst_sse(400, "p")) as provider:
-        write_config(home, provider.url)
-        with OwnerProcess(home) as owner:
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                r = await peer.result("prompt.submit", session_id=sid, input_id="p", text="p")
-                await peer.wait_terminal(sid, r["admission_id"], timeout=60)
-                await peer.result("session.detach", session_id=sid)
-                yield home, owner, peer, sid
+    async with owner_session(tmp_path, lambda req: burst_sse(400, "p")) as (
+            home, _provider, owner, peer, sid):
+        r = await peer.result("prompt.submit", session_id=sid, input_id="p", text="p")
+        await peer.wait_terminal(sid, r["admission_id"], timeout=60)
+        await peer.result("session.detach", session_id=sid)
+        yield home, owner, peer, sid
 
 
 async def test_a_page_of_events_ends_after_about_a_mib(tmp_path):
