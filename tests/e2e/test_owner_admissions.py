@@ -47,36 +47,32 @@ def gated_echo() -> tuple[Callable[[dict], Any], threading.Event]:
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streaming", "non-streaming"])
 async def test_turn_completes_with_the_providers_answer(tmp_path, stream):
-    home = tmp_path / "home"
-    with FakeProvider(lambda req: text_reply("The answer is forty-two.")) as provider:
-        write_config(home, provider.url, model={"stream": stream})
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                receipt = await peer.result("prompt.submit", session_id=sid, input_id="in-1",
-                                            text="what is the answer?")
-                assert receipt["session_id"] == sid and receipt["input_id"] == "in-1"
-                assert receipt["admission_id"]
-                assert receipt["status"] == "queued"
-                assert receipt["outcome"] is None and receipt["result"] is None
+    async with owner_session(tmp_path, lambda req: text_reply("The answer is forty-two."), model={"stream": stream}) as (
+            home, provider, _owner, peer, sid):
+        receipt = await peer.result("prompt.submit", session_id=sid, input_id="in-1",
+                                    text="what is the answer?")
+        assert receipt["session_id"] == sid and receipt["input_id"] == "in-1"
+        assert receipt["admission_id"]
+        assert receipt["status"] == "queued"
+        assert receipt["outcome"] is None and receipt["result"] is None
 
-                done = await peer.wait_terminal(sid, receipt["admission_id"])
-                assert done["outcome"] == "completed"
-                assert done["result"]["text"] == "The answer is forty-two."
-                assert done["result"]["error"] is None
-                assert done["result"]["usage"]["completion_tokens"] > 0
+        done = await peer.wait_terminal(sid, receipt["admission_id"])
+        assert done["outcome"] == "completed"
+        assert done["result"]["text"] == "The answer is forty-two."
+        assert done["result"]["error"] is None
+        assert done["result"]["usage"]["completion_tokens"] > 0
 
-                complete = await peer.wait_event(lambda e: e["type"] == "message.complete")
-                mine = [e for e in peer.events if e["admission_id"] == receipt["admission_id"]]
-                deltas = "".join(e["payload"]["text"] for e in mine
-                                 if e["type"] == "message.delta")
-                assert deltas == "The answer is forty-two."
-                assert complete["payload"]["text"] == "The answer is forty-two."
-                assert mine[0]["type"] == "message.start"
+        complete = await peer.wait_event(lambda e: e["type"] == "message.complete")
+        mine = [e for e in peer.events if e["admission_id"] == receipt["admission_id"]]
+        deltas = "".join(e["payload"]["text"] for e in mine
+                         if e["type"] == "message.delta")
+        assert deltas == "The answer is forty-two."
+        assert complete["payload"]["text"] == "The answer is forty-two."
+        assert mine[0]["type"] == "message.start"
 
-                snap = await peer.result("session.resume", session_id=sid)
-                assert [(m["role"], m["content"]) for m in snap["messages"]] == [
-                    ("user", "what is the answer?"), ("assistant", "The answer is forty-two.")]
+        snap = await peer.result("session.resume", session_id=sid)
+        assert [(m["role"], m["content"]) for m in snap["messages"]] == [
+            ("user", "what is the answer?"), ("assistant", "The answer is forty-two.")]
     assert [r["stream"] for r in provider.requests] == [stream]
 
 

@@ -8,7 +8,7 @@ import threading
 from typing import Any
 
 from fakeprovider import FakeProvider, prompt_of, text_reply
-from harness import OwnerProcess, Peer, db_rows, page_through, until, write_config
+from harness import OwnerProcess, Peer, db_rows, owner_session, page_through, until, write_config
 from websockets.asyncio.client import unix_connect
 
 
@@ -217,61 +217,57 @@ class ArrivalMarks(list):
 
 
 async def test_resuming_again_on_the_same_connection_keeps_events_in_order(tmp_path):
-    home = tmp_path / "home"
-    with FakeProvider(answer) as provider:
-        write_config(home, provider.url)
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                marks = peer.other = ArrivalMarks(peer)
-                receipts = [await peer.result("prompt.submit", session_id=sid,
-                                              input_id=f"t{n}", text=f"turn {n}")
-                            for n in range(12)]
+    async with owner_session(tmp_path, answer) as (
+            home, provider, _owner, peer, sid):
+        marks = peer.other = ArrivalMarks(peer)
+        receipts = [await peer.result("prompt.submit", session_id=sid,
+                                      input_id=f"t{n}", text=f"turn {n}")
+                    for n in range(12)]
 
-                async def keep_reader_busy() -> None:
-                    # other viewers' reads queue up on the owner's reader: each resume
-                    # below then takes long enough for turns to publish events meanwhile
-                    async with await Peer.connect(home) as other:
-                        while True:
-                            await asyncio.gather(*(
-                                other.result("session.events.since", session_id=sid,
-                                             after_seq=0) for _ in range(4)))
+        async def keep_reader_busy() -> None:
+            # other viewers' reads queue up on the owner's reader: each resume
+            # below then takes long enough for turns to publish events meanwhile
+            async with await Peer.connect(home) as other:
+                while True:
+                    await asyncio.gather(*(
+                        other.result("session.events.since", session_id=sid,
+                                     after_seq=0) for _ in range(4)))
 
-                noise = asyncio.create_task(keep_reader_busy())
-                try:
-                    # re-sync while turns stream: resume again, from a few events back
-                    for n in range(40):
-                        after = max(0, len(peer.events) - 2)
-                        await peer.send_raw(json.dumps({
-                            "jsonrpc": "2.0", "id": f"resume-{n}", "method": "session.resume",
-                            "params": {"session_id": sid, "after_seq": after}}))
-                        while len(marks) <= n:
-                            await asyncio.sleep(0.001)
-                    await peer.wait_terminal(sid, receipts[-1]["admission_id"])
-                finally:
-                    noise.cancel()
-                await peer.result("ping")
-                full = (await peer.result("session.events.since", session_id=sid,
-                                          after_seq=0))["events"]
-                # apply the frames in arrival order, as a viewer would: a snapshot resets
-                # the view to its last_seq, and every live event must continue the view
-                # exactly (no gap, nothing from before the snapshot, nothing twice)
-                last, shown = 0, 0
-                for reply, mark in [*zip(marks, marks.marks, strict=True),
-                                    (None, len(peer.events))]:
-                    for e in peer.events[shown:mark]:
-                        assert e["seq"] == last + 1, (e["seq"], last)
-                        assert e == full[e["seq"] - 1]
-                        last = e["seq"]
-                    shown = mark
-                    if reply is not None:
-                        snap = reply["result"]
-                        assert snap["last_seq"] >= last  # a snapshot never goes backwards
-                        assert snap["events"] == full[snap["events"][0]["seq"] - 1:
-                                                      snap["last_seq"]] if snap["events"] \
-                            else True
-                        last = snap["last_seq"]
-                assert last == len(full)
+        noise = asyncio.create_task(keep_reader_busy())
+        try:
+            # re-sync while turns stream: resume again, from a few events back
+            for n in range(40):
+                after = max(0, len(peer.events) - 2)
+                await peer.send_raw(json.dumps({
+                    "jsonrpc": "2.0", "id": f"resume-{n}", "method": "session.resume",
+                    "params": {"session_id": sid, "after_seq": after}}))
+                while len(marks) <= n:
+                    await asyncio.sleep(0.001)
+            await peer.wait_terminal(sid, receipts[-1]["admission_id"])
+        finally:
+            noise.cancel()
+        await peer.result("ping")
+        full = (await peer.result("session.events.since", session_id=sid,
+                                  after_seq=0))["events"]
+        # apply the frames in arrival order, as a viewer would: a snapshot resets
+        # the view to its last_seq, and every live event must continue the view
+        # exactly (no gap, nothing from before the snapshot, nothing twice)
+        last, shown = 0, 0
+        for reply, mark in [*zip(marks, marks.marks, strict=True),
+                            (None, len(peer.events))]:
+            for e in peer.events[shown:mark]:
+                assert e["seq"] == last + 1, (e["seq"], last)
+                assert e == full[e["seq"] - 1]
+                last = e["seq"]
+            shown = mark
+            if reply is not None:
+                snap = reply["result"]
+                assert snap["last_seq"] >= last  # a snapshot never goes backwards
+                assert snap["events"] == full[snap["events"][0]["seq"] - 1:
+                                              snap["last_seq"]] if snap["events"] \
+                    else True
+                last = snap["last_seq"]
+        assert last == len(full)
 
 
 async def test_a_viewer_that_stops_reading_gets_a_replay_gap_and_catches_up(tmp_path):

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from fakeprovider import FakeProvider, text_reply
-from harness import OwnerProcess, Peer, clean_env, db_rows, write_config
+from harness import OwnerProcess, Peer, clean_env, db_rows, owner_session, write_config
 
 
 def table_counts(home: Path) -> dict[str, int]:
@@ -70,30 +70,26 @@ def exclusive_lock(home: Path):
 
 
 async def test_locked_database_then_the_retry_is_admitted_once(tmp_path):
-    home = tmp_path / "home"
-    with FakeProvider(lambda req: text_reply("LOCK_DONE")) as provider:
-        write_config(home, provider.url, daemon={"busy_timeout_ms": 200})
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                before = table_counts(home)
-                with exclusive_lock(home):
-                    reply = await peer.call("prompt.submit", session_id=sid, input_id="in-1",
-                                            text="hello")
-                    storage_error(reply, "database_locked")
-                    storage_error(await peer.call("session.create", title="no"),
-                                  "database_locked")
-                    await reads_are_served(peer, sid)
-                    missing = await peer.call("prompt.receipt", session_id=sid, input_id="in-1")
-                    assert missing["error"]["message"] == "not_found"
-                assert table_counts(home) == before, "a refused write left a row"
+    async with owner_session(tmp_path, lambda req: text_reply("LOCK_DONE"), daemon={"busy_timeout_ms": 200}) as (
+            home, provider, _owner, peer, sid):
+        before = table_counts(home)
+        with exclusive_lock(home):
+            reply = await peer.call("prompt.submit", session_id=sid, input_id="in-1",
+                                    text="hello")
+            storage_error(reply, "database_locked")
+            storage_error(await peer.call("session.create", title="no"),
+                          "database_locked")
+            await reads_are_served(peer, sid)
+            missing = await peer.call("prompt.receipt", session_id=sid, input_id="in-1")
+            assert missing["error"]["message"] == "not_found"
+        assert table_counts(home) == before, "a refused write left a row"
 
-                receipt = await peer.result("prompt.submit", session_id=sid, input_id="in-1",
-                                            text="hello")
-                done = await peer.wait_terminal(sid, receipt["admission_id"])
-                assert done["outcome"] == "completed"
-                assert done["result"]["text"] == "LOCK_DONE"
-                assert rows_for(home, "in-1") == 1
+        receipt = await peer.result("prompt.submit", session_id=sid, input_id="in-1",
+                                    text="hello")
+        done = await peer.wait_terminal(sid, receipt["admission_id"])
+        assert done["outcome"] == "completed"
+        assert done["result"]["text"] == "LOCK_DONE"
+        assert rows_for(home, "in-1") == 1
 
 
 async def test_quota_full_refuses_whole_units_and_a_bigger_quota_recovers(tmp_path):
