@@ -3,12 +3,11 @@
 Runs until the model answers with text (the turn's result) or ``max_turns``
 model calls were made. The loop knows nothing of sessions or the store: it
 reports everything through an ``AgentSink`` (deltas, tool progress, transcript
-additions), which the turn runner and the delegation service implement.
+additions); engine.py runs it for turns and child agents alike.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -16,7 +15,7 @@ from typing import Any, Protocol
 import orjson
 
 from .provider import Completion, Provider, ProviderError
-from .tools import Tool, ToolCallContext
+from .tools import Tool, ToolContext
 
 __all__ = ["AgentResult", "AgentSink", "run_agent"]
 
@@ -32,7 +31,6 @@ class AgentResult:
     api_calls: int = 0
     usage: dict[str, int] = field(default_factory=dict)
     error: str | None = None
-    duration_seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -66,7 +64,7 @@ def _assistant_message(c: Completion) -> dict[str, Any]:
 
 
 async def _run_tool(tools: dict[str, Tool], name: str, arguments: str,
-                    ctx: ToolCallContext) -> tuple[str, str | None]:
+                    ctx: ToolContext) -> tuple[str, str | None]:
     tool = tools.get(name)
     if tool is None:
         err = f"unknown tool {name!r}; available: {', '.join(sorted(tools)) or 'none'}"
@@ -84,14 +82,13 @@ async def _run_tool(tools: dict[str, Tool], name: str, arguments: str,
 
 async def run_agent(*, provider: Provider, model: str, reasoning: str | None,
                     messages: list[dict[str, Any]], tools: dict[str, Tool], max_turns: int,
-                    sink: AgentSink, tool_context: Callable[[str], ToolCallContext]) -> AgentResult:
+                    sink: AgentSink, tool_context: Callable[[str], ToolContext]) -> AgentResult:
     """Run the loop over ``messages`` (history plus the new user message).
 
     Appends what it produces to ``messages`` and reports it to ``sink.record``.
     Provider failures end the loop with exit_reason ``failed``; cancellation
     propagates to the caller.
     """
-    started = time.monotonic()
     schemas = [t.schema() for t in tools.values()] or None
     result = AgentResult(text="", exit_reason="max_turns", model=model)
     for _ in range(max_turns):
@@ -126,5 +123,4 @@ async def run_agent(*, provider: Provider, model: str, reasoning: str | None,
         await sink.record(replies)
     else:
         result.error = f"stopped after {max_turns} model calls without a final answer"
-    result.duration_seconds = time.monotonic() - started
     return result

@@ -7,16 +7,16 @@ model, so nobody mistakes it for inference.
 
 The script, decided only from the messages and tools it is given:
 
-- a child prompt (its first user message starts with `CHILD_MARKER`) -> a short text summary
-  of the child's goal;
+- a child agent's request (its system prompt is delegation's `CHILD_SYSTEM_PROMPT`) -> a
+  short text summary of the child's goal;
 - a fresh parent prompt, with ``delegate_task`` offered -> one ``delegate_task`` call with two
   tasks, one per half of the prompt;
 - ``delegate_task`` results (``{"results": [...]}``) as the latest tool messages -> an answer
   that quotes every child's summary;
 - ``{"status": "dispatched"}`` (background delegation) -> a note that results will arrive as
   a new turn;
-- a user message starting with `RESULTS_MARKER` (background results delivered as a new
-  turn) -> an answer quoting the summaries in that message's JSON;
+- a user message starting with delegation's `RESULTS_PREFIX` (background results delivered
+  as a new turn) -> an answer quoting the summaries in that message's JSON;
 - anything else -> an echo-style reply with the hint.
 """
 
@@ -28,16 +28,13 @@ import math
 import re
 from typing import Any
 
+from .delegation.tasks import CHILD_SYSTEM_PROMPT, RESULTS_PREFIX
+from .delegation.tasks import TOOL_NAME as DELEGATE_TOOL
 from .provider import Completion, DeltaCallback, ToolCall
 
-__all__ = ["CHILD_MARKER", "DEMO_LABEL", "DemoProvider", "RESULTS_MARKER"]
+__all__ = ["DEMO_LABEL", "DemoProvider"]
 
-# The daemon starts each child's first user message with CHILD_MARKER, and a background
-# delegation's delivered results with RESULTS_MARKER; the demo keys its script off both.
-CHILD_MARKER = "[delegated task]"
-RESULTS_MARKER = "[delegation results]"
 DEMO_LABEL = "[demo provider]"
-DELEGATE_TOOL = "delegate_task"
 
 # Bounds on how much of the user's text is echoed into goals and summaries.
 _HALF_MAX_WORDS = 60
@@ -178,14 +175,15 @@ class DemoProvider:
     ) -> tuple[str | None, list[ToolCall]]:
         """The scripted answer to ``messages``: (text, tool calls). Pure and deterministic."""
         users = [m for m in messages if m.get("role") == "user"]
-        if users and _text_of(users[0]).lstrip().startswith(CHILD_MARKER):
+        if users and messages[0].get("role") == "system" \
+                and _text_of(messages[0]) == CHILD_SYSTEM_PROMPT:
             return self._child_summary(_text_of(users[0])), []
         last = messages[-1] if messages else {}
         if last.get("role") == "tool":
             return self._after_tools(messages), []
         if last.get("role") == "user":
             text = _text_of(last)
-            if text.lstrip().startswith(RESULTS_MARKER):
+            if text.lstrip().startswith(RESULTS_PREFIX):
                 results = _find_results(_first_json(text))
                 return self._synthesis(results, background=True), []
             if _offers(tools, DELEGATE_TOOL):
@@ -210,8 +208,7 @@ class DemoProvider:
         )
 
     def _child_summary(self, text: str) -> str:
-        body = text.lstrip()[len(CHILD_MARKER) :].strip()
-        goal = next((line.strip() for line in body.splitlines() if line.strip()), "")
+        goal = next((line.strip() for line in text.splitlines() if line.strip()), "")
         match = re.match(r"Summarise the prompt's (\w+) half: (.*)", goal, re.S)
         if match:
             part, material = match.groups()

@@ -1,8 +1,4 @@
-"""Durable per-session events and their fan-out to viewers.
-
-``Journal.write(fn)`` runs ``fn(tx)`` as one store unit; every ``tx.event(...)``
-it makes is appended to the session's gap-free log in that same transaction
-and published to subscribers right after the commit, in commit (= seq) order.
+"""Fan-out of committed events to viewers (journal.py writes them).
 
 Each connection owns one ``Viewer``: an outbox of encoded frames drained by the
 connection's sender task. Event frames are bounded per viewer; a viewer whose
@@ -14,22 +10,15 @@ viewer never slows a turn or its neighbours, and catches up by replay.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-import orjson
+from typing import Any
 
 from tether.rpc.framing import encode_notification
 from tether.rpc.methods import EVENT_METHOD
-from tether.store import Database
-from tether.store import events as event_rows
 
-__all__ = ["EventRecord", "Tx", "Journal", "EventBus", "Viewer"]
-
-T = TypeVar("T")
+__all__ = ["EventRecord", "EventBus", "Viewer"]
 
 
 @dataclass(slots=True)
@@ -43,24 +32,6 @@ class EventRecord:
     def wire(self) -> dict[str, Any]:
         return {"session_id": self.session_id, "seq": self.seq, "type": self.type,
                 "payload": self.payload, "admission_id": self.admission_id}
-
-
-class Tx:
-    """What a journal unit gets: the connection, a timestamp, and ``event()``."""
-
-    __slots__ = ("conn", "now", "events")
-
-    def __init__(self, conn: Any, now: float) -> None:
-        self.conn = conn
-        self.now = now
-        self.events: list[EventRecord] = []
-
-    def event(self, session_id: str, type_: str, payload: dict[str, Any],
-              admission_id: str | None = None) -> int:
-        seq = event_rows.append(self.conn, session_id, type_, orjson.dumps(payload).decode(),
-                                admission_id, self.now)
-        self.events.append(EventRecord(session_id, seq, type_, payload, admission_id))
-        return seq
 
 
 class Viewer:
@@ -162,7 +133,6 @@ class _Sub:
 class EventBus:
     def __init__(self) -> None:
         self._subs: dict[str, dict[Viewer, _Sub]] = {}
-        self.published = 0
 
     def subscribe(self, viewer: Viewer, session_id: str) -> bool:
         """Start holding events for ``viewer`` while a snapshot is read; False if
@@ -240,7 +210,6 @@ class EventBus:
     def publish(self, events: list[EventRecord]) -> None:
         for ev in events:
             subs = self._subs.get(ev.session_id)
-            self.published += 1
             if not subs:
                 continue
             frame = encode_notification(EVENT_METHOD, ev.wire())
@@ -260,27 +229,3 @@ class EventBus:
                "admission_id": None}
         viewer.put_notice(encode_notification(EVENT_METHOD, gap))
         return False
-
-
-class Journal:
-    """The store plus the bus: units whose events are published after commit."""
-
-    def __init__(self, db: Database, bus: EventBus) -> None:
-        self.db = db
-        self.bus = bus
-
-    async def write(self, fn: Callable[[Tx], T]) -> T:
-        value, _ = await asyncio.shield(self.submit(fn))
-        return value
-
-    def submit(self, fn: Callable[[Tx], T]) -> asyncio.Future[tuple[T, list[EventRecord]]]:
-        """Queue the unit now; call order is commit order, hence seq order."""
-        def unit(conn: Any) -> tuple[T, list[EventRecord]]:
-            tx = Tx(conn, time.time())
-            return fn(tx), tx.events
-
-        return self.db.submit(unit, after_commit=self._published)
-
-    def _published(self, value: tuple[Any, list[EventRecord]]) -> None:
-        if value[1]:
-            self.bus.publish(value[1])

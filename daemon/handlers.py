@@ -1,7 +1,9 @@
 """The rpc method handlers: thin glue from validated params to the services.
 
 Each handler gets the params model and a ``Call`` (the connection's viewer,
-which listener it came from, and hooks to run once the reply is queued).
+which listener it came from, and hooks to run once the reply is queued). A
+storage failure anywhere below becomes ``storage_unavailable`` here, in
+``translate``, the one place the store's errors meet the wire.
 """
 
 from __future__ import annotations
@@ -9,25 +11,31 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import sqlite3
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tether.rpc import models as m
 from tether.rpc.dispatch import Dispatcher
-from tether.rpc.errors import InvalidParams, NotFound
+from tether.rpc.errors import InvalidParams, NotFound, RpcError, StorageUnavailable
 from tether.rpc.methods import PROTOCOL
-from tether.store import StorageError
+from tether.store import Database, StorageError
 from tether.store import runtime as runtime_rows
 
-from .admissions import AdmissionService, storage_error
-from .events import Viewer
-from .runtime import Runtime
+from .admissions import AdmissionService
+from .events import EventBus
+from .server import Call
 from .sessions import SessionService
+from .supervisor import Supervisor
 from .turns import TurnRunner
 
-__all__ = ["Call", "Services", "build_dispatcher", "token_hash", "CAPABILITIES"]
+__all__ = ["Identity", "build_dispatcher", "token_hash", "translate", "CAPABILITIES"]
+
+CAPABILITIES = ["admissions.v1", "events.replay", "delegation.inline", "delegation.background",
+                "prompt.cancel", "tokens"]
+#: how long session.interrupt waits for the stopped turn to record its outcome
+INTERRUPT_WAIT_SECONDS = 10.0
 
 
 def token_hash(token: str) -> str:
@@ -35,34 +43,37 @@ def token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-CAPABILITIES = ["admissions.v1", "events.replay", "delegation.inline", "delegation.background",
-                "prompt.cancel", "tokens"]
+def translate(exc: Exception) -> RpcError | None:
+    """The wire error of a failure the store raised (None: not the store's)."""
+    if isinstance(exc, StorageError):
+        return StorageUnavailable(f"the state database failed: {exc.detail}",
+                                  storage_reason=exc.reason)
+    if isinstance(exc, sqlite3.IntegrityError):
+        return StorageUnavailable(f"the state database failed: {exc}",
+                                  storage_reason="constraint")
+    return None
 
 
-@dataclass
-class Call:
-    viewer: Viewer
-    transport: str  # "unix" | "tcp"
-    after_reply: list[Callable[[], None]] = field(default_factory=list)
+@dataclass(frozen=True)
+class Identity:
+    """Who this owner is, as runtime.describe says."""
+
+    version: str
+    instance_id: str
+    epoch: int
 
 
-@dataclass
-class Services:
-    rt: Runtime
-    sessions: SessionService
-    admissions: AdmissionService
-    turns: TurnRunner
-    delegations: Any = None  # DelegationService, set by the owner
-
-
-def build_dispatcher(svc: Services, *, check_results: bool = False) -> Dispatcher:
-    d = Dispatcher(check_results=check_results)
-    rt = svc.rt
+def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
+                     sessions: SessionService, admissions: AdmissionService,
+                     turns: TurnRunner, supervisor: Supervisor,
+                     check_results: bool = False) -> Dispatcher:
+    d = Dispatcher(check_results=check_results, translate=translate)
 
     @d.register("runtime.describe")
     async def describe(p: m.RuntimeDescribeParams, call: Call) -> dict[str, Any]:
-        return {"protocol": PROTOCOL, "version": rt.version, "instance_id": rt.instance_id,
-                "epoch": rt.epoch, "pid": os.getpid(), "capabilities": CAPABILITIES}
+        return {"protocol": PROTOCOL, "version": identity.version,
+                "instance_id": identity.instance_id, "epoch": identity.epoch,
+                "pid": os.getpid(), "capabilities": CAPABILITIES}
 
     @d.register("ping")
     async def ping(p: m.PingParams, call: Call) -> dict[str, Any]:
@@ -72,7 +83,7 @@ def build_dispatcher(svc: Services, *, check_results: bool = False) -> Dispatche
     async def shutdown(p: m.RuntimeShutdownParams, call: Call) -> dict[str, Any]:
         if call.transport != "unix":
             raise InvalidParams("runtime.shutdown is only accepted over the Unix socket")
-        rt.stop_requested.set()
+        supervisor.stop_requested.set()
         return {"draining": True}
 
     @d.register("token.create")
@@ -82,70 +93,67 @@ def build_dispatcher(svc: Services, *, check_results: bool = False) -> Dispatche
         token = "tt_" + secrets.token_urlsafe(32)
         token_id = "tok_" + secrets.token_hex(6)
         digest = token_hash(token)
-        try:
-            await rt.db.write(lambda c: runtime_rows.insert_token(
-                c, token_id, digest, p.label, time.time()))
-        except StorageError as exc:
-            raise storage_error(exc) from None
+        await db.write(lambda c: runtime_rows.insert_token(
+            c, token_id, digest, p.label, time.time()))
         return {"token": token, "token_id": token_id}
 
     @d.register("session.create")
     async def session_create(p: m.SessionCreateParams, call: Call) -> dict[str, Any]:
-        snap, release = await svc.sessions.create(p, call.viewer)
+        snap, release = await sessions.create(p, call.viewer)
         call.after_reply.append(release)
         return snap
 
     @d.register("session.resume")
     async def session_resume(p: m.SessionResumeParams, call: Call) -> dict[str, Any]:
-        snap, release = await svc.sessions.snapshot(p.session_id, p.after_seq, call.viewer)
+        snap, release = await sessions.snapshot(p.session_id, p.after_seq, call.viewer)
         call.after_reply.append(release)
         return snap
 
     @d.register("session.list")
     async def session_list(p: m.SessionListParams, call: Call) -> dict[str, Any]:
-        return await svc.sessions.list(p.limit, p.cursor)
+        return await sessions.list(p.limit, p.cursor)
 
     @d.register("session.events.since")
     async def events_since(p: m.SessionEventsSinceParams, call: Call) -> dict[str, Any]:
-        return await svc.sessions.events_since(p.session_id, p.after_seq, p.limit)
+        return await sessions.events_since(p.session_id, p.after_seq, p.limit)
 
     @d.register("session.detach")
     async def session_detach(p: m.SessionDetachParams, call: Call) -> dict[str, Any]:
         if p.session_id in call.viewer.sessions:
             # decided and done before any await: a session.resume pipelined after
             # this request must find its own subscription intact
-            rt.bus.unsubscribe(call.viewer, p.session_id)
+            bus.unsubscribe(call.viewer, p.session_id)
             return {"ok": True}
         # idempotent: detaching a session this connection does not follow is a no-op
         # (nothing to unsubscribe, so nothing may be, whatever arrives meanwhile)
-        if not await svc.sessions.exists(p.session_id):
+        if not await sessions.exists(p.session_id):
             raise NotFound(f"no session {p.session_id!r}", session_id=p.session_id)
         return {"ok": True}
 
     @d.register("session.interrupt")
     async def session_interrupt(p: m.SessionInterruptParams, call: Call) -> dict[str, Any]:
-        if not await svc.sessions.exists(p.session_id):
+        if not await sessions.exists(p.session_id):
             raise NotFound(f"no session {p.session_id!r}", session_id=p.session_id)
-        aid = svc.turns.stop(p.session_id, "cancelled")
+        aid = turns.stop(p.session_id, "cancelled")
         if aid is not None:
-            await svc.turns.wait(p.session_id, aid, 10.0)
+            await turns.wait(p.session_id, aid, INTERRUPT_WAIT_SECONDS)
         return {"interrupted": aid is not None, "admission_id": aid}
 
     @d.register("prompt.submit")
     async def prompt_submit(p: m.PromptSubmitParams, call: Call) -> dict[str, Any]:
-        return await svc.admissions.submit(p)
+        return await admissions.submit(p)
 
     @d.register("prompt.receipt")
     async def prompt_receipt(p: m.PromptReceiptParams, call: Call) -> dict[str, Any]:
-        return await svc.admissions.receipt(p.session_id, p.admission_id, p.input_id)
+        return await admissions.receipt(p.session_id, p.admission_id, p.input_id)
 
     @d.register("prompt.cancel")
     async def prompt_cancel(p: m.PromptCancelParams, call: Call) -> dict[str, Any]:
-        return await svc.admissions.cancel(p.session_id, p.admission_id)
+        return await admissions.cancel(p.session_id, p.admission_id)
 
     @d.register("prompt.resolve_unknown")
     async def prompt_resolve(p: m.PromptResolveUnknownParams, call: Call) -> dict[str, Any]:
-        return await svc.admissions.resolve_unknown(p.session_id, p.admission_id)
+        return await admissions.resolve_unknown(p.session_id, p.admission_id)
 
     missing = d.unhandled()
     if missing:

@@ -1,31 +1,133 @@
-"""Pure admission-ledger logic: canonical payloads, digests, receipts, transitions.
+"""The admission ledger's rules, with no I/O: states, transitions, payloads, receipts.
 
-No I/O here. The admission service (``daemon/admissions.py``) wraps these in
-store units; tests exercise them directly.
+Every change of an admission's status is one of the events below, and this
+table is the only place that says which status it may start from and where it
+leads. The store's UPDATE statements take their ``WHERE status IN (...)`` from
+`sources`; the services ask `decide_cancel` / `decide_resolve` what a request
+means for a row in a given status. Tests walk every status × event.
 
 Status machine (SPEC §3, §4, §7)::
 
-    queued ──start──▶ started ──finish──▶ terminal(completed|failed|cancelled|interrupted)
-      │                  │
-      │cancel            └─owner crash, next epoch─▶ unknown ──resolve──▶ terminal(interrupted)
-      └──────────────────────────────────────────────────────────▶ terminal(cancelled)
+                 start                finish
+    (admit) ──▶ queued ──────────▶ started ──────────▶ terminal
+                  │                   │   completed | failed | cancelled | interrupted
+                  │ withdraw          │ orphan (the owner that started it is gone)
+                  │ cancelled|failed  ▼
+                  └──────────────▶ unknown ──resolve──▶ terminal (interrupted)
+                                              ▲
+                 terminal ◀───────────────────┘
+
+``withdraw`` ends an admission that never ran: cancelled by request before its
+turn began, or failed when its turn crashed before starting. ``orphan`` is the
+only transition no request causes: a new owner epoch finds the row started by
+an older one (SPEC §7) and cannot know what happened, so it never replays it.
 """
 
 from __future__ import annotations
 
 import hashlib
+from enum import StrEnum
 from typing import Any
 
 import orjson
 
 __all__ = [
-    "canonical_payload", "encode_payload", "digest", "receipt_from_row", "retry_params",
-    "TERMINAL", "OUTCOMES", "can_cancel", "can_resolve",
+    "Status", "Event", "IllegalTransition", "TRANSITIONS", "OUTCOMES", "TERMINAL",
+    "TURN_OPTION_KEY", "next_status", "sources", "outcomes", "check", "CancelAction", "decide_cancel",
+    "decide_resolve", "canonical_payload", "encode_payload", "digest", "result_json",
+    "receipt_from_row",
 ]
 
-TERMINAL = "terminal"
+
+class Status(StrEnum):
+    QUEUED = "queued"
+    STARTED = "started"
+    UNKNOWN = "unknown"
+    TERMINAL = "terminal"
+
+
+class Event(StrEnum):
+    START = "start"
+    FINISH = "finish"
+    WITHDRAW = "withdraw"
+    ORPHAN = "orphan"
+    RESOLVE = "resolve"
+
+
+TERMINAL = Status.TERMINAL.value
 OUTCOMES = ("completed", "failed", "cancelled", "interrupted")
 TURN_OPTION_KEY = "cli_turn_v1"
+
+#: (status, event) → (next status, the outcomes it may record; empty: none)
+TRANSITIONS: dict[tuple[Status, Event], tuple[Status, tuple[str, ...]]] = {
+    (Status.QUEUED, Event.START): (Status.STARTED, ()),
+    (Status.QUEUED, Event.WITHDRAW): (Status.TERMINAL, ("cancelled", "failed")),
+    (Status.STARTED, Event.FINISH): (Status.TERMINAL, OUTCOMES),
+    (Status.STARTED, Event.ORPHAN): (Status.UNKNOWN, ()),
+    (Status.UNKNOWN, Event.RESOLVE): (Status.TERMINAL, ("interrupted",)),
+}
+
+
+class IllegalTransition(ValueError):
+    """An event that the ledger does not allow from a status (or with an outcome)."""
+
+
+def next_status(status: str, event: Event) -> Status:
+    """Where ``event`` leads from ``status``; IllegalTransition if nowhere."""
+    try:
+        return TRANSITIONS[(Status(status), event)][0]
+    except (KeyError, ValueError):
+        raise IllegalTransition(f"{event.value} is not allowed from {status!r}") from None
+
+
+def check(status: str, event: Event, outcome: str | None = None) -> Status:
+    """`next_status`, also checking that ``outcome`` is one the event may record."""
+    target = next_status(status, event)
+    allowed = TRANSITIONS[(Status(status), event)][1]
+    if (outcome is not None or allowed) and outcome not in allowed:
+        raise IllegalTransition(f"{event.value} from {status!r} cannot record {outcome!r}")
+    return target
+
+
+def outcomes(event: Event) -> tuple[str, ...]:
+    """The outcomes ``event`` may record (empty: it records none)."""
+    return next((allowed for (_, e), (_, allowed) in TRANSITIONS.items() if e is event), ())
+
+
+def sources(event: Event) -> tuple[str, ...]:
+    """The statuses ``event`` may start from: the store's ``WHERE status IN (...)``."""
+    return tuple(s.value for (s, e) in TRANSITIONS if e is event)
+
+
+class CancelAction(StrEnum):
+    WITHDRAW = "withdraw"  # still queued: it ends cancelled without running
+    STOP = "stop"  # its turn runs: stop it, and the turn records `cancelled`
+    REFUSE = "refuse"  # unknown: only prompt.resolve_unknown may settle it
+    NOTHING = "nothing"  # already terminal: the receipt is the answer
+
+
+def decide_cancel(status: str) -> CancelAction:
+    """What prompt.cancel does to an admission in ``status``."""
+    s = Status(status)
+    if s is Status.QUEUED:
+        return CancelAction.WITHDRAW
+    if s is Status.STARTED:
+        return CancelAction.STOP
+    if s is Status.UNKNOWN:
+        return CancelAction.REFUSE
+    return CancelAction.NOTHING
+
+
+def decide_resolve(status: str) -> bool | None:
+    """What prompt.resolve_unknown does: True resolve it, False nothing to do
+    (terminal already), None refuse (it is not unknown: it runs or will run)."""
+    s = Status(status)
+    if (s, Event.RESOLVE) in TRANSITIONS:
+        return True
+    return False if s is Status.TERMINAL else None
+
+
+# -- payloads and receipts -------------------------------------------------
 
 
 def canonical_payload(text: str, finite: bool, options: dict[str, Any],
@@ -56,12 +158,12 @@ def digest(payload_json: str) -> str:
     return hashlib.sha256(payload_json.encode()).hexdigest()
 
 
-def retry_params(session_id: str, request_id: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """Rebuild the exact prompt.submit params from a stored row (SPEC §4)."""
-    params = {"session_id": session_id, "input_id": request_id}
-    params.update({k: v for k, v in payload.items() if k != TURN_OPTION_KEY})
-    params.update(payload.get(TURN_OPTION_KEY, {}))
-    return params
+def result_json(text: str, usage: dict[str, Any], error: str | None) -> str:
+    """The stored result of a terminal admission (``error`` only when there is one)."""
+    result: dict[str, Any] = {"text": text, "usage": usage}
+    if error:
+        result["error"] = error
+    return orjson.dumps(result).decode()
 
 
 def receipt_from_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -81,11 +183,3 @@ def receipt_from_row(row: dict[str, Any]) -> dict[str, Any]:
         "outcome": row["outcome"] if terminal else None,
         "result": result,
     }
-
-
-def can_cancel(status: str) -> bool:
-    return status in ("queued", "started")
-
-
-def can_resolve(status: str) -> bool:
-    return status == "unknown"

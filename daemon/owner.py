@@ -5,6 +5,9 @@ the epoch, recover (started admissions of older epochs → unknown; background
 delegations left running → interrupted and delivered), listen, and only then
 write daemon.json — a client that sees the descriptor can connect.
 
+``_serve`` is also the owner's wiring: every service is built here, once, from
+the few collaborators it needs, in the order they depend on each other.
+
 Shutdown (``tether stop``, SIGTERM, SIGINT): stop admitting (runtime_draining),
 let running turns finish within ``daemon.grace_seconds``, interrupt the rest
 and record them terminal/interrupted, close connections with 1001, remove the
@@ -20,28 +23,35 @@ import logging.handlers
 import os
 import secrets
 import signal
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
 
 import httpx
-import orjson
 
 from tether.rpc.methods import PROTOCOL
-from tether.store import Database, StorageError, admissions
+from tether.store import Database, StorageError
 from tether.store import runtime as runtime_rows
 
 from . import faults
 from .admissions import AdmissionService
 from .config import Config, load_config
-from .delegation import DelegationService
-from .events import EventBus, Journal, Tx
-from .handlers import Services, build_dispatcher, token_hash
+from .delegation.background import BackgroundDelegations
+from .delegation.children import ChildRunner
+from .delegation.tool import delegate_task_tool
+from .engine import Engine
+from .events import EventBus
+from .handlers import Identity, build_dispatcher, token_hash
 from .home import Home
-from .runtime import Runtime
+from .journal import Journal
+from .provider import Provider
+from .providers import Providers
+from .recovery import recover
 from .scheduler import Scheduler
 from .server import Listeners, parse_hostport, tcp_address
 from .sessions import SessionService
+from .supervisor import Supervisor
+from .tools import ToolRegistry
 from .turns import TurnRunner
 
 __all__ = ["run_owner", "tether_version", "setup_logging"]
@@ -70,47 +80,16 @@ def setup_logging(home: Home, *, foreground: bool) -> None:
         root.addHandler(stream)
 
 
-#: result error of an unknown admission settled by ``daemon.unknown_policy: interrupt``
-POLICY_INTERRUPTED = ("the owner stopped while this turn ran; interrupted by "
-                      "daemon.unknown_policy")
-
-
-async def _recover(journal: Journal, epoch: int, scheduler: Scheduler, policy: str) -> None:
-    """Put the ledger back into the scheduler after a restart (SPEC §7, docs/recovery.md)."""
-    db = journal.db
-    unknown = await db.write(lambda c: admissions.mark_unknown_before(c, epoch))
-    if unknown:
-        log.warning("%d admission(s) were running when the previous owner stopped; "
-                    "now unknown: %s", len(unknown), ", ".join(unknown))
-    rows = await db.read(admissions.all_open)
-    for row in rows:
-        sid, aid = row["target_session_id"], row["admission_id"]
-        if row["status"] == "queued":
-            scheduler.enqueue(sid, aid)
-        elif row["status"] == "unknown" and policy == "manual":
-            scheduler.block(sid, aid)
-    if policy == "interrupt":
-        body = orjson.dumps({"text": "", "usage": {}, "error": POLICY_INTERRUPTED}).decode()
-
-        def settle(tx: Tx) -> None:
-            # as prompt.resolve_unknown would: terminal, and announced to viewers
-            for row in rows:
-                sid, aid = row["target_session_id"], row["admission_id"]
-                if row["status"] == "unknown" and admissions.finish(
-                        tx.conn, aid, "interrupted", body, tx.now):
-                    tx.event(sid, "message.complete",
-                             {"admission_id": aid, "outcome": "interrupted", "text": "",
-                              "error": POLICY_INTERRUPTED}, aid)
-                    tx.event(sid, "session.info",
-                             {"pending": scheduler.queued(sid), "running": None})
-
-        await journal.write(settle)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 async def run_owner(home: Home, *, tcp: str | None = None, config: Config | None = None,
-                    providers: dict[str, Any] | None = None,
+                    providers: Mapping[str, Provider] | None = None,
                     ready: asyncio.Event | None = None) -> None:
-    """Run an owner until asked to stop. Raises OwnerRunning if one already runs."""
+    """Run an owner until asked to stop. Raises OwnerRunning if one already runs.
+
+    ``providers`` replaces provider names with ready instances (the bench and
+    in-process tests run turns without a model server this way)."""
     os.umask(0o077)  # state.db, logs and tokens are the user's alone
     home.ensure()
     lock_fd = home.acquire_lock()
@@ -131,8 +110,8 @@ async def run_owner(home: Home, *, tcp: str | None = None, config: Config | None
         os.close(lock_fd)
 
 
-async def _serve(home: Home, config: Config, tcp: str | None, providers: dict[str, Any],
-                 ready: asyncio.Event | None) -> None:
+async def _serve(home: Home, config: Config, tcp: str | None,
+                 overrides: Mapping[str, Provider], ready: asyncio.Event | None) -> None:
     dcfg = config.daemon
     db = await Database.open(home.db, busy_timeout_ms=dcfg.busy_timeout_ms,
                              max_bytes=dcfg.max_db_bytes, fault=faults.storage_fault())
@@ -141,25 +120,33 @@ async def _serve(home: Home, config: Config, tcp: str | None, providers: dict[st
         scheduler = Scheduler(dcfg.max_running_turns)
         bus = EventBus()
         journal = Journal(db, bus)
-        await _recover(journal, epoch, scheduler, dcfg.unknown_policy)
+        await recover(journal, epoch, scheduler, dcfg.unknown_policy)
         loop = asyncio.get_running_loop()
         async with httpx.AsyncClient() as http, asyncio.TaskGroup() as tasks:
-            rt = Runtime(home=home, config=config, db=db, bus=bus, journal=journal,
-                         scheduler=scheduler, http=http, epoch=epoch,
-                         instance_id="own_" + secrets.token_hex(8), version=tether_version(),
-                         tasks=tasks, providers=providers)
-            svc = Services(rt=rt, sessions=SessionService(rt), admissions=None,  # type: ignore[arg-type]
-                           turns=None)  # type: ignore[arg-type]
-            svc.turns = TurnRunner(rt, svc)
-            svc.admissions = AdmissionService(rt, svc.turns)
-            svc.delegations = DelegationService(svc)
+            identity = Identity(version=tether_version(),
+                                instance_id="own_" + secrets.token_hex(8), epoch=epoch)
+            supervisor = Supervisor(tasks)
+            tools = ToolRegistry()
+            engine = Engine(Providers(config, http, overrides=overrides,
+                                      config_path=home.config), tools)
+            turns = TurnRunner(engine, journal, scheduler, supervisor, config, epoch=epoch)
+            admissions_svc = AdmissionService(journal, scheduler, supervisor, turns, dcfg,
+                                              epoch=epoch)
+            sessions = SessionService(journal, bus, scheduler, supervisor)
+            children = ChildRunner(engine, journal, supervisor, config)
+            background = BackgroundDelegations(children, journal, supervisor, config,
+                                               admissions_svc.admit, epoch=epoch)
+            tools.add(delegate_task_tool(children, background, config.delegation))
 
             async def token_ok(token: str) -> bool:
                 digest = token_hash(token)
                 return await db.read(lambda c: runtime_rows.token_exists(c, digest))
 
+            dispatcher = build_dispatcher(identity=identity, db=db, bus=bus, sessions=sessions,
+                                          admissions=admissions_svc, turns=turns,
+                                          supervisor=supervisor)
             listeners = Listeners(
-                build_dispatcher(svc), bus, max_connections=dcfg.max_connections,
+                dispatcher, bus, max_connections=dcfg.max_connections,
                 max_frame_bytes=dcfg.max_frame_bytes, viewer_queue=dcfg.viewer_queue_events,
                 max_subscriptions=dcfg.max_subscriptions_per_connection, token_check=token_ok,
                 allowed_origins=dcfg.tcp_allowed_origins)
@@ -167,35 +154,34 @@ async def _serve(home: Home, config: Config, tcp: str | None, providers: dict[st
             if tcp:
                 host, port = parse_hostport(tcp)
                 await listeners.start_tcp(host, port, allow_remote=dcfg.tcp_allow_remote)
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in STOP_SIGNALS:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
-                    loop.add_signal_handler(sig, rt.stop_requested.set)
+                    loop.add_signal_handler(sig, supervisor.stop_requested.set)
             home.write_descriptor({
-                "protocol": PROTOCOL, "version": rt.version, "pid": os.getpid(),
-                "instance_id": rt.instance_id, "epoch": epoch, "socket": str(home.socket),
-                "tcp_url": listeners.tcp_url,
+                "protocol": PROTOCOL, "version": identity.version, "pid": os.getpid(),
+                "instance_id": identity.instance_id, "epoch": epoch,
+                "socket": str(home.socket), "tcp_url": listeners.tcp_url,
                 "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
             })
-            log.info("owner %s (epoch %d, pid %d) serving %s%s", rt.instance_id, epoch,
+            log.info("owner %s (epoch %d, pid %d) serving %s%s", identity.instance_id, epoch,
                      os.getpid(), home.socket,
                      f" and {listeners.tcp_url}" if listeners.tcp_url else "")
-            svc.turns.pump()
-            rt.spawn(svc.delegations.recover(), "delegation-recovery")
+            turns.pump()
+            supervisor.spawn(background.recover(), "delegation-recovery")
             if ready is not None:
                 ready.set()
-            await rt.stop_requested.wait()
-            log.info("draining: admitting nothing new, %d turn(s) running",
-                     len(svc.turns.running))
-            rt.draining = True
-            await svc.turns.stop_all(dcfg.grace_seconds)
-            await svc.delegations.stop_all()
+            await supervisor.stop_requested.wait()
+            log.info("draining: admitting nothing new, %d turn(s) running", len(turns.running))
+            supervisor.draining = True
+            await turns.stop_all(dcfg.grace_seconds)
+            await background.stop_all()
             home.remove_runtime_files()
             await listeners.close()
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in STOP_SIGNALS:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.remove_signal_handler(sig)
             # anything still owned by the group (late deliveries) ends now
-            rt.cancel_spawned()
+            supervisor.cancel_spawned()
     except StorageError as exc:
         log.error("state database failed: %s", exc.detail)
         raise

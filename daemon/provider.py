@@ -2,7 +2,7 @@
 
 `OpenAIProvider` talks to any server that implements ``POST {base_url}/chat/completions``
 (OpenAI, vLLM, llama.cpp server, Ollama, ...), streamed (SSE) or not, with tool calls.
-`make_provider` turns a configured provider name into a `Provider`. This module is the
+providers.py turns a turn's settings into a `Provider`. This module is the
 HTTP shell (requests, retries, callbacks); reading the responses, with no I/O, is
 completions.py, whose `Completion`, `ToolCall`, `SSEDecoder` and `parse_completion` are
 importable from here too.
@@ -64,7 +64,6 @@ __all__ = [
     "SSEDecoder",
     "ToolCall",
     "base_url_problem",
-    "make_provider",
     "parse_completion",
 ]
 
@@ -413,38 +412,3 @@ class OpenAIProvider:
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._api_key, _REDACTED) if self._api_key else text
-
-
-def make_provider(
-    name: str,
-    *,
-    client: httpx.AsyncClient | None,
-    base_url: str | None,
-    api_key: str | None,
-    **opts: Any,
-) -> Provider:
-    """Build the provider configured as ``name`` (one of `PROVIDER_NAMES`).
-
-    ``custom`` needs ``base_url``; ``openai`` defaults it to OpenAI's API root. Both need a
-    ``client``, which the caller owns. ``demo`` is offline and ignores client, URL, key and
-    the HTTP options in ``opts`` (it accepts ``config_path`` for its setup hint).
-    """
-    if name == "demo":
-        # Imported here because demo.py builds on this module's types (a top-level import
-        # would be circular).
-        from .demo import DemoProvider
-
-        return DemoProvider(config_path=opts.get("config_path"))
-    if name not in PROVIDER_NAMES:
-        raise ValueError(f"unknown provider {name!r}; valid providers: {', '.join(PROVIDER_NAMES)}")
-    if name == "custom" and not base_url:
-        raise ValueError(
-            "provider 'custom' needs a base_url (the OpenAI-style API root, "
-            "e.g. http://127.0.0.1:8000/v1): set model.base_url in config.yaml or pass --base-url"
-        )
-    if client is None:
-        raise ValueError(f"provider {name!r} needs an httpx.AsyncClient")
-    opts.pop("config_path", None)
-    return OpenAIProvider(
-        client, name=name, base_url=base_url or OPENAI_BASE_URL, api_key=api_key, **opts
-    )

@@ -4,6 +4,10 @@ The scheduler holds admission ids only; it never touches the database or the
 loop. ``next()`` hands out the oldest ready admission of the session that has
 waited longest, as long as fewer than ``max_running`` turns run. A session with
 an ``unknown`` admission is paused (SPEC §7) until every one is resolved.
+
+It is also the owner's view of a session's work, as ``session.info`` reports
+it: ``pending`` (queued admissions, then those whose commit is on its way) and
+``running``.
 """
 
 from __future__ import annotations
@@ -23,12 +27,29 @@ class Scheduler:
         self.running: dict[str, str] = {}  # session_id -> admission_id
         # sessions with queued work that could start now, in arrival order
         self._ready: OrderedDict[str, None] = OrderedDict()
+        # admissions written by a unit whose commit has not been handed over yet,
+        # per session, in commit order
+        self._admitting: dict[str, list[str]] = {}
 
     # -- inputs -----------------------------------------------------------
 
     def enqueue(self, session_id: str, admission_id: str) -> None:
         self._queued.setdefault(session_id, deque()).append(admission_id)
         self._mark(session_id)
+
+    def admitting(self, session_id: str, admission_id: str) -> None:
+        """A unit that admits ``admission_id`` is about to commit: pending already."""
+        self._admitting.setdefault(session_id, []).append(admission_id)
+
+    def admitted(self, session_id: str, admission_id: str, *, committed: bool) -> None:
+        """That unit ended: committed, the admission is queued; otherwise forgotten."""
+        ids = self._admitting.get(session_id)
+        if ids is not None and admission_id in ids:
+            ids.remove(admission_id)
+            if not ids:
+                del self._admitting[session_id]
+        if committed:
+            self.enqueue(session_id, admission_id)
 
     def cancel(self, session_id: str, admission_id: str) -> int | None:
         """Drop a queued admission; its place in the queue (for `restore`), or None
@@ -83,8 +104,10 @@ class Scheduler:
     def queued(self, session_id: str) -> list[str]:
         return list(self._queued.get(session_id, ()))
 
-    def is_blocked(self, session_id: str) -> bool:
-        return session_id in self._unknown
+    def view(self, session_id: str) -> dict[str, object]:
+        """``session.info``'s payload: pending admissions and the running one."""
+        return {"pending": self.queued(session_id) + self._admitting.get(session_id, []),
+                "running": self.running.get(session_id)}
 
     def unknown(self, session_id: str) -> list[str]:
         """The unknown admissions the session is paused behind (sorted)."""

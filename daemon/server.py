@@ -31,6 +31,7 @@ import os
 import socket
 import struct
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
@@ -45,9 +46,8 @@ from websockets.typing import Subprotocol
 from tether.rpc.dispatch import Dispatcher
 
 from .events import EventBus, Viewer
-from .handlers import Call
 
-__all__ = ["Listeners", "SUBPROTOCOL", "TOKEN_PREFIX", "parse_hostport", "serve_echo",
+__all__ = ["Call", "Listeners", "SUBPROTOCOL", "TOKEN_PREFIX", "parse_hostport", "serve_echo",
            "tcp_address", "ws_options"]
 
 log = logging.getLogger("tether.server")
@@ -64,6 +64,16 @@ WRITE_LIMIT = 32 * 1024
 #: (every request slot taken) this, times ``max_frame_bytes``, is what a
 #: connection can make the owner buffer beyond its 64 requests
 MAX_QUEUE = 8
+
+
+@dataclass
+class Call:
+    """What a method handler learns of the request's connection."""
+
+    viewer: Viewer
+    transport: str  # "unix" | "tcp"
+    #: run once the reply is queued (a snapshot's subscription starts flowing then)
+    after_reply: list[Callable[[], None]] = field(default_factory=list)
 
 
 def ws_options(max_frame_bytes: int) -> dict[str, Any]:

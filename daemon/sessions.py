@@ -23,13 +23,14 @@ from tether.rpc.errors import (
     RuntimeDraining,
 )
 from tether.rpc.models import TURN_OPTION_FIELDS, SessionCreateParams
-from tether.store import StorageError, admissions, events, messages, sessions
+from tether.store import admissions, events, messages, sessions
 
 from . import ledger
-from .admissions import storage_error
-from .events import Viewer
-from .resolve import check_turn_options
-from .runtime import Runtime
+from .events import EventBus, Viewer
+from .journal import Journal, Tx
+from .scheduler import Scheduler
+from .settings import check_turn_options
+from .supervisor import Supervisor
 
 __all__ = ["SessionService", "new_session_id", "event_dicts"]
 
@@ -83,8 +84,13 @@ def _same_session(found: dict[str, Any], request_id: str, digest: str) -> str:
 
 
 class SessionService:
-    def __init__(self, rt: Runtime) -> None:
-        self.rt = rt
+    def __init__(self, journal: Journal, bus: EventBus, scheduler: Scheduler,
+                 supervisor: Supervisor) -> None:
+        self._journal = journal
+        self._db = journal.db
+        self._bus = bus
+        self._scheduler = scheduler
+        self._supervisor = supervisor
 
     async def create(self, p: SessionCreateParams, viewer: Viewer | None) -> tuple[dict, Any]:
         """Create (or find by request_id) a session; returns (snapshot, release)."""
@@ -94,9 +100,9 @@ class SessionService:
         digest = ledger.digest(ledger.encode_payload(params))
         session_id = new_session_id()
         # read once, on the loop: a drain that starts later does not undo this call
-        draining = self.rt.draining
+        draining = self._supervisor.draining
 
-        def unit(tx: Any) -> str:
+        def unit(tx: Tx) -> str:
             if p.request_id is not None:
                 found = sessions.get_by_request(tx.conn, p.request_id)
                 if found is not None:
@@ -108,7 +114,7 @@ class SessionService:
                             title=p.title, cwd=p.cwd, options=options, now=tx.now)
             return session_id
 
-        bus = self.rt.bus
+        bus = self._bus
         # take the subscription slot before writing: a connection at its bound is
         # refused with nothing created, not left with a session it cannot follow
         if viewer is not None and not bus.subscribe(viewer, session_id):
@@ -121,9 +127,7 @@ class SessionService:
             return await self.snapshot(found, None, viewer)
         sid: str | None = None
         try:
-            sid = await self.rt.journal.write(unit)
-        except StorageError as exc:
-            raise storage_error(exc) from None
+            sid = await self._journal.write(unit)
         finally:
             if viewer is not None and sid != session_id:
                 bus.abandon(viewer, session_id)  # failed, or found an existing one
@@ -134,10 +138,7 @@ class SessionService:
         """The session ``request_id`` created, if any (a conflict if its params differ)."""
         if request_id is None:
             return None
-        try:
-            found = await self.rt.db.read(lambda c: sessions.get_by_request(c, request_id))
-        except StorageError as exc:
-            raise storage_error(exc) from None
+        found = await self._db.read(lambda c: sessions.get_by_request(c, request_id))
         return None if found is None else _same_session(found, request_id, digest)
 
     async def snapshot(self, session_id: str, after_seq: int | None,
@@ -147,8 +148,8 @@ class SessionService:
 
         Returns (snapshot, release): call ``release()`` once the reply is queued.
         """
-        rt = self.rt
-        if viewer is not None and subscribe and not rt.bus.subscribe(viewer, session_id):
+        bus = self._bus
+        if viewer is not None and subscribe and not bus.subscribe(viewer, session_id):
             raise Overloaded(f"this connection already follows {viewer.max_subscriptions} "
                              "sessions; detach one first", limit=viewer.max_subscriptions)
 
@@ -172,31 +173,28 @@ class SessionService:
             return snap
 
         try:
-            snap = await rt.db.read(read)
-        except StorageError as exc:
+            snap = await self._db.read(read)
+        except Exception:
             if viewer is not None:
-                rt.bus.abandon(viewer, session_id)
-            raise storage_error(exc) from None
+                bus.abandon(viewer, session_id)
+            raise
         if snap is None:
             if viewer is not None:
-                rt.bus.abandon(viewer, session_id)
+                bus.abandon(viewer, session_id)
             raise NotFound(f"no session {session_id!r}", session_id=session_id)
-        snap["running"] = rt.scheduler.running.get(session_id)
+        snap["running"] = self._scheduler.running.get(session_id)
         last = snap["last_seq"]
 
         def release() -> None:
             if viewer is not None:
-                rt.bus.activate(viewer, session_id, last)
+                bus.activate(viewer, session_id, last)
 
         return snap, release
 
     async def list(self, limit: int, cursor: str | None) -> dict[str, Any]:
         after = _decode_cursor(cursor) if cursor else None
-        try:
-            rows = await self.rt.db.read(lambda c: sessions.list_page(c, limit, after))
-        except StorageError as exc:
-            raise storage_error(exc) from None
-        running = self.rt.scheduler.running
+        rows = await self._db.read(lambda c: sessions.list_page(c, limit, after))
+        running = self._scheduler.running
         out = [{"session_id": r["session_id"], "title": r["title"], "source": r["source"],
                 "created_at": r["created_at"], "updated_at": r["updated_at"],
                 "message_count": r["message_count"], "running": r["session_id"] in running,
@@ -214,17 +212,11 @@ class SessionService:
                                                        PAGE_BYTES)),
                     "last_seq": events.last_seq(c, session_id)}
 
-        try:
-            out = await self.rt.db.read(read)
-        except StorageError as exc:
-            raise storage_error(exc) from None
+        out = await self._db.read(read)
         if out is None:
             raise NotFound(f"no session {session_id!r}", session_id=session_id)
         return out
 
     async def exists(self, session_id: str) -> bool:
-        try:
-            row = await self.rt.db.read(lambda c: sessions.get(c, session_id))
-        except StorageError as exc:
-            raise storage_error(exc) from None
+        row = await self._db.read(lambda c: sessions.get(c, session_id))
         return row is not None

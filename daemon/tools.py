@@ -1,9 +1,12 @@
-"""Tool registry: toolsets, their JSON schemas for the model, and dispatch.
+"""Tools: what one is, what a call of one may use, and the registry the owner fills.
 
-A tool is an async function ``run(args: dict, call: ToolCallContext) -> str``
+A tool is an async function ``run(args: dict, ctx: ToolContext) -> str``
 returning the text that goes back to the model as the ``role=tool`` message.
 Tools report their own failures in that text (a bad argument is something the
 model can fix), so only bugs escape as exceptions.
+
+The owner's wiring registers every tool explicitly on one `ToolRegistry`
+(owner.py); nothing registers itself on import.
 """
 
 from __future__ import annotations
@@ -12,22 +15,28 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Tool", "ToolCallContext", "TOOLSETS", "DEFAULT_TOOLSETS", "register", "tools_for",
-           "unknown_toolsets"]
+from .settings import TOOLSETS, TurnSettings
+
+__all__ = ["Tool", "ToolContext", "ToolRegistry", "Emit"]
+
+#: write one event into the calling agent's session (in order with its other events)
+Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 
-@dataclass
-class ToolCallContext:
-    """Everything a tool may know about the turn that called it."""
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool call may know and use: the turn that called it, and its capabilities."""
 
     session_id: str
     admission_id: str | None  # None inside a child agent
-    finite: bool
-    depth: int  # 0 for a turn's agent, 1 for its children, ...
-    toolsets: tuple[str, ...]
     call_id: str
-    services: Any  # the owner's service bundle (delegation uses it)
-    settings: Any  # the turn's resolved TurnSettings
+    depth: int  # 0 for a turn's agent, 1 for its children, ...
+    settings: TurnSettings  # the calling agent's resolved settings
+    #: the channel capability (SPEC §12): False when nobody can receive a result
+    #: after this turn (a finite turn, and every child agent), so a tool that would
+    #: promise a later delivery must finish inside the call or refuse
+    late_delivery: bool
+    emit: Emit
 
 
 @dataclass(frozen=True)
@@ -36,44 +45,35 @@ class Tool:
     toolset: str
     description: str
     parameters: dict[str, Any]
-    run: Callable[[dict[str, Any], ToolCallContext], Awaitable[str]]
-    # available only while depth < limit(config); None = always
-    max_depth_key: str | None = None
+    run: Callable[[dict[str, Any], ToolContext], Awaitable[str]]
+    #: offered only to agents shallower than this depth (None: at any depth)
+    max_depth: int | None = None
 
     def schema(self) -> dict[str, Any]:
         return {"type": "function", "function": {
             "name": self.name, "description": self.description, "parameters": self.parameters}}
 
 
-TOOLSETS: dict[str, dict[str, Tool]] = {}
-DEFAULT_TOOLSETS: tuple[str, ...] = ("delegation",)
+class ToolRegistry:
+    """Every tool the owner offers, by toolset."""
 
+    def __init__(self) -> None:
+        self._toolsets: dict[str, dict[str, Tool]] = {name: {} for name in TOOLSETS}
 
-def register(tool: Tool) -> Tool:
-    tools = TOOLSETS.setdefault(tool.toolset, {})
-    if tool.name in tools:
-        raise ValueError(f"tool {tool.name} registered twice")
-    tools[tool.name] = tool
-    return tool
+    def add(self, tool: Tool) -> Tool:
+        tools = self._toolsets.get(tool.toolset)
+        if tools is None:
+            raise ValueError(f"tool {tool.name}: unknown toolset {tool.toolset!r}")
+        if any(tool.name in ts for ts in self._toolsets.values()):
+            raise ValueError(f"tool {tool.name} registered twice")
+        tools[tool.name] = tool
+        return tool
 
-
-def unknown_toolsets(names: list[str] | tuple[str, ...]) -> list[str]:
-    _load()
-    return [n for n in names if n not in TOOLSETS]
-
-
-def tools_for(toolsets: tuple[str, ...], *, depth: int, max_depth: int) -> dict[str, Tool]:
-    """The tools an agent at ``depth`` may call: delegate_task only below max_depth."""
-    _load()
-    out: dict[str, Tool] = {}
-    for name in toolsets:
-        for tool in TOOLSETS.get(name, {}).values():
-            if tool.max_depth_key is not None and depth >= max_depth:
-                continue
-            out[tool.name] = tool
-    return out
-
-
-def _load() -> None:
-    # toolset modules register themselves on import
-    from . import delegation  # noqa: F401
+    def for_agent(self, toolsets: tuple[str, ...], depth: int) -> dict[str, Tool]:
+        """The tools an agent with ``toolsets`` at ``depth`` may call."""
+        out: dict[str, Tool] = {}
+        for name in toolsets:
+            for tool in self._toolsets.get(name, {}).values():
+                if tool.max_depth is None or depth < tool.max_depth:
+                    out[tool.name] = tool
+        return out

@@ -63,6 +63,9 @@ class Dispatcher:
     failures by raising ``RpcError`` subclasses; any other exception becomes
     ``internal_error`` with an ``error_id`` and its traceback is logged, never sent.
 
+    ``translate`` maps a foreign exception a handler let through (the store's,
+    say) to the ``RpcError`` it means on the wire; None leaves it a bug.
+
     With ``check_results=True`` every result is also validated against the
     method's result model (an invalid one becomes ``internal_error``); meant for
     tests, since it costs a validation per call.
@@ -74,8 +77,10 @@ class Dispatcher:
         *,
         max_batch: int = MAX_BATCH,
         check_results: bool = False,
+        translate: Callable[[Exception], RpcError | None] | None = None,
     ) -> None:
         self._methods = dict(methods)
+        self._translate = translate
         self._routes: dict[str, _Route] = {}
         self._max_batch = max_batch
         self._check_results = check_results
@@ -219,7 +224,10 @@ class Dispatcher:
             if notification:
                 return None
             return encode_error(rid, err)
-        except Exception:
+        except Exception as exc:
+            mapped = self._translate(exc) if self._translate is not None else None
+            if mapped is not None:
+                return None if notification else encode_error(rid, mapped)
             error_id = secrets.token_hex(4)
             log.exception("internal error %s in method %s", error_id, name)
             if notification:

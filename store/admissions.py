@@ -80,23 +80,28 @@ def get(conn: sqlite3.Connection, admission_id: str) -> dict[str, Any] | None:
     return _row(conn.execute(_SELECT + " WHERE admission_id = ?", (admission_id,)).fetchone())
 
 
-def mark_started(conn: sqlite3.Connection, admission_id: str, epoch: int,
-                 now: float) -> dict[str, Any] | None:
-    """queued → started; returns the started row, or None if it was no longer queued."""
+def _in(statuses: tuple[str, ...]) -> str:
+    return "status IN (" + ", ".join("?" * len(statuses)) + ")"
+
+
+def mark_started(conn: sqlite3.Connection, admission_id: str, epoch: int, now: float,
+                 from_statuses: tuple[str, ...]) -> dict[str, Any] | None:
+    """→ started, stamped with ``epoch``; the started row, or None if its status
+    was not one of ``from_statuses``."""
     return _row(conn.execute(
         "UPDATE session_admissions SET status = 'started', owner_epoch = ?, started_at = ? "
-        "WHERE admission_id = ? AND status = 'queued'" + _RETURNING,
-        (epoch, now, admission_id),
+        f"WHERE admission_id = ? AND {_in(from_statuses)}" + _RETURNING,
+        (epoch, now, admission_id, *from_statuses),
     ).fetchone())
 
 
 def finish(conn: sqlite3.Connection, admission_id: str, outcome: str, result_json: str | None,
-           now: float) -> bool:
-    """Any non-terminal status → terminal/outcome; returns False if already terminal."""
+           now: float, from_statuses: tuple[str, ...]) -> bool:
+    """→ terminal/outcome; False if its status was not one of ``from_statuses``."""
     cur = conn.execute(
         "UPDATE session_admissions SET status = 'terminal', outcome = ?, result_json = ?, "
-        "finished_at = ? WHERE admission_id = ? AND status != 'terminal'",
-        (outcome, result_json, now, admission_id),
+        f"finished_at = ? WHERE admission_id = ? AND {_in(from_statuses)}",
+        (outcome, result_json, now, admission_id, *from_statuses),
     )
     return cur.rowcount == 1
 
@@ -114,12 +119,14 @@ def all_open(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
-def mark_unknown_before(conn: sqlite3.Connection, epoch: int) -> list[str]:
-    """started by an older epoch → unknown (SPEC §7); returns their admission_ids."""
+def mark_unknown_before(conn: sqlite3.Connection, epoch: int,
+                        from_statuses: tuple[str, ...]) -> list[str]:
+    """→ unknown, for rows in ``from_statuses`` stamped by an epoch older than
+    ``epoch`` (SPEC §7); returns their admission_ids."""
     rows = conn.execute(
         "UPDATE session_admissions SET status = 'unknown' "
-        "WHERE status = 'started' AND owner_epoch < ? RETURNING admission_id",
-        (epoch,),
+        f"WHERE {_in(from_statuses)} AND owner_epoch < ? RETURNING admission_id",
+        (*from_statuses, epoch),
     ).fetchall()
     return [r[0] for r in rows]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-__all__ = ["append", "since", "last_seq", "last_seqs", "payloads_of_type"]
+__all__ = ["append", "since", "last_seq", "last_seqs", "payloads_of_type", "of_admission"]
 
 
 def append(conn: sqlite3.Connection, session_id: str, type_: str, payload_json: str,
@@ -65,3 +65,13 @@ def payloads_of_type(conn: sqlite3.Connection, session_id: str, type_: str) -> l
     rows = conn.execute("SELECT payload_json FROM events WHERE session_id = ? AND type = ? "
                         "ORDER BY seq", (session_id, type_))
     return [r[0] for r in rows]
+
+
+def of_admission(conn: sqlite3.Connection, session_id: str, admission_id: str,
+                 types: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(type, payload_json) of the admission's events of ``types``, in seq order."""
+    marks = ", ".join("?" * len(types))
+    rows = conn.execute(
+        f"SELECT type, payload_json FROM events WHERE session_id = ? AND admission_id = ? "
+        f"AND type IN ({marks}) ORDER BY seq", (session_id, admission_id, *types))
+    return [(r[0], r[1]) for r in rows]

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tether.daemon.delegation.tasks import CHILD_SYSTEM_PROMPT
+
 __all__ = [
     "FakeProvider",
     "Message",
@@ -71,6 +73,13 @@ Reply = Message | Status | Stall | RawSSE
 def prompt_of(request: dict) -> str:
     """The text of the newest user message of a chat-completions request."""
     return [m for m in request["messages"] if m["role"] == "user"][-1]["content"]
+
+
+def is_child(request: dict) -> bool:
+    """Whether a request comes from a delegated child agent (its system prompt)."""
+    messages = request.get("messages") or []
+    return bool(messages) and messages[0].get("role") == "system" \
+        and messages[0].get("content") == CHILD_SYSTEM_PROMPT
 
 
 def text_reply(text: str) -> Message:

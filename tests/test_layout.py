@@ -61,3 +61,96 @@ def test_every_module_opens_with_a_docstring():
         for path in (ROOT / pkg).rglob("*.py"):
             tree = ast.parse(path.read_text(encoding="utf-8"))
             assert ast.get_docstring(tree), f"{path.relative_to(ROOT)} has no module docstring"
+
+
+MAX_MODULE_LINES = 400
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Every module of the four packages → the modules of theirs it imports, at any
+    depth of the file (a function-level import is an edge too)."""
+    paths = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[:len(base) - (node.level - 1)]
+                    module = ".".join(base + ([node.module] if node.module else []))
+                elif node.module and node.module.startswith("tether."):
+                    module = node.module.removeprefix("tether.")
+                else:
+                    continue
+                if node.module:  # `from . import x` names submodules, not the package
+                    targets.append(module)
+                targets += [f"{module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets += [a.name.removeprefix("tether.") for a in node.names
+                            if a.name.startswith("tether.")]
+            edges |= {t for t in targets if t in paths and t != name}
+        graph[name] = edges
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles():
+    graph = _module_graph()
+    assert "daemon.owner" in graph and "daemon.turns" in graph["daemon.owner"]
+    assert _cycles(graph) == []
+
+
+def test_no_module_is_longer_than_a_few_hundred_lines():
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            lines = len(path.read_text(encoding="utf-8").splitlines())
+            assert lines <= MAX_MODULE_LINES, f"{path.relative_to(ROOT)} has {lines} lines"

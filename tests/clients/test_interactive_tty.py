@@ -17,7 +17,7 @@ import subprocess
 import time
 
 from clihelp import CLI
-from fakeprovider import FakeProvider, Stall, text_reply, tool_call_reply
+from fakeprovider import FakeProvider, Stall, is_child, text_reply, tool_call_reply
 from harness import OwnerProcess, clean_env, db_rows, write_config
 
 # Runs the CLI as the leader of a new session whose controlling terminal is the pty
@@ -32,9 +32,8 @@ CHILD = "CHILD_SUMMARY_READY"
 
 def background_model(request: dict):
     messages = request.get("messages") or []
-    users = [str(m.get("content") or "") for m in messages if m["role"] == "user"]
     last = messages[-1] if messages else {}
-    if users and users[0].startswith("[delegated task]"):
+    if is_child(request):
         return text_reply(CHILD)
     if last.get("role") == "user" and last["content"].startswith("[delegation results]"):
         # only the message that delivers the children's results earns the token

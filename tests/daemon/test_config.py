@@ -9,7 +9,7 @@ import pytest
 
 from tether.daemon.config import ConfigError, load_config
 from tether.daemon.provider import base_url_problem
-from tether.daemon.resolve import check_turn_options
+from tether.daemon.settings import check_turn_options
 from tether.rpc.errors import InvalidParams
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from tether.daemon.demo import CHILD_MARKER, RESULTS_MARKER, DemoProvider
+from tether.daemon.delegation.tasks import CHILD_SYSTEM_PROMPT, RESULTS_PREFIX
+from tether.daemon.demo import DemoProvider
 from tether.daemon.provider import Provider
 
 PROMPT = "Explain why the sea has tides and how the moon and the sun pull on the oceans"
@@ -28,12 +29,17 @@ class Recorder:
         self.chunks.append(text)
 
 
+def child_messages(goal: str) -> list[dict]:
+    """A child agent's request, as the owner makes it."""
+    return [{"role": "system", "content": CHILD_SYSTEM_PROMPT}, {"role": "user", "content": goal}]
+
+
 async def run_children(demo: DemoProvider, goals: list[str]) -> list[dict]:
     """What the daemon does for an inline delegation: one child agent per goal."""
     results = []
     for index, goal in enumerate(goals):
         child = await demo.complete(
-            messages=[{"role": "user", "content": f"{CHILD_MARKER} {goal}"}], tools=[], model="demo"
+            messages=child_messages(goal), tools=[], model="demo"
         )
         assert child.tool_calls == []
         results.append(
@@ -156,7 +162,7 @@ async def test_background_dispatch_then_results_turn():
     results = await run_children(demo, goals)
     messages.append({"role": "assistant", "content": ack.text})
     delivery = {"delegation_id": "dlg_1", "state": "completed", "result": {"results": results}}
-    messages.append({"role": "user", "content": f"{RESULTS_MARKER}\n{json.dumps(delivery)}"})
+    messages.append({"role": "user", "content": f"{RESULTS_PREFIX}\n{json.dumps(delivery)}"})
     final = await demo.complete(messages=messages, tools=DELEGATE_TOOLS, model="demo")
     assert final.tool_calls == []
     assert final.text.startswith("[demo provider]")
@@ -168,12 +174,7 @@ async def test_background_dispatch_then_results_turn():
 async def test_child_never_delegates_even_if_offered():
     demo = DemoProvider()
     answer = await demo.complete(
-        messages=[
-            {
-                "role": "user",
-                "content": f"{CHILD_MARKER} Summarise the prompt's first half: hi there",
-            }
-        ],
+        messages=child_messages("Summarise the prompt's first half: hi there"),
         tools=DELEGATE_TOOLS,
         model="demo",
     )
@@ -185,8 +186,7 @@ async def test_child_counts_words_and_names_an_empty_half():
     demo = DemoProvider()
 
     async def summary(goal: str) -> str:
-        answer = await demo.complete(messages=[{"role": "user",
-                                                "content": f"{CHILD_MARKER} {goal}"}],
+        answer = await demo.complete(messages=child_messages(goal),
                                      tools=None, model="demo")
         return answer.text
 

@@ -18,8 +18,8 @@ from tether.daemon.provider import (
     Provider,
     ProviderError,
     SSEDecoder,
-    make_provider,
 )
+from tether.daemon.providers import make_provider
 
 KEY = "sk-test-SECRET-0123456789"
 USER = [{"role": "user", "content": "hello there"}]

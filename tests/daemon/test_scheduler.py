@@ -83,13 +83,13 @@ def test_an_unknown_admission_pauses_its_session_only():
     s.block("A", "u1")
     s.enqueue("A", "a1")
     s.enqueue("B", "b1")
-    assert s.is_blocked("A") and not s.is_blocked("B")
+    assert s.unknown("A") and not s.unknown("B")
     assert drain(s) == [("B", "b1")]
     s.enqueue("A", "a2")  # still paused
     assert drain(s) == []
     assert s.queued("A") == ["a1", "a2"]
     s.unblock("A", "u1")
-    assert not s.is_blocked("A")
+    assert not s.unknown("A")
     assert drain(s) == [("A", "a1")]
 
 

@@ -11,23 +11,14 @@ step); here the two calls are made back to back, so it happens every time.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+from wiring import Parts
 
 from tether.daemon import ledger
 from tether.daemon.bench_owner import InstantProvider
-from tether.daemon.config import Config
-from tether.daemon.events import EventBus, Journal
-from tether.daemon.home import Home
-from tether.daemon.runtime import Runtime
-from tether.daemon.scheduler import Scheduler
-from tether.daemon.turns import TurnRunner
-from tether.store import Database
 from tether.store import admissions as admission_rows
-from tether.store import sessions as session_rows
 
 SID = "ses_000000000000000000000001"
 
@@ -47,24 +38,13 @@ def provider() -> Any:
 
 
 @pytest.fixture
-async def runner(tmp_path: Path, provider: Any) -> Any:
-    db = await Database.open(tmp_path / "state.db")
-    scheduler = Scheduler(max_running=4)
-    bus = EventBus()
-    async with httpx.AsyncClient() as http, asyncio.TaskGroup() as tasks:
-        rt = Runtime(home=Home(tmp_path), config=Config(), db=db, bus=bus,
-                     journal=Journal(db, bus), scheduler=scheduler, http=http, epoch=1,
-                     instance_id="own_test", version="test", tasks=tasks,
-                     providers={"demo": provider})
-        await db.write(lambda c: session_rows.insert(
-            c, session_id=SID, request_id=None, params_digest=None, parent_session_id=None,
-            source="api", title=None, cwd=None, options={}, now=1.0))
-        yield rt, TurnRunner(rt, services=None)
-        rt.cancel_spawned()
-    await db.close()
+async def runner(wire, provider: Any) -> Any:
+    async with wire({"demo": provider}) as parts:
+        await parts.new_session(SID)
+        yield parts, parts.turns
 
 
-async def admit(rt: Runtime, input_id: str) -> str:
+async def admit(rt: Parts, input_id: str) -> str:
     payload = ledger.encode_payload(ledger.canonical_payload(input_id, True, {}, None))
     row = await rt.db.write(lambda c: admission_rows.insert_new(
         c, admission_id=f"adm_{input_id}", target_session_id=SID, principal_id="local",
@@ -75,7 +55,7 @@ async def admit(rt: Runtime, input_id: str) -> str:
     return row["admission_id"]
 
 
-async def status(rt: Runtime, admission_id: str) -> tuple[str, str | None]:
+async def status(rt: Parts, admission_id: str) -> tuple[str, str | None]:
     row = await rt.db.read(lambda c: admission_rows.get(c, admission_id))
     assert row is not None
     return row["status"], row["outcome"]
@@ -101,7 +81,7 @@ async def test_shutdown_after_such_a_stop_does_not_wait_forever(runner):
     aid = await admit(rt, "late")
     turns.pump()
     turns.stop(SID, "cancelled")
-    rt.draining = True
+    rt.supervisor.draining = True
     await asyncio.wait_for(turns.stop_all(grace=0), 10)
     assert await status(rt, aid) == ("terminal", "cancelled")
     assert not turns.running

@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeprovider import FakeProvider, Status, prompt_of, text_reply, tool_call_reply
+from fakeprovider import FakeProvider, Status, is_child, prompt_of, text_reply, tool_call_reply
 from harness import OwnerProcess, Peer, clean_env, until, write_config
 from websockets.exceptions import ConnectionClosed
 
-from tether.daemon.demo import CHILD_MARKER, RESULTS_MARKER
+from tether.daemon.delegation.tasks import RESULTS_PREFIX
 
 # what a client sees when the owner dies under it
 LOST = (OSError, TimeoutError, ConnectionClosed)
@@ -406,9 +406,9 @@ class DelegatingModel:
     def __call__(self, req: dict) -> Any:
         msgs = req["messages"]
         users = [m["content"] for m in msgs if m["role"] == "user"]
-        if users[0].startswith(CHILD_MARKER):
-            kind = "child:" + users[0][len(CHILD_MARKER):].strip()
-        elif users[-1].startswith(RESULTS_MARKER):
+        if is_child(req):
+            kind = "child:" + users[0].strip()
+        elif users[-1].startswith(RESULTS_PREFIX):
             kind = "results"
         elif msgs[-1]["role"] == "tool":
             kind = "after_dispatch"
@@ -546,7 +546,7 @@ async def test_kill_during_a_tool_call_leaves_the_session_usable(tmp_path):
         if (refused := refuse_bad_history(req)) is not None:
             return refused
         users = [m["content"] for m in req["messages"] if m["role"] == "user"]
-        if users[0].startswith(CHILD_MARKER):
+        if is_child(req):
             asked["child"] += 1
             gate.wait(60)  # the owner dies while the inline child runs
             return text_reply("CHILD DONE")
@@ -584,6 +584,52 @@ async def test_kill_during_a_tool_call_leaves_the_session_usable(tmp_path):
                 owner.kill()
     assert provider.errors == []
     assert asked == Counter({"DELEGATE inline": 1, "child": 1, "and now?": 1})
+    assert integrity(home) == "ok"
+    check_event_logs(home)
+
+
+async def test_inline_children_of_a_crashed_finite_turn_end_after_the_restart(tmp_path):
+    """A viewer of a finite turn that died while its inline children ran sees every
+    child end (subagent.complete, interrupted) once the next owner has started."""
+    home = tmp_path / "home"
+    gate = threading.Event()
+    asked: Counter[str] = Counter()
+
+    def handler(req: dict) -> Any:
+        if is_child(req):
+            asked["child"] += 1
+            gate.wait(60)  # the owner dies while both children run
+            return text_reply("CHILD DONE")
+        return tool_call_reply("delegate_task", {"tasks": [{"goal": "one"}, {"goal": "two"}]})
+
+    owners: list[OwnerProcess] = []
+    with FakeProvider(handler) as provider:
+        write_config(home, provider.url)
+        try:
+            owners.append(OwnerProcess(home).start())
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                first = await peer.result("prompt.submit", session_id=sid, input_id="t1",
+                                          text="DELEGATE inline", finite=True)
+                await until(lambda: asked["child"] == 2, "both inline children to run")
+                owners[0].kill()
+
+            owners.append(OwnerProcess(home).start())
+            async with await Peer.connect(home) as peer:
+                log = await peer.result("session.events.since", session_id=sid, after_seq=0)
+                await peer.result("prompt.resolve_unknown", session_id=sid,
+                                  admission_id=first["admission_id"])
+            assert owners[1].stop() == 0
+        finally:
+            gate.set()
+            for owner in owners:
+                owner.kill()
+    mine = [e for e in log["events"] if e["admission_id"] == first["admission_id"]]
+    started = {e["payload"]["child_session_id"] for e in mine if e["type"] == "subagent.start"}
+    ended = [e["payload"] for e in mine if e["type"] == "subagent.complete"]
+    assert len(started) == 2
+    assert sorted(p["child_session_id"] for p in ended) == sorted(started)
+    assert {p["status"] for p in ended} == {"interrupted"}
     assert integrity(home) == "ok"
     check_event_logs(home)
 

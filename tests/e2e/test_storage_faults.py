@@ -252,3 +252,58 @@ async def test_read_only_store_keeps_a_turns_outcome_until_it_can_be_written(tmp
                 # the viewer saw the outcome as an event too
                 await peer.wait_event(lambda e: e["type"] == "message.complete"
                                       and e["admission_id"] == first["admission_id"])
+
+
+async def test_a_background_delegation_survives_a_brief_lock_and_is_delivered(tmp_path):
+    """Both children of a background delegation answer while another process holds
+    state.db locked for 2 s (past busy_timeout_ms): once the lock is gone the same
+    owner records their results and delivers them, without a restart."""
+    from tether.daemon.delegation.tasks import RESULTS_PREFIX
+
+    gate = threading.Event()
+    answered: list[str] = []
+
+    def model(req: dict) -> Any:
+        from fakeprovider import is_child, tool_call_reply
+        last = req["messages"][-1]
+        if is_child(req):
+            goal = req["messages"][1]["content"]
+            gate.wait(30)
+            answered.append(goal)
+            return text_reply(f"SUMMARY OF {goal}")
+        if last["role"] == "user" and last["content"].startswith(RESULTS_PREFIX):
+            both = "SUMMARY OF ALPHA" in last["content"] and "SUMMARY OF BETA" in last["content"]
+            return text_reply("BOTH_DELIVERED" if both else "RESULTS_INCOMPLETE")
+        if last["role"] == "tool":
+            return text_reply("DISPATCHED")
+        return tool_call_reply("delegate_task", {"tasks": [{"goal": "ALPHA"},
+                                                           {"goal": "BETA"}]})
+
+    async with owner_session(tmp_path, model, daemon={"busy_timeout_ms": 300}) as (
+            home, _provider, _owner, peer, sid):
+        first = await peer.result("prompt.submit", session_id=sid, input_id="go",
+                                  text="fan out")
+        assert (await peer.wait_terminal(sid, first["admission_id"]))["outcome"] == "completed"
+        with exclusive_lock(home):
+            gate.set()
+            while len(answered) < 2:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(2.0)  # both answered; the owner's writes are refused
+
+        async def delivered() -> dict[str, Any] | None:
+            rows = db_rows(home, "SELECT admission_id FROM session_admissions "
+                                 "WHERE principal_id = 'delegation'")
+            if not rows:
+                return None
+            done = await peer.call("prompt.receipt", session_id=sid, admission_id=rows[0][0])
+            return done["result"] if done["result"]["status"] == "terminal" else None
+
+        deadline = asyncio.get_running_loop().time() + 30
+        receipt = None
+        while receipt is None and asyncio.get_running_loop().time() < deadline:
+            receipt = await delivered()
+            await asyncio.sleep(0.2)
+        assert receipt is not None, "the delegation was not delivered after the lock"
+        assert receipt["result"]["text"] == "BOTH_DELIVERED"
+        row = db_rows(home, "SELECT state, delivery_state FROM async_delegations")
+        assert [tuple(r) for r in row] == [("completed", "delivered")]

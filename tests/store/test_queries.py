@@ -8,6 +8,11 @@ import pytest
 from tether.store import admissions, events, messages, runtime, sessions
 from tether.store.migrations import migrate
 
+# the statuses each statement may start from (daemon/ledger.py decides them)
+QUEUED = ("queued",)
+STARTED = ("started",)
+OPEN = ("queued", "started", "unknown")
+
 
 @pytest.fixture
 def conn(tmp_path):
@@ -121,35 +126,35 @@ def test_admission_identity_is_unique_per_principal_and_session(conn):
 def test_admission_status_machine(conn):
     new_session(conn, "S")
     admit(conn, "a1")
-    assert admissions.mark_started(conn, "a1", epoch=2, now=5.0)
-    assert not admissions.mark_started(conn, "a1", epoch=2, now=6.0)  # only from queued
+    assert admissions.mark_started(conn, "a1", epoch=2, now=5.0, from_statuses=QUEUED)
+    assert not admissions.mark_started(conn, "a1", epoch=2, now=6.0, from_statuses=QUEUED)  # only from queued
     row = admissions.get(conn, "a1")
     assert (row["status"], row["owner_epoch"], row["started_at"]) == ("started", 2, 5.0)
-    assert admissions.finish(conn, "a1", "completed", '{"text":"x"}', 7.0)
-    assert not admissions.finish(conn, "a1", "failed", None, 8.0)  # terminal stays terminal
+    assert admissions.finish(conn, "a1", "completed", '{"text":"x"}', 7.0, OPEN)
+    assert not admissions.finish(conn, "a1", "failed", None, 8.0, OPEN)  # terminal stays terminal
     row = admissions.get(conn, "a1")
     assert (row["status"], row["outcome"], row["finished_at"]) == ("terminal", "completed", 7.0)
     admit(conn, "a2")
-    assert admissions.finish(conn, "a2", "cancelled", None, 9.0)  # queued → cancelled
-    assert not admissions.mark_started(conn, "a2", epoch=2, now=9.5)
+    assert admissions.finish(conn, "a2", "cancelled", None, 9.0, OPEN)  # queued → cancelled
+    assert not admissions.mark_started(conn, "a2", epoch=2, now=9.5, from_statuses=QUEUED)
     with pytest.raises(sqlite3.IntegrityError):
-        admissions.finish(conn, admit(conn, "a3")["admission_id"], "exploded", None, 1.0)
+        admissions.finish(conn, admit(conn, "a3")["admission_id"], "exploded", None, 1.0, OPEN)
 
 
 def test_started_admissions_of_older_epochs_become_unknown(conn):
     new_session(conn, "S")
     for aid, epoch in (("old", 1), ("new", 3)):
         admit(conn, aid)
-        admissions.mark_started(conn, aid, epoch=epoch, now=1.0)
+        admissions.mark_started(conn, aid, epoch=epoch, now=1.0, from_statuses=QUEUED)
     admit(conn, "queued")
     admit(conn, "done")
-    admissions.mark_started(conn, "done", epoch=1, now=1.0)
-    admissions.finish(conn, "done", "completed", None, 2.0)
-    assert admissions.mark_unknown_before(conn, 3) == ["old"]
+    admissions.mark_started(conn, "done", epoch=1, now=1.0, from_statuses=QUEUED)
+    admissions.finish(conn, "done", "completed", None, 2.0, OPEN)
+    assert admissions.mark_unknown_before(conn, 3, STARTED) == ["old"]
     statuses = {r["admission_id"]: r["status"] for r in admissions.all_rows(conn)}
     assert statuses == {"old": "unknown", "new": "started", "queued": "queued",
                         "done": "terminal"}
-    assert admissions.finish(conn, "old", "interrupted", None, 4.0)  # unknown → interrupted
+    assert admissions.finish(conn, "old", "interrupted", None, 4.0, OPEN)  # unknown → interrupted
 
 
 def test_open_admissions_in_ledger_order(conn):
@@ -157,7 +162,7 @@ def test_open_admissions_in_ledger_order(conn):
     new_session(conn, "T")
     for aid, sid in (("a1", "S"), ("b1", "T"), ("a2", "S"), ("a3", "S")):
         admit(conn, aid, sid=sid)
-    admissions.finish(conn, "a2", "cancelled", None, 1.0)
+    admissions.finish(conn, "a2", "cancelled", None, 1.0, OPEN)
     assert [r["admission_id"] for r in admissions.open_for_session(conn, "S")] == ["a1", "a3"]
     assert [r["admission_id"] for r in admissions.all_open(conn)] == ["a1", "b1", "a3"]
     assert admissions.count_open(conn, "S") == 2 and admissions.count_open(conn, "T") == 1
@@ -250,5 +255,5 @@ def test_open_count_is_none_without_the_session(conn):
     assert admissions.open_count(conn, "S") == 0
     admit(conn, "a1")
     admit(conn, "a2")
-    admissions.finish(conn, "a2", "cancelled", None, 1.0)
+    admissions.finish(conn, "a2", "cancelled", None, 1.0, OPEN)
     assert admissions.open_count(conn, "S") == 1

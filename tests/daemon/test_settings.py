@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tether.daemon.config import Config, ModelConfig
-from tether.daemon.resolve import resolve_turn
+from tether.daemon.settings import resolve_turn
 
 CONFIG = replace(Config(), model=ModelConfig(provider="custom", base_url="http://mine/v1",
                                              default="m", api_key="secret-key"))

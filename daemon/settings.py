@@ -9,25 +9,21 @@ go only to the configured endpoint (never to a base_url sent on the wire).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tether.rpc.errors import InvalidParams
 
 from .config import Config
-from .provider import (
-    OPENAI_BASE_URL,
-    PROVIDER_NAMES,
-    Provider,
-    base_url_problem,
-    make_provider,
-)
-from .tools import DEFAULT_TOOLSETS, unknown_toolsets
+from .provider import OPENAI_BASE_URL, PROVIDER_NAMES, base_url_problem
 
-__all__ = ["TurnSettings", "resolve_turn", "resolve_child", "build_provider", "ResolveError",
-           "check_turn_options"]
+__all__ = ["TurnSettings", "resolve_turn", "resolve_child", "ResolveError",
+           "check_turn_options", "TOOLSETS", "DEFAULT_TOOLSETS"]
 
 DEMO_MODEL = "tether-demo"
+#: every toolset a turn may name (SPEC §12); the owner registers their tools
+TOOLSETS: tuple[str, ...] = ("delegation",)
+#: the toolsets of a session that names none
+DEFAULT_TOOLSETS: tuple[str, ...] = ("delegation",)
 
 
 class ResolveError(Exception):
@@ -58,7 +54,7 @@ def check_turn_options(provider: str | None, toolsets: list[str] | None,
         raise InvalidParams(f"unknown provider {provider!r}; valid: {', '.join(PROVIDER_NAMES)}",
                             fields=[{"loc": "provider", "msg": "unknown provider",
                                      "type": "value_error"}])
-    if toolsets is not None and (bad := unknown_toolsets(toolsets)):
+    if toolsets is not None and (bad := [t for t in toolsets if t not in TOOLSETS]):
         raise InvalidParams(f"unknown toolsets: {', '.join(bad)}",
                             fields=[{"loc": "toolsets", "msg": "unknown toolset",
                                      "type": "value_error"}])
@@ -136,21 +132,3 @@ def resolve_child(config: Config, parent: TurnSettings, toolsets: tuple[str, ...
         max_turns=min(parent.max_turns, d.child_max_turns),
         ignore_rules=parent.ignore_rules,
     )
-
-
-def build_provider(settings: TurnSettings, config: Config, http: Any,
-                   overrides: dict[str, Provider], config_path: Path | None) -> Provider:
-    """The Provider for these settings (tests and the bench inject overrides by name)."""
-    if settings.provider in overrides:
-        return overrides[settings.provider]
-    m = config.model
-    try:
-        return make_provider(
-            settings.provider, client=http, base_url=settings.base_url,
-            api_key=settings.api_key, stream=m.stream,
-            connect_timeout=m.connect_timeout_seconds, read_timeout=m.timeout_seconds,
-            max_retries=m.max_retries, backoff_base=m.retry_backoff_seconds,
-            config_path=config_path,
-        )
-    except ValueError as exc:
-        raise ResolveError(str(exc)) from None

@@ -1,0 +1,57 @@
+"""The agent engine: one way to run an agent, for a turn and for a child alike.
+
+``Engine.run`` takes a run's resolved settings, its messages and the sink its
+progress goes to; it picks the provider and the tools the settings allow at
+the agent's depth, gives each tool call a `ToolContext` with the run's
+capabilities, runs the loop (agent.py), and waits until everything the run
+reported is written. What differs between a turn and a child (where the
+messages come from, how the outcome is recorded) stays with the caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .agent import AgentResult, run_agent
+from .providers import Providers
+from .settings import TurnSettings
+from .sink import EventSink
+from .tools import ToolContext, ToolRegistry
+
+__all__ = ["Engine", "AgentRun"]
+
+
+@dataclass(frozen=True)
+class AgentRun:
+    """Who runs: the session (and admission) the agent works for, and how deep."""
+
+    session_id: str
+    admission_id: str | None
+    depth: int
+    #: whether a result may be delivered after the run (see ToolContext.late_delivery)
+    late_delivery: bool
+
+
+class Engine:
+    def __init__(self, providers: Providers, tools: ToolRegistry) -> None:
+        self._providers = providers
+        self._tools = tools
+
+    async def run(self, run: AgentRun, settings: TurnSettings, messages: list[dict[str, Any]],
+                  sink: EventSink) -> AgentResult:
+        """Run the agent to its answer; ResolveError if no provider fits the settings,
+        StorageError if what it reported could not be written."""
+        provider = self._providers.for_settings(settings)
+
+        def context(call_id: str) -> ToolContext:
+            return ToolContext(session_id=run.session_id, admission_id=run.admission_id,
+                               call_id=call_id, depth=run.depth, settings=settings,
+                               late_delivery=run.late_delivery, emit=sink.event)
+
+        result = await run_agent(
+            provider=provider, model=settings.model, reasoning=settings.reasoning,
+            messages=messages, tools=self._tools.for_agent(settings.toolsets, run.depth),
+            max_turns=settings.max_turns, sink=sink, tool_context=context)
+        await sink.settle()
+        return result

@@ -1,0 +1,127 @@
+"""Store units whose events are published after their commit, and writes that must happen.
+
+``Journal.write(fn)`` runs ``fn(tx)`` as one store unit; every ``tx.event(...)``
+it makes is appended to the session's gap-free log in that same transaction
+and published to subscribers right after the commit, in commit (= seq) order.
+
+``Journal.persist(fn, ...)`` (and `until_stored` for a read-then-write) is the one way to make a write that must happen
+after something was acknowledged (a turn's start and outcome, a delegation's
+progress, result and delivery): it retries, backing off, until the store takes
+it; only the caller's ``give_up`` (the owner is draining) ends it early, and
+then the next owner's recovery covers what was not written (docs/recovery.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import orjson
+
+from tether.store import Database, StorageError
+from tether.store import events as event_rows
+
+from .events import EventBus, EventRecord
+
+__all__ = ["Tx", "Journal", "Unit", "never", "until_stored"]
+
+T = TypeVar("T")
+log = logging.getLogger("tether.journal")
+
+#: storage retries back off from 0.1 s, doubling, up to this many seconds
+RETRY_MAX_SECONDS = 2.0
+
+
+class Tx:
+    """What a journal unit gets: the connection, a timestamp, and ``event()``."""
+
+    __slots__ = ("conn", "now", "events")
+
+    def __init__(self, conn: sqlite3.Connection, now: float) -> None:
+        self.conn = conn
+        self.now = now
+        self.events: list[EventRecord] = []
+
+    def event(self, session_id: str, type_: str, payload: dict[str, Any],
+              admission_id: str | None = None) -> int:
+        seq = event_rows.append(self.conn, session_id, type_, orjson.dumps(payload).decode(),
+                                admission_id, self.now)
+        self.events.append(EventRecord(session_id, seq, type_, payload, admission_id))
+        return seq
+
+
+Unit = Callable[[Tx], T]
+
+
+def never(failures: int) -> bool:
+    """A ``give_up`` that never gives up: retry until the store heals."""
+    return False
+
+
+def retry_delay(failures: int) -> float:
+    """Backoff between storage retries: 0.1 s doubling, at most RETRY_MAX_SECONDS."""
+    return min(0.1 * 2 ** min(failures, 10), RETRY_MAX_SECONDS)
+
+
+class Journal:
+    """The store plus the bus: units whose events are published after commit."""
+
+    def __init__(self, db: Database, bus: EventBus) -> None:
+        self.db = db
+        self.bus = bus
+
+    async def write(self, fn: Unit[T]) -> T:
+        """Run ``fn`` in one transaction; its value once committed. Cancelling the
+        caller does not cancel the write."""
+        value, _ = await asyncio.shield(self.submit(fn))
+        return value
+
+    def submit(self, fn: Unit[T]) -> asyncio.Future[tuple[T, list[EventRecord]]]:
+        """Queue the unit now; call order is commit order, hence seq order."""
+        def unit(conn: sqlite3.Connection) -> tuple[T, list[EventRecord]]:
+            tx = Tx(conn, time.time())
+            return fn(tx), tx.events
+
+        return self.db.submit(unit, after_commit=self._published)
+
+    def _published(self, value: tuple[Any, list[EventRecord]]) -> None:
+        if value[1]:
+            self.bus.publish(value[1])
+
+    async def persist(self, fn: Unit[T], what: str,
+                      give_up: Callable[[int], bool] = never) -> T:
+        """Write ``fn``, retrying on StorageError until the store takes it
+        (`until_stored`)."""
+        return await until_stored(lambda: self.write(fn), what, give_up)
+
+
+async def until_stored(op: Callable[[], Awaitable[T]], what: str,
+                       give_up: Callable[[int], bool] = never) -> T:
+    """Run ``op`` (a write, or a read then a write) until it does not fail with
+    StorageError.
+
+    ``give_up(failures)`` is asked after each failure; when it says so, the last
+    StorageError is raised. Cancelling the caller stops the retries (a write
+    already submitted still commits).
+    """
+    failures = 0
+    while True:
+        try:
+            value = await op()
+        except StorageError as exc:
+            failures += 1
+            if give_up(failures):
+                log.error("gave up writing %s after %d attempt(s): %s", what, failures,
+                          exc.detail)
+                raise
+            log.warning("could not write %s (attempt %d: %s); retrying", what, failures,
+                        exc.detail)
+            await asyncio.sleep(retry_delay(failures))
+            continue
+        if failures:
+            log.warning("wrote %s after %d failed attempt(s)", what, failures)
+        return value

@@ -1,0 +1,67 @@
+"""The ledger's transitions as store units, each with the events that announce it.
+
+Every change of an admission's status after it was admitted is written by a
+function here, inside a journal unit, with the ``WHERE status IN (...)`` that
+ledger.py's table allows, so a transition the table does not allow changes
+nothing. Settling (any → terminal) is written once: the row, then
+``message.complete`` and ``session.info``, in one commit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from tether.store import admissions, messages, sessions
+
+from .journal import Tx
+from .ledger import Event, IllegalTransition, outcomes, result_json, sources
+from .scheduler import Scheduler
+from .transcript import user_text
+
+__all__ = ["start", "settle", "orphan"]
+
+
+def start(tx: Tx, view: Scheduler, session_id: str, admission_id: str,
+          epoch: int) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """queued → started, with its user message, ``message.start`` and
+    ``session.info``; (row, session), or None if it was no longer queued."""
+    row = admissions.mark_started(tx.conn, admission_id, epoch, tx.now, sources(Event.START))
+    if row is None:
+        return None
+    session = sessions.get(tx.conn, session_id)
+    assert session is not None  # admissions reference their session
+    payload = orjson.loads(row["payload_json"])
+    messages.append(tx.conn, session_id, [{"role": "user", "content": user_text(payload),
+                                           "admission_id": admission_id}], tx.now)
+    tx.event(session_id, "message.start", {"admission_id": admission_id}, admission_id)
+    tx.event(session_id, "session.info", view.view(session_id))
+    return row, session
+
+
+def settle(tx: Tx, view: Scheduler, session_id: str, admission_id: str, event: Event,
+           outcome: str, *, text: str = "", usage: dict[str, Any] | None = None,
+           error: str | None = None) -> bool:
+    """→ terminal/``outcome`` by ``event``, announced with ``message.complete`` and
+    ``session.info``; False (and nothing written) if the row's status does not
+    allow ``event`` (it was settled already, say)."""
+    if outcome not in outcomes(event):
+        raise IllegalTransition(f"{event.value} cannot record {outcome!r}")
+    body = result_json(text, usage or {}, error)
+    if not admissions.finish(tx.conn, admission_id, outcome, body, tx.now, sources(event)):
+        return False
+    complete: dict[str, Any] = {"admission_id": admission_id, "outcome": outcome, "text": text}
+    if error:
+        complete["error"] = error
+    tx.event(session_id, "message.complete", complete, admission_id)
+    info = view.view(session_id)
+    if info["running"] == admission_id:
+        info["running"] = None  # its turn is ending: the slot is freed right after this
+    tx.event(session_id, "session.info", info)
+    return True
+
+
+def orphan(tx: Tx, epoch: int) -> list[str]:
+    """Admissions started by an owner older than ``epoch`` → unknown (SPEC §7)."""
+    return admissions.mark_unknown_before(tx.conn, epoch, sources(Event.ORPHAN))

@@ -1,0 +1,103 @@
+"""What an agent is shown: system prompt, project rules, the stored transcript as messages.
+
+Pure functions over stored rows and files; no store, no loop. The turn runner
+builds a parent agent's messages from them, and ``chat_history`` keeps a
+transcript that a crash or a stop cut short acceptable to a model server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = ["SYSTEM_PROMPT", "UNFINISHED_TOOL_CALL", "chat_history", "user_text",
+           "rules_message", "turn_messages"]
+
+RULES_FILES = ("AGENTS.md", ".tether/rules.md")
+RULES_MAX_BYTES = 64 * 1024
+SYSTEM_PROMPT = (
+    "You are an agent running inside tether, a persistent session daemon. "
+    "Answer the user's request. Use delegate_task to hand independent pieces of work "
+    "to helper agents when that helps; their results come back to you as tool results "
+    "(or, for background delegations, as a later message)."
+)
+
+
+#: the reply given to the model for a tool call whose turn ended before it returned
+UNFINISHED_TOOL_CALL = orjson.dumps({"error": (
+    "this tool call never returned: its turn was stopped (interrupted, cancelled or the "
+    "owner crashed) before it finished")}).decode()
+
+
+def chat_history(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Transcript rows → chat-completions messages.
+
+    A turn stopped inside a tool call (crash, interrupt) leaves an assistant
+    ``tool_calls`` message with no ``role=tool`` reply; OpenAI-compatible servers
+    refuse such a history (400), which would fail every later turn of the
+    session. Each unanswered call gets a synthetic error reply here, so the
+    stored transcript stays exactly what happened.
+    """
+    out: list[dict[str, Any]] = []
+    unanswered: list[tuple[str, str | None]] = []  # (call id, tool name)
+
+    def close_calls() -> None:
+        for call_id, name in unanswered:
+            reply = {"role": "tool", "tool_call_id": call_id, "content": UNFINISHED_TOOL_CALL}
+            if name:
+                reply["name"] = name
+            out.append(reply)
+        unanswered.clear()
+
+    for r in rows:
+        if r["role"] != "tool":
+            close_calls()
+        m: dict[str, Any] = {"role": r["role"], "content": r["content"]}
+        if r.get("tool_calls"):
+            m["tool_calls"] = r["tool_calls"]
+            unanswered.extend((c.get("id"), (c.get("function") or {}).get("name"))
+                              for c in r["tool_calls"])
+        if r.get("tool_call_id"):
+            m["tool_call_id"] = r["tool_call_id"]
+            unanswered[:] = [u for u in unanswered if u[0] != r["tool_call_id"]]
+        if r.get("name") and r["role"] == "tool":
+            m["name"] = r["name"]
+        out.append(m)
+    close_calls()
+    return out
+
+
+def user_text(payload: dict[str, Any]) -> str:
+    """The user message of an admission: its text plus any text attachments."""
+    text = payload["text"]
+    for a in payload.get("attachments") or ():
+        text += f"\n\n[attachment {a['name']} ({a.get('mime_type', 'text/plain')})]\n{a['content']}"
+    return text
+
+
+def rules_message(cwd: str | None) -> dict[str, Any] | None:
+    """Project rules (AGENTS.md) from the session's cwd, unless ignore_rules."""
+    if not cwd:
+        return None
+    for name in RULES_FILES:
+        path = Path(cwd) / name
+        try:
+            with path.open("rb") as f:
+                text = f.read(RULES_MAX_BYTES).decode("utf-8", "replace")
+        except OSError:
+            continue
+        return {"role": "system", "content": f"Project rules from {path}:\n{text}"}
+    return None
+
+
+def turn_messages(history: list[dict[str, Any]], cwd: str | None,
+                  ignore_rules: bool) -> list[dict[str, Any]]:
+    """A parent turn's messages: the system prompt, the project rules (unless
+    ``ignore_rules``), then the session's transcript (its new user message last)."""
+    msgs = [{"role": "system", "content": SYSTEM_PROMPT}]
+    if not ignore_rules and (rules := rules_message(cwd)):
+        msgs.append(rules)
+    msgs.extend(chat_history(history))
+    return msgs
