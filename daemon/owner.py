@@ -5,7 +5,7 @@ the epoch, recover (started admissions of older epochs → unknown; background
 delegations left running → interrupted and delivered), listen, and only then
 write daemon.json — a client that sees the descriptor can connect.
 
-Shutdown (``tether stop``, SIGTERM, SIGINT): stop admitting (runtime_draining),
+Shutdown (``tether stop``, SIGTERM, SIGINT, SIGHUP): stop admitting (runtime_draining),
 let running turns finish within ``daemon.grace_seconds``, interrupt the rest
 and record them terminal/interrupted, close connections with 1001, remove the
 socket and descriptor, release the lock.
@@ -167,7 +167,7 @@ async def _serve(home: Home, config: Config, tcp: str | None, providers: dict[st
             if tcp:
                 host, port = parse_hostport(tcp)
                 await listeners.start_tcp(host, port, allow_remote=dcfg.tcp_allow_remote)
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, rt.stop_requested.set)
             home.write_descriptor({
@@ -191,7 +191,7 @@ async def _serve(home: Home, config: Config, tcp: str | None, providers: dict[st
             await svc.delegations.stop_all()
             home.remove_runtime_files()
             await listeners.close()
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.remove_signal_handler(sig)
             # anything still owned by the group (late deliveries) ends now
