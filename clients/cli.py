@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="finite; print events as JSON lines, the final receipt last")
     p.set_defaults(func=cmd_chat)
 
-    p = command("sessions", "list sessions, most recently updated first")
+    p = command("sessions", "list sessions, newest first")
     p.add_argument("--limit", type=int, default=20, metavar="N", help="how many (default 20)")
     p.add_argument("--all", action="store_true", help="include delegation child sessions")
     p.add_argument("--json", action="store_true", help="print JSON lines")
@@ -333,12 +333,14 @@ async def _sessions(home: Any, args: Any) -> int:
     if not shown:
         print("no sessions yet; `tether chat` starts one", file=sys.stderr)
         return EXIT_OK
-    print(f"{'SESSION':<28}  {'UPDATED':<16}  {'MSGS':>4}  {'STATE':<7}  {'SOURCE':<10}  TITLE")
+    print(f"{'SESSION':<28}  {'CREATED':<16}  {'UPDATED':<16}  {'MSGS':>4}  {'STATE':<7}  "
+          f"{'SOURCE':<10}  TITLE")
     for s in shown:
         state = "running" if s.get("running") else "idle"
-        print(f"{s['session_id']:<28}  {format_time(s.get('updated_at')):<16}  "
-              f"{s.get('message_count', 0):>4}  {state:<7}  {shorten(s.get('source') or '-', 10):<10}"
-              f"  {shorten(s.get('title') or '', 60)}")
+        print(f"{s['session_id']:<28}  {format_time(s.get('created_at')):<16}  "
+              f"{format_time(s.get('updated_at')):<16}  {s.get('message_count', 0):>4}  "
+              f"{state:<7}  {shorten(s.get('source') or '-', 10):<10}"
+              f"  {shorten(s.get('title') or '', 40)}")
     return EXIT_OK
 
 

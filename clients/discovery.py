@@ -4,10 +4,16 @@ A client resolves the home (``--home``, ``$TETHER_HOME``, the platform's user
 data dir: the same rule as ``tether.daemon.home.resolve_home``), reads
 ``daemon.json`` and checks that the owner it names is alive: its pid exists and
 its socket accepts a connection. When there is no live owner it starts one,
-detached (own session, stdin from /dev/null, stdout/stderr appended to
+detached (own session, stdin from /dev/null, stdout appended to
 ``<home>/logs/daemon.log``), waits for the descriptor, and returns it. The
 client never owns the daemon's lifetime: nothing here waits for, signals or
 reaps the process it started beyond noticing that it exited early.
+
+While the owner starts, its stderr is a pipe this client reads: an owner that
+cannot start says why there, and the client shows it. A pipe needs no disk, so
+the reason arrives even when the failure is a full disk and daemon.log stays
+empty. Once it serves, the owner points its stderr at daemon.log as well
+(``--detached``) and the client copies what it read into the log.
 
 Races are expected and harmless: two clients may start an owner at once; the
 loser's owner finds the lock taken and exits with code 3 ("already running"),
@@ -20,6 +26,7 @@ hot path.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -53,6 +60,10 @@ START_TIMEOUT = 15.0
 _STARTED: list[subprocess.Popen[bytes]] = []
 #: how often the descriptor is polled while waiting
 POLL_SECONDS = 0.02
+#: how much of a starting owner's stderr a client keeps: the end, where the reason is
+STDERR_KEPT = 64 * 1024
+#: how long a client waits, once the owner serves, for it to move its stderr to the log
+HANDOVER_SECONDS = 2.0
 
 
 class OwnerUnavailable(Exception):
@@ -151,11 +162,15 @@ def _lock_holder(home: Path) -> int | None:
 
 
 def start_owner(home: Path, *, tcp: str | None = None) -> subprocess.Popen[bytes]:
-    """Start ``python -m tether.daemon --home HOME`` detached; return at once."""
+    """Start ``python -m tether.daemon --home HOME --detached``; return at once.
+
+    Its stdout goes to logs/daemon.log; its stderr is ``proc.stderr``, a
+    non-blocking pipe the caller reads (and closes) while the owner starts.
+    """
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     logs = home / "logs"
     logs.mkdir(mode=0o700, exist_ok=True)
-    args = [sys.executable, "-m", "tether.daemon", "--home", str(home)]
+    args = [sys.executable, "-m", "tether.daemon", "--home", str(home), "--detached"]
     if tcp:
         args += ["--tcp", tcp]
     fd = os.open(logs / "daemon.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -163,10 +178,14 @@ def start_owner(home: Path, *, tcp: str | None = None) -> subprocess.Popen[bytes
         # start_new_session: the owner must survive the terminal (SIGHUP, Ctrl-C to the
         # CLI's process group) and the CLI's exit. cwd = home so the owner never pins
         # the directory the user happened to be in.
-        return subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
-                                cwd=str(home), start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=fd,
+                                stderr=subprocess.PIPE, cwd=str(home),
+                                start_new_session=True, close_fds=True)
     finally:
         os.close(fd)
+    if proc.stderr is not None:
+        os.set_blocking(proc.stderr.fileno(), False)
+    return proc
 
 
 def _home_hint(home: Path) -> str:
@@ -180,18 +199,53 @@ def _home_hint(home: Path) -> str:
     return "check that the home directory is writable"
 
 
-def _log_tail(home: Path, lines: int = 5) -> str:
-    """Why the owner we started exited: its own one-line ``tether: …`` verdict
-    from the end of daemon.log (its stderr) if there is one, else the last lines."""
-    try:
-        text = (home / "logs" / "daemon.log").read_text(errors="replace")
-    except OSError:
-        return ""
-    tail = text.strip().splitlines()[-200:]
-    for line in reversed(tail):
-        if line.startswith("tether: "):
-            return line[len("tether: "):]
-    return " | ".join(tail[-lines:])
+class _StartReport:
+    """What an owner this client started writes to its stderr pipe while it starts."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.kept = bytearray()
+
+    def read(self) -> bool:
+        """Take what is in the pipe now; True once it is at its end (the owner
+        exited, or moved its stderr to the log)."""
+        pipe = self.proc.stderr
+        if pipe is None or pipe.closed:
+            return True
+        try:
+            while chunk := os.read(pipe.fileno(), 65536):
+                self.kept += chunk
+                del self.kept[:-STDERR_KEPT]
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+        return True
+
+    async def handover(self) -> None:
+        """Read until the owner, now serving, points its stderr at the log."""
+        deadline = time.monotonic() + HANDOVER_SECONDS
+        while not self.read() and time.monotonic() < deadline:
+            await asyncio.sleep(POLL_SECONDS)
+
+    def reason(self) -> str:
+        """The owner's own one-line ``tether: …`` verdict, else its last lines."""
+        tail = self.kept.decode(errors="replace").strip().splitlines()[-200:]
+        for line in reversed(tail):
+            if line.startswith("tether: "):
+                return line[len("tether: "):]
+        return " | ".join(tail[-5:])
+
+    def close(self, home: Path) -> None:
+        """Stop reading, and keep what was read in daemon.log, where the owner's
+        stderr would have gone (best effort: on a full disk it cannot)."""
+        self.read()
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
+        if self.kept:
+            with contextlib.suppress(OSError), open(home / "logs" / "daemon.log", "ab") as log:
+                log.write(bytes(self.kept))
+            self.kept.clear()
 
 
 async def ensure_owner(home: Path, *, autostart: bool = True, tcp: str | None = None,
@@ -199,7 +253,7 @@ async def ensure_owner(home: Path, *, autostart: bool = True, tcp: str | None = 
     """The live owner's descriptor, starting an owner first if needed.
 
     Raises ``OwnerUnavailable`` when there is none and ``autostart`` is false,
-    when the started owner fails (its log's last lines are in ``detail``), or
+    when the started owner fails (its own reason is in ``detail``), or
     when no descriptor appears within ``timeout`` seconds.
     """
     _STARTED[:] = [p for p in _STARTED if p.poll() is None]
@@ -209,6 +263,20 @@ async def ensure_owner(home: Path, *, autostart: bool = True, tcp: str | None = 
     if not autostart:
         raise OwnerUnavailable("not_running", f"no owner is running for {home}",
                                "start one with `tether serve`")
+    reports: list[_StartReport] = []
+    try:
+        return await _start_and_wait(home, tcp, timeout, reports)
+    finally:
+        for report in reports:
+            report.close(home)
+
+
+async def _start_and_wait(home: Path, tcp: str | None, timeout: float,
+                          reports: list[_StartReport]) -> dict[str, Any]:
+    """Start an owner (again, after a lost start race) until a live one answers.
+
+    Each owner started gets a report in ``reports``, for the caller to close.
+    """
     deadline = time.monotonic() + timeout
     proc: subprocess.Popen[bytes] | None = None
     # An owner that holds the lock but has no descriptor yet is starting (another
@@ -224,13 +292,18 @@ async def ensure_owner(home: Path, *, autostart: bool = True, tcp: str | None = 
                     # would exit at the lock anyway, unless the winner stops first:
                     # then it would become an owner nobody is waiting for. End it.
                     proc.terminate()
+                elif desc.get("pid") == proc.pid:
+                    await reports[-1].handover()
                 _STARTED.append(proc)
             return desc
+        if proc is not None:
+            reports[-1].read()  # a starting owner never blocks on a full pipe
         if proc is not None and proc.poll() is not None:
+            reports[-1].read()  # what it wrote before it exited is all in the pipe now
             code = proc.returncode
             if code != EXIT_OWNER_RUNNING:
                 raise OwnerUnavailable("start_failed", "the owner could not start: "
-                                       + (_log_tail(home) or f"exit status {code}"),
+                                       + (reports[-1].reason() or f"exit status {code}"),
                                        f"see {home / 'logs'} for details")
             # Lost a start race, or an old owner is still on its way out: wait for the
             # winner's descriptor, and try again later if none appears. (The pid in
@@ -244,6 +317,7 @@ async def ensure_owner(home: Path, *, autostart: bool = True, tcp: str | None = 
             except OSError as exc:
                 raise OwnerUnavailable("start_failed", f"cannot start the owner: {exc}",
                                        _home_hint(home)) from None
+            reports.append(_StartReport(proc))
         if time.monotonic() > deadline:
             holder = _lock_holder(home)
             who = f" (pid {holder} holds the lock but does not answer)" if holder else ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 
@@ -12,6 +13,29 @@ from tether.store import StorageError
 from .config import ConfigError
 from .home import Home, OwnerRunning, resolve_home
 from .owner import run_owner, setup_logging
+
+
+async def _serve_detached(home: Home, tcp: str | None) -> None:
+    """Run an owner a client started (``--detached``).
+
+    Until the owner serves, its stderr is a pipe the starting client reads, so a
+    reason to fail reaches the user even when it cannot reach the disk (a full
+    one). Once it serves, the client stops reading: stderr then goes where stdout
+    goes, to logs/daemon.log, for the rest of the owner's life.
+    """
+    serving = asyncio.Event()
+
+    async def stderr_to_log() -> None:
+        await serving.wait()
+        with contextlib.suppress(OSError):  # the client may have stopped reading already
+            sys.stderr.flush()
+        os.dup2(sys.stdout.fileno(), sys.stderr.fileno())
+
+    handover = asyncio.create_task(stderr_to_log())
+    try:
+        await run_owner(home, tcp=tcp, ready=serving)
+    finally:
+        handover.cancel()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also listen on loopback TCP (bearer token required)")
     parser.add_argument("--foreground", action="store_true",
                         help="log to stderr as well as logs/owner.log")
+    # how a client starts an owner (clients/discovery.py): stderr is its pipe until ready
+    parser.add_argument("--detached", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     home = Home(resolve_home(args.home))
     # before the first file is made: logs/owner.log is as private as state.db
@@ -32,7 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         home.ensure()
         setup_logging(home, foreground=args.foreground)
-        asyncio.run(run_owner(home, tcp=args.tcp))
+        if args.detached:
+            asyncio.run(_serve_detached(home, args.tcp))
+        else:
+            asyncio.run(run_owner(home, tcp=args.tcp))
     except OwnerRunning as exc:
         print(f"tether: {exc}", file=sys.stderr)
         print("hint: use `tether status` to see it, `tether stop` to stop it", file=sys.stderr)

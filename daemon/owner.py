@@ -8,7 +8,7 @@ write daemon.json — a client that sees the descriptor can connect.
 ``_serve`` is also the owner's wiring: every service is built here, once, from
 the few collaborators it needs, in the order they depend on each other.
 
-Shutdown (``tether stop``, SIGTERM, SIGINT): stop admitting (runtime_draining),
+Shutdown (``tether stop``, SIGTERM, SIGINT, SIGHUP): stop admitting (runtime_draining),
 let running turns finish within ``daemon.grace_seconds``, interrupt the rest
 and record them terminal/interrupted, close connections with 1001, remove the
 socket and descriptor, release the lock.

@@ -60,18 +60,27 @@ def _info(row: dict[str, Any]) -> dict[str, Any]:
             "parent_session_id": row["parent_session_id"]}
 
 
-def _encode_cursor(updated_at: float, session_id: str) -> str:
-    return base64.urlsafe_b64encode(orjson.dumps([updated_at, session_id])).decode()
+#: first element of every session.list cursor: a cursor of another shape (one
+#: from an owner that paged on updated_at, or made up) is refused, not misread
+_CURSOR_TAG = "created"
+
+
+def _encode_cursor(created_at: float, session_id: str) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps([_CURSOR_TAG, created_at, session_id])).decode()
 
 
 def _decode_cursor(cursor: str) -> tuple[float, str]:
+    """The (created_at, session_id) a cursor from ``_encode_cursor`` carries."""
     try:
-        updated_at, session_id = orjson.loads(base64.urlsafe_b64decode(cursor.encode()))
-        return float(updated_at), str(session_id)
-    except (ValueError, TypeError, orjson.JSONDecodeError):
-        raise InvalidParams("cursor is not one this owner issued",
-                            fields=[{"loc": "cursor", "msg": "malformed", "type": "value_error"}]
-                            ) from None
+        value = orjson.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, orjson.JSONDecodeError):
+        value = None
+    match value:
+        case [str(tag), int() | float() as created_at, str(session_id)] \
+                if tag == _CURSOR_TAG and not isinstance(created_at, bool):
+            return float(created_at), session_id
+    raise InvalidParams("cursor is not one this owner issued",
+                        fields=[{"loc": "cursor", "msg": "malformed", "type": "value_error"}])
 
 
 def _same_session(found: dict[str, Any], request_id: str, digest: str) -> str:
@@ -192,15 +201,17 @@ class SessionService:
         return snap, release
 
     async def list(self, limit: int, cursor: str | None) -> dict[str, Any]:
+        """A page of sessions, newest-created first (docs/protocol.md, session.list)."""
         after = _decode_cursor(cursor) if cursor else None
-        rows = await self._db.read(lambda c: sessions.list_page(c, limit, after))
+        # one row more than asked tells whether this page is the last
+        rows = await self._db.read(lambda c: sessions.list_page(c, limit + 1, after))
+        more, rows = len(rows) > limit, rows[:limit]
         running = self._scheduler.running
         out = [{"session_id": r["session_id"], "title": r["title"], "source": r["source"],
                 "created_at": r["created_at"], "updated_at": r["updated_at"],
                 "message_count": r["message_count"], "running": r["session_id"] in running,
                 "parent_session_id": r["parent_session_id"]} for r in rows]
-        nxt = _encode_cursor(rows[-1]["updated_at"], rows[-1]["session_id"]) \
-            if len(rows) == limit else None
+        nxt = _encode_cursor(rows[-1]["created_at"], rows[-1]["session_id"]) if more else None
         return {"sessions": out, "next_cursor": nxt}
 
     async def events_since(self, session_id: str, after_seq: int, limit: int) -> dict[str, Any]:

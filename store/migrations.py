@@ -102,7 +102,13 @@ CREATE TABLE tokens (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+# session.list pages in creation order (docs/decisions.md, "Sessions")
+_V2 = """
+DROP INDEX sessions_updated;
+CREATE INDEX sessions_created ON sessions(created_at, session_id);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

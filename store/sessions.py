@@ -45,16 +45,20 @@ def get_by_request(conn: sqlite3.Connection, request_id: str) -> dict[str, Any] 
 
 def list_page(conn: sqlite3.Connection, limit: int,
               cursor: tuple[float, str] | None) -> list[dict[str, Any]]:
-    """Newest-updated first; ``cursor`` is the (updated_at, session_id) of the last row seen."""
+    """Newest-created first; ``cursor`` is the (created_at, session_id) of the last row seen.
+
+    Both keys are written once, at insert, so a page boundary never moves: a
+    session that gets a turn while a caller pages keeps its place.
+    """
     if cursor is None:
         rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM sessions ORDER BY updated_at DESC, session_id DESC LIMIT ?",
+            f"SELECT {_COLUMNS} FROM sessions ORDER BY created_at DESC, session_id DESC LIMIT ?",
             (limit,),
         )
     else:
         rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM sessions WHERE (updated_at, session_id) < (?, ?) "
-            "ORDER BY updated_at DESC, session_id DESC LIMIT ?",
+            f"SELECT {_COLUMNS} FROM sessions WHERE (created_at, session_id) < (?, ?) "
+            "ORDER BY created_at DESC, session_id DESC LIMIT ?",
             (cursor[0], cursor[1], limit),
         )
     return [_row(r) for r in rows]  # type: ignore[misc]

@@ -52,19 +52,28 @@ def test_session_round_trip_and_lookup_by_request(conn):
         new_session(conn, "S2", request_id="req")
 
 
-def test_session_pages_are_newest_first_and_complete(conn):
+def test_session_pages_are_newest_created_first_and_complete(conn):
     for i in range(7):
-        new_session(conn, f"S{i}", now=float(i % 3))  # ties on updated_at
+        new_session(conn, f"S{i}", now=float(i % 3))  # ties on created_at
     seen, cursor = [], None
     while True:
         page = sessions.list_page(conn, 3, cursor)
         seen += [r["session_id"] for r in page]
         if len(page) < 3:
             break
-        cursor = (page[-1]["updated_at"], page[-1]["session_id"])
+        cursor = (page[-1]["created_at"], page[-1]["session_id"])
+        # a turn in a session not listed yet does not move it past the cursor
+        for row in [sessions.get(conn, f"S{i}") for i in range(7)]:
+            if row["session_id"] not in seen:
+                sessions.touch(conn, row["session_id"], 100.0 + len(seen), 2)
+                break
     assert sorted(seen) == [f"S{i}" for i in range(7)] and len(seen) == 7
-    stamps = [sessions.get(conn, s)["updated_at"] for s in seen]
-    assert stamps == sorted(stamps, reverse=True)
+    keys = [(sessions.get(conn, s)["created_at"], s) for s in seen]
+    assert keys == sorted(keys, reverse=True)
+    plan = " ".join(str(tuple(r)) for r in conn.execute(
+        "EXPLAIN QUERY PLAN SELECT session_id FROM sessions WHERE (created_at, session_id) "
+        "< (1.0, 'x') ORDER BY created_at DESC, session_id DESC LIMIT 3"))
+    assert "sessions_created" in plan and "TEMP B-TREE" not in plan, plan
 
 
 def test_children_of(conn):
