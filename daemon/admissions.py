@@ -93,7 +93,7 @@ class AdmissionService:
             existing = await self._find("local", p.session_id, p.input_id)
             if existing is None:
                 raise
-            return _same(existing, ledger.digest(payload_json))
+            return self._receipt(_same(existing, ledger.digest(payload_json)))
         return await self.admit("local", p.session_id, p.input_id, payload_json)
 
     async def admit(self, principal: str, session_id: str, request_id: str,
@@ -109,7 +109,7 @@ class AdmissionService:
         digest = ledger.digest(payload_json)
         existing = await self._find(principal, session_id, request_id)
         if existing is not None:
-            return _same(existing, digest)
+            return self._receipt(_same(existing, digest))
         if self._supervisor.draining and not internal:
             raise RuntimeDraining("the owner is shutting down and admits nothing new")
         if not internal and (paused_on := self._scheduler.unknown(session_id)):
@@ -155,9 +155,7 @@ class AdmissionService:
         # after the commit, so a committed admission is always scheduled
         fut.add_done_callback(lambda f: self._on_admitted(f, session_id, admission_id))
         (created, row), _ = await asyncio.shield(fut)
-        if not created:
-            return _same(row, digest)
-        return ledger.receipt_from_row(row)
+        return self._receipt(_same(row, digest) if not created else row)
 
     async def _find(self, principal: str, session_id: str,
                     request_id: str) -> dict[str, Any] | None:
@@ -187,7 +185,16 @@ class AdmissionService:
         if row is None:
             which = f"admission {admission_id!r}" if admission_id else f"input_id {input_id!r}"
             raise NotFound(f"no {which} in session {session_id!r}")
-        return ledger.receipt_from_row(row)
+        return self._receipt(row)
+
+    def _receipt(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The wire receipt; a queued admission of a paused session says what it
+        waits behind, so its submitter can stop waiting and say so."""
+        receipt = ledger.receipt_from_row(row)
+        if receipt["status"] == ledger.Status.QUEUED and \
+                (paused_by := self._scheduler.unknown(receipt["session_id"])):
+            receipt["paused_by"] = paused_by
+        return receipt
 
     # -- prompt.cancel / prompt.resolve_unknown ---------------------------
 
@@ -236,8 +243,9 @@ class AdmissionService:
 
 
 def _same(row: dict[str, Any], digest: str) -> dict[str, Any]:
+    """``row``, if it was admitted with this digest; admission_conflict if not."""
     if row["payload_digest"] != digest:
         raise AdmissionConflict(
             f"input_id {row['request_id']!r} was already submitted with a different payload",
             admission_id=row["admission_id"])
-    return ledger.receipt_from_row(row)
+    return row

@@ -239,7 +239,9 @@ class TurnResult(Model):
 
 
 class Receipt(Model):
-    """Where an admission stands. ``outcome`` and ``result`` are set once ``terminal``."""
+    """Where an admission stands. ``outcome`` and ``result`` are set once ``terminal``.
+    ``paused_by`` (sent only then) names the unknown admissions a queued one waits
+    behind: it runs once they are settled (prompt.resolve_unknown, ``tether resolve``)."""
 
     admission_id: str
     session_id: str
@@ -247,6 +249,7 @@ class Receipt(Model):
     status: Status
     outcome: Outcome | None = None
     result: TurnResult | None = None
+    paused_by: list[str] | None = None
 
 
 class SessionInfo(Model):

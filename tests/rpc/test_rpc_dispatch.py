@@ -138,6 +138,7 @@ async def test_model_results_are_serialised_in_json_mode(d, ctx):
         "status": "queued",
         "outcome": None,
         "result": None,
+        "paused_by": None,
     }
 
 
