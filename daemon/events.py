@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import orjson
 
 from tether.rpc.framing import encode_notification
-from tether.rpc.methods import EVENT_METHOD
+from tether.rpc.protocol import EVENT_METHOD
 from tether.store import Database
 from tether.store import events as event_rows
 

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import orjson
 
-from tether.rpc.methods import PROTOCOL
+from tether.rpc.protocol import PROTOCOL
 from tether.store import Database, StorageError, admissions
 from tether.store import runtime as runtime_rows
 

@@ -1,5 +1,6 @@
 """tether.rpc: the wire protocol, with no I/O and no imports from the rest of tether.
 
+- ``protocol``: the fixed names and ceilings both sides share (no imports at all).
 - ``errors``: ``RpcError`` and one subclass per SPEC §2 reason, to and from the wire.
 - ``models``: strict pydantic models of every method's params and result, and ``Event``.
 - ``methods``: ``METHODS``, the one table of method name -> params, result, doc.
@@ -30,10 +31,9 @@ for _module, _names in {
         "decode_reply", "encode_error", "encode_event", "encode_notification",
         "encode_request", "encode_result",
     ),
-    "methods": ("EVENT_METHOD", "METHODS", "PROTOCOL", "Method"),
+    "methods": ("METHODS", "Method"),
     "models": (
-        "EVENT_TYPES", "MAX_ATTACHMENTS", "MAX_ID_CHARS", "MAX_TEXT_CHARS",
-        "TURN_OPTION_FIELDS", "Attachment", "Event", "EventsSinceResult", "InterruptResult",
+        "EVENT_TYPES", "TURN_OPTION_FIELDS", "Attachment", "Event", "EventsSinceResult", "InterruptResult",
         "Model", "OkResult", "PendingAdmission", "PingParams", "PingResult",
         "PromptCancelParams", "PromptReceiptParams", "PromptResolveUnknownParams",
         "PromptSubmitParams", "Receipt", "RuntimeDescribeParams", "RuntimeDescribeResult",
@@ -42,6 +42,10 @@ for _module, _names in {
         "SessionListParams", "SessionListResult", "SessionResumeParams", "SessionSummary",
         "ShutdownResult", "Snapshot", "TokenCreateParams", "TokenCreateResult",
         "TranscriptMessage", "TurnOptions", "TurnResult",
+    ),
+    "protocol": (
+        "EVENT_METHOD", "JSONRPC_VERSION", "MAX_ATTACHMENTS", "MAX_ID_CHARS", "MAX_SEQ",
+        "MAX_TEXT_CHARS", "PROTOCOL", "SUBPROTOCOL", "TOKEN_PREFIX",
     ),
     "schema": ("protocol_schema",),
 }.items():

@@ -12,8 +12,8 @@ import orjson
 from pydantic import BaseModel
 
 from .errors import InternalError, ParseError, RpcError
-from .methods import EVENT_METHOD
 from .models import Event
+from .protocol import EVENT_METHOD
 
 __all__ = [
     "decode_reply",

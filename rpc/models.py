@@ -19,11 +19,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from .protocol import MAX_ATTACHMENTS, MAX_ID_CHARS, MAX_SEQ, MAX_TEXT_CHARS
+
 __all__ = [
     "EVENT_TYPES",
-    "MAX_ATTACHMENTS",
-    "MAX_ID_CHARS",
-    "MAX_TEXT_CHARS",
     "TURN_OPTION_FIELDS",
     "Attachment",
     "Event",
@@ -59,14 +58,6 @@ __all__ = [
     "TurnOptions",
     "TurnResult",
 ]
-
-# Protocol-level ceilings. They bound what a single frame may ask for; the daemon
-# enforces its own, usually lower, configured limits on top of them.
-MAX_ID_CHARS = 200
-MAX_TEXT_CHARS = 1_000_000
-MAX_ATTACHMENTS = 16
-# a seq is stored as a SQLite INTEGER (signed 64-bit); a larger one cannot name an event
-MAX_SEQ = 2**63 - 1
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
 Timestamp = float  # unix seconds

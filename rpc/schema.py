@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import ERRORS
-from .methods import EVENT_METHOD, METHODS, PROTOCOL
+from .methods import METHODS
 from .models import EVENT_TYPES, Event
+from .protocol import EVENT_METHOD, PROTOCOL
 
 __all__ = ["protocol_schema"]
 

@@ -19,8 +19,9 @@ from fakeprovider import FakeProvider, text_reply
 from harness import OwnerProcess, clean_env, db_rows, write_config
 
 from tether.clients import discovery
-from tether.clients.client import PROTOCOL, SessionStream, TetherClient
+from tether.clients.client import SessionStream, TetherClient
 from tether.rpc.errors import InvalidParams, NotFound
+from tether.rpc.protocol import PROTOCOL
 
 
 def slow_model(request: dict):
@@ -182,20 +183,13 @@ def test_home_resolution_matches_the_daemon(tmp_path, monkeypatch):
     assert discovery.resolve_home(None) == resolve_home(None)
 
 
-def test_the_request_id_bound_matches_rpc():
-    from tether.clients.chat import REQUEST_ID_CHARS, _session_request_id
-    from tether.rpc.models import MAX_ID_CHARS
+def test_a_session_request_id_fits_the_protocol_bound():
+    from tether.clients.chat import _session_request_id
+    from tether.rpc.protocol import MAX_ID_CHARS
 
-    assert REQUEST_ID_CHARS == MAX_ID_CHARS
     assert _session_request_id("x" * 196) == "cli-" + "x" * 196
     long = _session_request_id("x" * 197)
     assert len(long) <= MAX_ID_CHARS and long != _session_request_id("x" * 198)
-
-
-def test_protocol_constant_matches_rpc():
-    from tether.rpc.methods import PROTOCOL as RPC_PROTOCOL
-
-    assert PROTOCOL == RPC_PROTOCOL
 
 
 def test_cli_import_path_is_lean():

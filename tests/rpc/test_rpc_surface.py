@@ -26,9 +26,10 @@ def test_public_names_are_pinned():
         SessionEventsSinceParams SessionInfo SessionInterruptParams SessionListParams
         SessionListResult SessionResumeParams SessionSummary ShutdownResult Snapshot
         TokenCreateParams TokenCreateResult TranscriptMessage TurnOptions TurnResult
-        EVENT_METHOD METHODS PROTOCOL Method decode_reply encode_error encode_event
+        METHODS Method decode_reply encode_error encode_event
         encode_notification encode_request encode_result MAX_BATCH MAX_FIELD_ERRORS
         Dispatcher Handler protocol_schema
+        EVENT_METHOD JSONRPC_VERSION MAX_SEQ PROTOCOL SUBPROTOCOL TOKEN_PREFIX
         """.split()
     )
     for name in rpc.__all__:
