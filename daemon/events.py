@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 
 import orjson
 
-from tether.rpc.framing import encode_notification
-from tether.rpc.protocol import EVENT_METHOD
+from tether.rpc.envelope import GAP_VIEWER_QUEUE_OVERFLOW, event_envelope, replay_gap
+from tether.rpc.framing import encode_event
 from tether.store import Database
 from tether.store import events as event_rows
 
@@ -41,8 +41,8 @@ class EventRecord:
     admission_id: str | None = None
 
     def wire(self) -> dict[str, Any]:
-        return {"session_id": self.session_id, "seq": self.seq, "type": self.type,
-                "payload": self.payload, "admission_id": self.admission_id}
+        return event_envelope(self.session_id, self.seq, self.type, self.payload,
+                              self.admission_id)
 
 
 class Tx:
@@ -243,7 +243,7 @@ class EventBus:
             self.published += 1
             if not subs:
                 continue
-            frame = encode_notification(EVENT_METHOD, ev.wire())
+            frame = encode_event(ev.wire())
             for viewer, sub in list(subs.items()):
                 if sub.floor is None:
                     sub.held.append((ev.seq, frame))
@@ -255,10 +255,8 @@ class EventBus:
             sub.last_sent = seq
             return True
         self.unsubscribe(viewer, session_id)
-        gap = {"session_id": session_id, "seq": sub.last_sent, "type": "session.replay_gap",
-               "payload": {"last_seq": sub.last_sent, "reason": "viewer_queue_overflow"},
-               "admission_id": None}
-        viewer.put_notice(encode_notification(EVENT_METHOD, gap))
+        gap = replay_gap(session_id, sub.last_sent, GAP_VIEWER_QUEUE_OVERFLOW)
+        viewer.put_notice(encode_event(gap))
         return False
 
 

@@ -5,6 +5,7 @@
 - ``models``: strict pydantic models of every method's params and result, and ``Event``.
 - ``methods``: ``METHODS``, the one table of method name -> params, result, doc.
 - ``framing``: encoding of requests, notifications, events and replies; ``decode_reply``.
+- ``envelope``: the event envelope and the ``session.replay_gap`` notice, as dicts.
 - ``dispatch``: ``Dispatcher``, the sans-I/O JSON-RPC 2.0 dispatcher.
 - ``schema``: ``protocol_schema()``, the JSON Schema behind ``tether schema``.
 
@@ -22,6 +23,10 @@ from typing import Any
 _SOURCES: dict[str, str] = {}
 for _module, _names in {
     "dispatch": ("MAX_BATCH", "MAX_FIELD_ERRORS", "Dispatcher", "Handler"),
+    "envelope": (
+        "EVENT_TYPES", "GAP_CLIENT_QUEUE_OVERFLOW", "GAP_VIEWER_QUEUE_OVERFLOW", "REPLAY_GAP",
+        "event_envelope", "replay_gap",
+    ),
     "errors": (
         "ERRORS", "AdmissionConflict", "InternalError", "InvalidParams", "InvalidRequest",
         "MethodNotFound", "NotFound", "Overloaded", "ParseError", "RpcError",
@@ -33,7 +38,7 @@ for _module, _names in {
     ),
     "methods": ("METHODS", "Method"),
     "models": (
-        "EVENT_TYPES", "TURN_OPTION_FIELDS", "Attachment", "Event", "EventsSinceResult", "InterruptResult",
+        "TURN_OPTION_FIELDS", "Attachment", "Event", "EventsSinceResult", "InterruptResult",
         "Model", "OkResult", "PendingAdmission", "PingParams", "PingResult",
         "PromptCancelParams", "PromptReceiptParams", "PromptResolveUnknownParams",
         "PromptSubmitParams", "Receipt", "RuntimeDescribeParams", "RuntimeDescribeResult",

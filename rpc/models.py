@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from .protocol import MAX_ATTACHMENTS, MAX_ID_CHARS, MAX_SEQ, MAX_TEXT_CHARS
 
 __all__ = [
-    "EVENT_TYPES",
     "TURN_OPTION_FIELDS",
     "Attachment",
     "Event",
@@ -268,27 +267,12 @@ class PendingAdmission(Model):
     text: str
 
 
-EVENT_TYPES: tuple[str, ...] = (
-    "session.info",
-    "message.start",
-    "message.delta",
-    "reasoning.delta",
-    "tool.start",
-    "tool.complete",
-    "subagent.start",
-    "subagent.complete",
-    "delegation.dispatched",
-    "delegation.complete",
-    "message.complete",
-    "session.replay_gap",
-)
-
-
 class Event(Model):
     """One entry of a session's durable, gap-free event sequence (SPEC §6).
 
+    The validating model of the envelope that ``envelope.event_envelope`` builds.
     Sent as the params of an ``event`` notification and returned by
-    session.events.since. ``type`` is one of ``EVENT_TYPES``; it is kept a plain
+    session.events.since. ``type`` is one of ``envelope.EVENT_TYPES``; it is kept a plain
     string so an older client survives a newer owner's event types. Payload keys
     by type (``?`` = may be absent):
 

@@ -216,3 +216,17 @@ async def test_tcp_listener_needs_a_token(tmp_path):
         with pytest.raises(OwnerUnavailable) as caught:
             await TetherClient.connect(url=url, token="tt_wrong")
         assert caught.value.reason == "refused"
+
+
+def test_an_overflowing_inbox_becomes_a_replay_gap():
+    from tether.clients.connection import MAX_BUFFERED_EVENTS, Inbox
+
+    inbox = Inbox("s")
+    for seq in range(1, MAX_BUFFERED_EVENTS + 2):
+        inbox.put({"session_id": "s", "seq": seq, "type": "message.delta", "payload": {},
+                   "admission_id": None})
+    gap, last = inbox.items
+    assert gap == {"session_id": "s", "seq": 0, "type": "session.replay_gap",
+                   "payload": {"last_seq": 0, "reason": "client_queue_overflow"},
+                   "admission_id": None}
+    assert last["seq"] == MAX_BUFFERED_EVENTS + 1
