@@ -6,6 +6,7 @@
 - ``methods``: ``METHODS``, the one table of method name -> params, result, doc.
 - ``framing``: encoding of requests, notifications, events and replies; ``decode_reply``.
 - ``envelope``: the event envelope and the ``session.replay_gap`` notice, as dicts.
+- ``home``: the home directory's layout and its resolution (SPEC §1).
 - ``dispatch``: ``Dispatcher``, the sans-I/O JSON-RPC 2.0 dispatcher.
 - ``schema``: ``protocol_schema()``, the JSON Schema behind ``tether schema``.
 
@@ -36,6 +37,7 @@ for _module, _names in {
         "decode_reply", "encode_error", "encode_event", "encode_notification",
         "encode_request", "encode_result",
     ),
+    "home": ("EXIT_OWNER_RUNNING", "HOME_ENV", "HomeLayout", "resolve_home"),
     "methods": ("METHODS", "Method"),
     "models": (
         "TURN_OPTION_FIELDS", "Attachment", "Event", "EventsSinceResult", "InterruptResult",

@@ -172,17 +172,6 @@ async def test_no_autostart_reports_not_running(tmp_path):
     assert not (tmp_path / "empty").exists()
 
 
-def test_home_resolution_matches_the_daemon(tmp_path, monkeypatch):
-    from tether.daemon.home import resolve_home
-
-    assert discovery.resolve_home(tmp_path / "x") == resolve_home(tmp_path / "x")
-    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "env"))
-    assert discovery.resolve_home(None) == resolve_home(None) == tmp_path / "env"
-    monkeypatch.delenv("TETHER_HOME")
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    assert discovery.resolve_home(None) == resolve_home(None)
-
-
 def test_a_session_request_id_fits_the_protocol_bound():
     from tether.clients.chat import _session_request_id
     from tether.rpc.protocol import MAX_ID_CHARS

@@ -32,14 +32,16 @@ def test_public_names_are_pinned():
         Dispatcher Handler protocol_schema
         EVENT_METHOD JSONRPC_VERSION MAX_SEQ PROTOCOL SUBPROTOCOL TOKEN_PREFIX
         GAP_CLIENT_QUEUE_OVERFLOW GAP_VIEWER_QUEUE_OVERFLOW REPLAY_GAP event_envelope replay_gap
+        EXIT_OWNER_RUNNING HOME_ENV HomeLayout resolve_home
         """.split()
     )
     for name in rpc.__all__:
         assert hasattr(rpc, name), name
 
 
-def test_rpc_imports_only_stdlib_pydantic_and_orjson():
-    allowed = set(sys.stdlib_module_names) | {"pydantic", "orjson"}
+def test_rpc_imports_only_stdlib_pydantic_orjson_and_platformdirs():
+    # platformdirs: home.resolve_home's default, imported only when it is needed
+    allowed = set(sys.stdlib_module_names) | {"pydantic", "orjson", "platformdirs"}
     for path in RPC_DIR.glob("*.py"):
         tree = ast.parse(path.read_text())
         assert ast.get_docstring(tree), f"{path.name} needs a module docstring"
@@ -101,7 +103,7 @@ def test_protocol_doc_examples_validate_against_the_models():
 
 # What a client shares with the owner must load without pydantic: the CLI's start-up
 # would double with it (tests/clients/test_client.py checks what the CLI imports).
-PYDANTIC_FREE = ("protocol", "errors", "framing", "envelope")
+PYDANTIC_FREE = ("protocol", "errors", "framing", "envelope", "home")
 
 
 def test_the_shared_core_imports_without_pydantic():
@@ -109,7 +111,7 @@ def test_the_shared_core_imports_without_pydantic():
     code = (
         f"import sys, {names}\n"
         "from tether.rpc import (PROTOCOL, EVENT_METHOD, RpcError, NotFound, encode_request,\n"
-        "    decode_reply, encode_event, event_envelope, replay_gap)\n"
+        "    decode_reply, encode_event, event_envelope, replay_gap, HomeLayout, resolve_home)\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'\n"
         "             or m in ('tether.rpc.models', 'tether.rpc.methods')))\n"
     )
