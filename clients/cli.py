@@ -184,7 +184,7 @@ def _max_turns(value: str) -> int:
 
 
 def _home(args: Any) -> Any:
-    from .discovery import resolve_home
+    from tether.rpc.home import resolve_home
 
     CONTEXT.home = resolve_home(args.home)
     return CONTEXT.home
@@ -200,6 +200,8 @@ def _run(coro: Any) -> Any:
 
 
 def cmd_serve(args: Any) -> int:
+    from tether.rpc.home import HomeLayout
+
     from .discovery import describe_owner, ensure_owner, live_descriptor
 
     home = _home(args)
@@ -215,7 +217,7 @@ def cmd_serve(args: Any) -> int:
                        "`tether stop` stops it; `tether status` describes it")
     desc = _run(ensure_owner(home, tcp=args.tcp))
     print(f"tether: owner running for {home} ({describe_owner(desc)}); "
-          f"log: {home / 'logs'}")
+          f"log: {HomeLayout(home).logs}")
     return EXIT_OK
 
 
@@ -234,6 +236,8 @@ async def _stop(home: Any, desc: dict[str, Any]) -> int:
     import asyncio
     import time
 
+    from tether.rpc.home import HomeLayout
+
     from .client import ConnectionLost, TetherClient
     from .discovery import pid_alive
 
@@ -244,7 +248,7 @@ async def _stop(home: Any, desc: dict[str, Any]) -> int:
         except ConnectionLost:
             pass  # it was already on its way out
     deadline = time.monotonic() + STOP_TIMEOUT
-    while pid_alive(pid) or (home / "daemon.json").exists():
+    while pid_alive(pid) or HomeLayout(home).descriptor.exists():
         if time.monotonic() > deadline:
             raise CliError(EXIT_OWNER, "stop_timeout",
                            f"the owner (pid {pid}) did not exit within {STOP_TIMEOUT:g} s",

@@ -45,13 +45,14 @@ from websockets.asyncio.client import connect, unix_connect
 from websockets.exceptions import InvalidHandshake, InvalidStatus
 
 from tether.rpc.errors import RuntimeDraining
+from tether.rpc.home import HomeLayout, resolve_home
+from tether.rpc.protocol import PROTOCOL
 
 from .connection import Connection, ConnectionLost
-from .discovery import START_TIMEOUT, OwnerUnavailable, ensure_owner, resolve_home
+from .discovery import START_TIMEOUT, OwnerUnavailable, ensure_owner
 from .stream import SessionStream
 
 __all__ = [
-    "PROTOCOL",
     "ConnectionLost",
     "OwnerUnavailable",
     "SessionStream",
@@ -59,9 +60,6 @@ __all__ = [
     "new_input_id",
 ]
 
-#: the wire protocol this client speaks (tether.rpc.methods.PROTOCOL; a test keeps
-#: them equal; importing that module would import pydantic)
-PROTOCOL = "tether/1"
 #: largest frame the client accepts; a snapshot of a long session is one frame
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 #: how long a resilient operation keeps reconnecting before giving up
@@ -136,7 +134,7 @@ class TetherClient:
             raise OwnerUnavailable(
                 "protocol_mismatch", f"the owner speaks {desc.get('protocol')!r}, this client "
                 f"speaks {PROTOCOL!r}", "install matching versions of tether")
-        ws = await unix_connect(desc.get("socket") or str(self.home / "daemon.sock"),
+        ws = await unix_connect(desc.get("socket") or str(HomeLayout(self.home).socket),
                                 max_size=MAX_FRAME_BYTES, compression=None, open_timeout=10)
         return Connection(ws, desc)
 

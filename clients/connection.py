@@ -19,7 +19,9 @@ import orjson
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import WebSocketException
 
-from tether.rpc.errors import RpcError
+from tether.rpc.envelope import GAP_CLIENT_QUEUE_OVERFLOW, replay_gap
+from tether.rpc.framing import decode_reply, encode_request
+from tether.rpc.protocol import EVENT_METHOD
 
 __all__ = ["Connection", "ConnectionLost", "Inbox", "MAX_BUFFERED_EVENTS"]
 
@@ -34,11 +36,6 @@ MAX_BACKLOG_SESSIONS = 64
 
 class ConnectionLost(ConnectionError):
     """The connection to the owner closed (owner restarted or stopped, socket dropped)."""
-
-
-def _gap_marker(session_id: str, last_seq: int, reason: str) -> dict[str, Any]:
-    return {"session_id": session_id, "seq": last_seq, "type": "session.replay_gap",
-            "payload": {"last_seq": last_seq, "reason": reason}, "admission_id": None}
 
 
 class Inbox:
@@ -58,8 +55,8 @@ class Inbox:
             # which is the durable copy; keeping it here would only grow memory.
             first = self.items[0]
             self.items.clear()
-            self.items.append(_gap_marker(self.session_id, first["seq"] - 1,
-                                          "client_queue_overflow"))
+            self.items.append(replay_gap(self.session_id, first["seq"] - 1,
+                                         GAP_CLIENT_QUEUE_OVERFLOW))
         self.items.append(event)
         self._ready.set()
 
@@ -112,7 +109,7 @@ class Connection:
             self._lost()
 
     def _route(self, msg: dict[str, Any]) -> None:
-        if msg.get("method") == "event":
+        if msg.get("method") == EVENT_METHOD:
             event = msg.get("params")
             if isinstance(event, dict) and isinstance(event.get("session_id"), str):
                 self._deliver(event)
@@ -171,7 +168,7 @@ class Connection:
         rid = next(self._ids)
         # encoded before the reply is awaited: params that cannot be JSON (text that
         # is not valid Unicode) raise here and leave no orphaned future behind
-        frame = orjson.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        frame = encode_request(rid, method, params)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[rid] = fut
         try:
@@ -181,9 +178,7 @@ class Connection:
             raise ConnectionLost(f"connection to the owner closed: {exc}") from None
         finally:
             self._pending.pop(rid, None)
-        if "error" in reply:
-            raise RpcError.from_wire(reply["error"])
-        return reply.get("result")
+        return decode_reply(reply)
 
     async def close(self) -> None:
         await self.ws.close()

@@ -1,9 +1,9 @@
 """Finding the owner of a home, and starting one when there is none (SPEC §1).
 
-A client resolves the home (``--home``, ``$TETHER_HOME``, the platform's user
-data dir: the same rule as ``tether.daemon.home.resolve_home``), reads
-``daemon.json`` and checks that the owner it names is alive: its pid exists and
-its socket accepts a connection. When there is no live owner it starts one,
+Given a home (found by ``tether.rpc.home.resolve_home``, as the owner finds it;
+its paths are ``tether.rpc.home.HomeLayout``'s), a client reads ``daemon.json``
+and checks that the owner it names is alive: its pid exists and its socket
+accepts a connection. When there is no live owner it starts one,
 detached (own session, stdin from /dev/null, stdout appended to
 ``<home>/logs/daemon.log``), waits for the descriptor, and returns it. The
 client never owns the daemon's lifetime: nothing here waits for, signals or
@@ -16,7 +16,7 @@ empty. Once it serves, the owner points its stderr at daemon.log as well
 (``--detached``) and the client copies what it read into the log.
 
 Races are expected and harmless: two clients may start an owner at once; the
-loser's owner finds the lock taken and exits with code 3 ("already running"),
+loser's owner finds the lock taken and exits with ``EXIT_OWNER_RUNNING`` (3),
 and its client simply keeps waiting for the winner's descriptor.
 
 Nothing here imports pydantic, websockets or the daemon: this is on the CLI's
@@ -36,21 +36,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tether.rpc.home import EXIT_OWNER_RUNNING, HomeLayout
+
 __all__ = [
-    "EXIT_OWNER_RUNNING",
     "OwnerUnavailable",
     "describe_owner",
     "ensure_owner",
     "live_descriptor",
     "pid_alive",
     "read_descriptor",
-    "resolve_home",
     "start_owner",
 ]
 
-#: ``python -m tether.daemon`` exits with this code when the home already has an owner
-#: (and, less often, when it cannot start at all; the log tells which).
-EXIT_OWNER_RUNNING = 3
 #: how long a client waits for a freshly started owner to write its descriptor
 START_TIMEOUT = 15.0
 #: owners this process started and that still ran when last looked at. Holding
@@ -80,24 +77,10 @@ class OwnerUnavailable(Exception):
         self.hint = hint
 
 
-def resolve_home(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """``--home``, else ``$TETHER_HOME``, else the platform's user data dir."""
-    # Kept in step with tether.daemon.home.resolve_home (a test checks both agree);
-    # importing that module would pull the daemon into every client.
-    if explicit:
-        return Path(explicit).expanduser().absolute()
-    env = os.environ.get("TETHER_HOME")
-    if env:
-        return Path(env).expanduser().absolute()
-    import platformdirs  # lazy: only needed when nothing names the home
-
-    return Path(platformdirs.user_data_dir("tether", appauthor=False)).absolute()
-
-
 def read_descriptor(home: Path) -> dict[str, Any] | None:
     """``daemon.json`` as a dict, or None if it is missing or half-written."""
     try:
-        data = json.loads((home / "daemon.json").read_bytes())
+        data = json.loads(HomeLayout(home).descriptor.read_bytes())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -142,7 +125,7 @@ def live_descriptor(home: Path) -> dict[str, Any] | None:
     desc = read_descriptor(home)
     if desc is None or not pid_alive(desc.get("pid")):
         return None
-    sock = desc.get("socket") or str(home / "daemon.sock")
+    sock = desc.get("socket") or str(HomeLayout(home).socket)
     if not isinstance(sock, str) or not _socket_accepts(sock):
         return None
     return desc
@@ -155,7 +138,7 @@ def _lock_holder(home: Path) -> int | None:
     briefly, would make a starting owner believe another one runs).
     """
     try:
-        pid = int((home / "daemon.lock").read_text().strip() or 0)
+        pid = int(HomeLayout(home).lock.read_text().strip() or 0)
     except (OSError, ValueError):
         return None
     return pid if pid != os.getpid() and pid_alive(pid) else None
@@ -167,13 +150,13 @@ def start_owner(home: Path, *, tcp: str | None = None) -> subprocess.Popen[bytes
     Its stdout goes to logs/daemon.log; its stderr is ``proc.stderr``, a
     non-blocking pipe the caller reads (and closes) while the owner starts.
     """
+    layout = HomeLayout(home)
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    logs = home / "logs"
-    logs.mkdir(mode=0o700, exist_ok=True)
+    layout.logs.mkdir(mode=0o700, exist_ok=True)
     args = [sys.executable, "-m", "tether.daemon", "--home", str(home), "--detached"]
     if tcp:
         args += ["--tcp", tcp]
-    fd = os.open(logs / "daemon.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    fd = os.open(layout.owner_stdio_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         # start_new_session: the owner must survive the terminal (SIGHUP, Ctrl-C to the
         # CLI's process group) and the CLI's exit. cwd = home so the owner never pins
@@ -243,7 +226,7 @@ class _StartReport:
         if self.proc.stderr is not None:
             self.proc.stderr.close()
         if self.kept:
-            with contextlib.suppress(OSError), open(home / "logs" / "daemon.log", "ab") as log:
+            with contextlib.suppress(OSError), open(HomeLayout(home).owner_stdio_log, "ab") as log:
                 log.write(bytes(self.kept))
             self.kept.clear()
 
@@ -304,7 +287,7 @@ async def _start_and_wait(home: Path, tcp: str | None, timeout: float,
             if code != EXIT_OWNER_RUNNING:
                 raise OwnerUnavailable("start_failed", "the owner could not start: "
                                        + (reports[-1].reason() or f"exit status {code}"),
-                                       f"see {home / 'logs'} for details")
+                                       f"see {HomeLayout(home).logs} for details")
             # Lost a start race, or an old owner is still on its way out: wait for the
             # winner's descriptor, and try again later if none appears. (The pid in
             # daemon.lock is only a hint; it may be a reused pid, so it never stops us.)
@@ -323,7 +306,7 @@ async def _start_and_wait(home: Path, tcp: str | None, timeout: float,
             who = f" (pid {holder} holds the lock but does not answer)" if holder else ""
             raise OwnerUnavailable("start_timeout",
                                    f"no owner came up for {home} within {timeout:g} s{who}",
-                                   f"see {home / 'logs'}; `tether status` shows what runs")
+                                   f"see {HomeLayout(home).logs}; `tether status` shows what runs")
         await asyncio.sleep(POLL_SECONDS)
 
 

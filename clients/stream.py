@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from tether.rpc.envelope import REPLAY_GAP
+
 from .connection import Connection, ConnectionLost, Inbox
 
 if TYPE_CHECKING:
@@ -116,7 +118,7 @@ class SessionStream:
                 continue
             if event is None:
                 return None
-            if event.get("type") == "session.replay_gap":
+            if event.get("type") == REPLAY_GAP:
                 # the owner unsubscribed us (we were too slow): resubscribe from where
                 # we are; the resume snapshot carries what we missed
                 await self.client.resilient(self._attach)

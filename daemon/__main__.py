@@ -8,10 +8,11 @@ import contextlib
 import os
 import sys
 
+from tether.rpc.home import EXIT_OWNER_RUNNING, resolve_home
 from tether.store import StorageError
 
 from .config import ConfigError
-from .home import Home, OwnerRunning, resolve_home
+from .home import Home, OwnerRunning
 from .owner import run_owner, setup_logging
 
 
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     except OwnerRunning as exc:
         print(f"tether: {exc}", file=sys.stderr)
         print("hint: use `tether status` to see it, `tether stop` to stop it", file=sys.stderr)
-        return 3
+        return EXIT_OWNER_RUNNING
     except ConfigError as exc:
         print(f"tether: invalid configuration: {exc}", file=sys.stderr)
         return 2

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tether.rpc.framing import encode_notification
-from tether.rpc.methods import EVENT_METHOD
+from tether.rpc.envelope import GAP_VIEWER_QUEUE_OVERFLOW, event_envelope, replay_gap
+from tether.rpc.framing import encode_event
 
 __all__ = ["EventRecord", "EventBus", "Viewer"]
 
@@ -30,8 +30,8 @@ class EventRecord:
     admission_id: str | None = None
 
     def wire(self) -> dict[str, Any]:
-        return {"session_id": self.session_id, "seq": self.seq, "type": self.type,
-                "payload": self.payload, "admission_id": self.admission_id}
+        return event_envelope(self.session_id, self.seq, self.type, self.payload,
+                              self.admission_id)
 
 
 class Viewer:
@@ -212,7 +212,7 @@ class EventBus:
             subs = self._subs.get(ev.session_id)
             if not subs:
                 continue
-            frame = encode_notification(EVENT_METHOD, ev.wire())
+            frame = encode_event(ev.wire())
             for viewer, sub in list(subs.items()):
                 if sub.floor is None:
                     sub.held.append((ev.seq, frame))
@@ -224,8 +224,6 @@ class EventBus:
             sub.last_sent = seq
             return True
         self.unsubscribe(viewer, session_id)
-        gap = {"session_id": session_id, "seq": sub.last_sent, "type": "session.replay_gap",
-               "payload": {"last_seq": sub.last_sent, "reason": "viewer_queue_overflow"},
-               "admission_id": None}
-        viewer.put_notice(encode_notification(EVENT_METHOD, gap))
+        gap = replay_gap(session_id, sub.last_sent, GAP_VIEWER_QUEUE_OVERFLOW)
+        viewer.put_notice(encode_event(gap))
         return False

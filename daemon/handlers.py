@@ -19,7 +19,7 @@ from typing import Any
 from tether.rpc import models as m
 from tether.rpc.dispatch import Dispatcher
 from tether.rpc.errors import InvalidParams, NotFound, RpcError, StorageUnavailable
-from tether.rpc.methods import PROTOCOL
+from tether.rpc.protocol import PROTOCOL
 from tether.store import Database, StorageError
 from tether.store import runtime as runtime_rows
 

@@ -1,10 +1,10 @@
-"""The owner's home directory: paths, the exclusive lock, the descriptor.
+"""The owner's side of its home directory: creating it, the exclusive lock, the descriptor.
 
-Layout (SPEC §1): ``config.yaml``, ``state.db`` (+WAL), ``daemon.lock``,
-``daemon.json``, ``daemon.sock``, ``logs/``. The home is created 0700; the
-socket and descriptor are 0600. Whoever holds the ``flock`` on daemon.lock is
-the owner; the lock dies with the process, so a crashed owner never blocks the
-next one.
+The layout and the home's resolution are the protocol's (``tether.rpc.home``),
+shared with clients; this module adds what only the owner does with them. The
+home is created 0700; the socket and descriptor are 0600. Whoever holds the
+``flock`` on daemon.lock is the owner; the lock dies with the process, so a
+crashed owner never blocks the next one.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-__all__ = ["Home", "resolve_home", "OwnerRunning", "read_descriptor"]
+from tether.rpc.home import HomeLayout
+
+__all__ = ["Home", "OwnerRunning"]
 
 
 class OwnerRunning(Exception):
@@ -30,52 +31,8 @@ class OwnerRunning(Exception):
         self.pid = pid
 
 
-def resolve_home(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """--home, else $TETHER_HOME, else the platform's user data dir."""
-    if explicit:
-        return Path(explicit).expanduser().absolute()
-    env = os.environ.get("TETHER_HOME")
-    if env:
-        return Path(env).expanduser().absolute()
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("tether", appauthor=False)).absolute()
-
-
-def read_descriptor(home: Path) -> dict[str, Any] | None:
-    try:
-        return orjson.loads((home / "daemon.json").read_bytes())
-    except (FileNotFoundError, orjson.JSONDecodeError):
-        return None
-
-
-@dataclass
-class Home:
-    root: Path
-
-    @property
-    def config(self) -> Path:
-        return self.root / "config.yaml"
-
-    @property
-    def db(self) -> Path:
-        return self.root / "state.db"
-
-    @property
-    def lock(self) -> Path:
-        return self.root / "daemon.lock"
-
-    @property
-    def descriptor(self) -> Path:
-        return self.root / "daemon.json"
-
-    @property
-    def socket(self) -> Path:
-        return self.root / "daemon.sock"
-
-    @property
-    def logs(self) -> Path:
-        return self.root / "logs"
+class Home(HomeLayout):
+    """A home's paths (``HomeLayout``) and what the owner does with them."""
 
     def ensure(self) -> None:
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)

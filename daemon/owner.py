@@ -29,7 +29,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import httpx
 
-from tether.rpc.methods import PROTOCOL
+from tether.rpc.protocol import PROTOCOL
 from tether.store import Database, StorageError
 from tether.store import runtime as runtime_rows
 

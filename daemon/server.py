@@ -43,6 +43,7 @@ from websockets.http11 import Request, Response
 from websockets.protocol import State
 from websockets.typing import Subprotocol
 
+from tether.rpc import protocol
 from tether.rpc.dispatch import Dispatcher
 
 from .events import EventBus, Viewer
@@ -52,8 +53,8 @@ __all__ = ["Call", "Listeners", "SUBPROTOCOL", "TOKEN_PREFIX", "parse_hostport",
 
 log = logging.getLogger("tether.server")
 
-SUBPROTOCOL = Subprotocol("tether.v1")
-TOKEN_PREFIX = "tether.token."
+SUBPROTOCOL = Subprotocol(protocol.SUBPROTOCOL)
+TOKEN_PREFIX = protocol.TOKEN_PREFIX
 #: requests a connection may have running or with unsent replies; at this bound
 #: the connection's frames are not read until a reply leaves (backpressure)
 MAX_IN_FLIGHT = 64

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from tether.rpc.envelope import event_envelope
 from tether.rpc.errors import (
     AdmissionConflict,
     InvalidParams,
@@ -47,8 +48,8 @@ def new_session_id() -> str:
 
 
 def event_dicts(session_id: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"session_id": session_id, "seq": r["seq"], "type": r["type"],
-             "payload": orjson.loads(r["payload_json"]), "admission_id": r["admission_id"]}
+    return [event_envelope(session_id, r["seq"], r["type"], orjson.loads(r["payload_json"]),
+                           r["admission_id"])
             for r in rows]
 
 

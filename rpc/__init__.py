@@ -1,15 +1,27 @@
 """tether.rpc: the wire protocol, with no I/O and no imports from the rest of tether.
 
+It owns everything the owner and its clients must agree on, each in one place.
+Shared by both sides, and importable without pydantic (a client's start-up
+never loads it):
+
+- ``protocol``: the fixed names and ceilings: ``PROTOCOL``, ``EVENT_METHOD``, the
+  ``tether.v1`` subprotocol and ``tether.token.`` prefix, ``MAX_ID_CHARS``, ...
 - ``errors``: ``RpcError`` and one subclass per SPEC §2 reason, to and from the wire.
+- ``framing``: encoding of requests, notifications, events and replies; ``decode_reply``.
+- ``envelope``: the event envelope (``event_envelope``) and the ``session.replay_gap``
+  notice (``replay_gap``); ``EVENT_TYPES``.
+- ``home``: the home directory's layout (``HomeLayout``) and ``resolve_home`` (SPEC §1).
+
+Built on pydantic, for the owner's validation and for ``tether schema``:
+
 - ``models``: strict pydantic models of every method's params and result, and ``Event``.
 - ``methods``: ``METHODS``, the one table of method name -> params, result, doc.
-- ``framing``: encoding of requests, notifications, events and replies; ``decode_reply``.
 - ``dispatch``: ``Dispatcher``, the sans-I/O JSON-RPC 2.0 dispatcher.
 - ``schema``: ``protocol_schema()``, the JSON Schema behind ``tether schema``.
 
 Every public name is importable from here, but the submodules load on first use
-(PEP 562): ``errors`` needs nothing beyond the stdlib, while ``models`` pulls in
-pydantic (~100 ms), which the CLI's hot path never needs.
+(PEP 562), so ``from tether.rpc import PROTOCOL`` costs no more than the
+constant, while ``models`` pulls in pydantic (~100 ms).
 """
 
 from __future__ import annotations
@@ -21,6 +33,10 @@ from typing import Any
 _SOURCES: dict[str, str] = {}
 for _module, _names in {
     "dispatch": ("MAX_BATCH", "MAX_FIELD_ERRORS", "Dispatcher", "Handler"),
+    "envelope": (
+        "EVENT_TYPES", "GAP_CLIENT_QUEUE_OVERFLOW", "GAP_VIEWER_QUEUE_OVERFLOW", "REPLAY_GAP",
+        "event_envelope", "replay_gap",
+    ),
     "errors": (
         "ERRORS", "AdmissionConflict", "InternalError", "InvalidParams", "InvalidRequest",
         "MethodNotFound", "NotFound", "Overloaded", "ParseError", "RpcError",
@@ -30,9 +46,9 @@ for _module, _names in {
         "decode_reply", "encode_error", "encode_event", "encode_notification",
         "encode_request", "encode_result",
     ),
-    "methods": ("EVENT_METHOD", "METHODS", "PROTOCOL", "Method"),
+    "home": ("EXIT_OWNER_RUNNING", "HOME_ENV", "HomeLayout", "resolve_home"),
+    "methods": ("METHODS", "Method"),
     "models": (
-        "EVENT_TYPES", "MAX_ATTACHMENTS", "MAX_ID_CHARS", "MAX_TEXT_CHARS",
         "TURN_OPTION_FIELDS", "Attachment", "Event", "EventsSinceResult", "InterruptResult",
         "Model", "OkResult", "PendingAdmission", "PingParams", "PingResult",
         "PromptCancelParams", "PromptReceiptParams", "PromptResolveUnknownParams",
@@ -42,6 +58,10 @@ for _module, _names in {
         "SessionListParams", "SessionListResult", "SessionResumeParams", "SessionSummary",
         "ShutdownResult", "Snapshot", "TokenCreateParams", "TokenCreateResult",
         "TranscriptMessage", "TurnOptions", "TurnResult",
+    ),
+    "protocol": (
+        "EVENT_METHOD", "JSONRPC_VERSION", "MAX_ATTACHMENTS", "MAX_ID_CHARS", "MAX_SEQ",
+        "MAX_TEXT_CHARS", "PROTOCOL", "SUBPROTOCOL", "TOKEN_PREFIX",
     ),
     "schema": ("protocol_schema",),
 }.items():

@@ -19,7 +19,8 @@ and the stable snake_case ``reason`` that clients switch on (SPEC §2)::
 On the wire an error is ``{"code", "message": reason, "data": {"reason", "detail",
 **extras}}``; ``RpcError.to_wire()`` builds it and ``RpcError.from_wire()`` turns
 it back into the matching class, so a client catches ``NotFound`` exactly as the
-daemon raised it.
+daemon raised it. Nothing here imports beyond the stdlib: clients use this module
+as the owner does.
 """
 
 from __future__ import annotations

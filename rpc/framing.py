@@ -1,7 +1,13 @@
-"""JSON-RPC 2.0 message encoding and reply decoding, for the dispatcher and for clients.
+"""JSON-RPC 2.0 frames: encoding requests, notifications, events and replies; decoding replies.
 
+The one codec of the wire, for the owner's dispatcher and for clients alike.
 Everything here turns Python values into one frame's bytes or back; nothing
 touches a socket. Messages are compact UTF-8 JSON written by orjson.
+
+Nothing here imports pydantic (a client's start-up must not pay for it), yet
+params, results and events may be given as pydantic models as well as plain
+data: a model is recognised by the serializer pydantic attaches to its class
+and is written by that serializer, so both forms give the same bytes.
 """
 
 from __future__ import annotations
@@ -9,11 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from pydantic import BaseModel
 
 from .errors import InternalError, ParseError, RpcError
-from .methods import EVENT_METHOD
-from .models import Event
+from .protocol import EVENT_METHOD, JSONRPC_VERSION
 
 __all__ = [
     "decode_reply",
@@ -28,44 +32,60 @@ RequestId = str | int | None
 
 # The reply envelope is spliced around an already-encoded result rather than built
 # as a dict: it saves a model_dump plus a second walk of the result on every call.
-_ID_HEAD = b'{"jsonrpc":"2.0","id":'
+_ID_HEAD = b'{"jsonrpc":' + orjson.dumps(JSONRPC_VERSION) + b',"id":'
 _RESULT_KEY = b',"result":'
 _ERROR_KEY = b',"error":'
 _TAIL = b"}"
-_EVENT_HEAD = b'{"jsonrpc":"2.0","method":' + orjson.dumps(EVENT_METHOD) + b',"params":'
+_EVENT_HEAD = (
+    b'{"jsonrpc":' + orjson.dumps(JSONRPC_VERSION)
+    + b',"method":' + orjson.dumps(EVENT_METHOD) + b',"params":'
+)
 
 
-def _params(params: BaseModel | dict[str, Any] | None) -> dict[str, Any] | None:
-    if isinstance(params, BaseModel):
+def _serializer(value: Any) -> Any:
+    """The pydantic serializer of ``value``'s class, or None if it is not a model."""
+    return getattr(type(value), "__pydantic_serializer__", None)
+
+
+def _params(params: Any) -> Any:
+    if _serializer(params) is not None:
         # None means "not sent" in every params model, so leaving it out keeps the
         # frame (and the admission's canonical payload) to what the caller chose.
         return params.model_dump(mode="json", exclude_none=True)
     return params
 
 
-def encode_request(
-    id: str | int, method: str, params: BaseModel | dict[str, Any] | None = None
-) -> bytes:
-    """A request frame; ``params`` may be a params model or a dict, and is omitted when None."""
-    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
+def encode_request(id: str | int, method: str, params: Any = None) -> bytes:
+    """A request frame; ``params`` may be a params model or a dict, and is omitted when None.
+
+    Raises ``TypeError`` (orjson's ``JSONEncodeError``) when the params are not JSON,
+    e.g. text holding lone surrogates.
+    """
+    msg: dict[str, Any] = {"jsonrpc": JSONRPC_VERSION, "id": id, "method": method}
     body = _params(params)
     if body is not None:
         msg["params"] = body
     return orjson.dumps(msg)
 
 
-def encode_notification(method: str, params: BaseModel | dict[str, Any] | None = None) -> bytes:
+def encode_notification(method: str, params: Any = None) -> bytes:
     """A notification frame (no ``id``: the receiver never replies)."""
-    msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    msg: dict[str, Any] = {"jsonrpc": JSONRPC_VERSION, "method": method}
     body = _params(params)
     if body is not None:
         msg["params"] = body
     return orjson.dumps(msg)
 
 
-def encode_event(event: Event) -> bytes:
-    """The ``event`` notification for one event; encode once, send to every viewer."""
-    return b"".join((_EVENT_HEAD, event.__pydantic_serializer__.to_json(event), _TAIL))
+def encode_event(event: Any) -> bytes:
+    """The ``event`` notification for one event; encode once, send to every viewer.
+
+    ``event`` is an envelope dict (``envelope.event_envelope``, ``envelope.replay_gap``)
+    or a ``models.Event``.
+    """
+    serializer = None if type(event) is dict else _serializer(event)
+    body = orjson.dumps(event) if serializer is None else serializer.to_json(event)
+    return b"".join((_EVENT_HEAD, body, _TAIL))
 
 
 def encode_result(id: RequestId, result: Any) -> bytes:
@@ -74,12 +94,12 @@ def encode_result(id: RequestId, result: Any) -> bytes:
     Raises ``TypeError`` (orjson's ``JSONEncodeError``) or pydantic's
     ``PydanticSerializationError`` when the result cannot be encoded.
     """
-    # The exact-type test first: isinstance against pydantic's ABC metaclass is
-    # the slower check, and dict results are the common cheap case (ping).
-    if type(result) is not dict and isinstance(result, BaseModel):
-        body = result.__pydantic_serializer__.to_json(result)
+    # The exact-type test first: dict results are the common cheap case (ping).
+    serializer = None if type(result) is dict else _serializer(result)
+    if serializer is not None:
+        body = serializer.to_json(result)
         return b"".join((_ID_HEAD, orjson.dumps(id), _RESULT_KEY, body, _TAIL))
-    return orjson.dumps({"jsonrpc": "2.0", "id": id, "result": result})
+    return orjson.dumps({"jsonrpc": JSONRPC_VERSION, "id": id, "result": result})
 
 
 def encode_error(id: RequestId, error: RpcError) -> bytes:

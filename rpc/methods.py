@@ -36,10 +36,7 @@ from .models import (
     TokenCreateResult,
 )
 
-__all__ = ["EVENT_METHOD", "METHODS", "PROTOCOL", "Method"]
-
-PROTOCOL = "tether/1"
-EVENT_METHOD = "event"  # the owner's notification carrying one Event as params
+__all__ = ["METHODS", "Method"]
 
 
 @dataclass(frozen=True, slots=True)

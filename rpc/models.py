@@ -19,11 +19,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from .protocol import MAX_ATTACHMENTS, MAX_ID_CHARS, MAX_SEQ, MAX_TEXT_CHARS
+
 __all__ = [
-    "EVENT_TYPES",
-    "MAX_ATTACHMENTS",
-    "MAX_ID_CHARS",
-    "MAX_TEXT_CHARS",
     "TURN_OPTION_FIELDS",
     "Attachment",
     "Event",
@@ -59,14 +57,6 @@ __all__ = [
     "TurnOptions",
     "TurnResult",
 ]
-
-# Protocol-level ceilings. They bound what a single frame may ask for; the daemon
-# enforces its own, usually lower, configured limits on top of them.
-MAX_ID_CHARS = 200
-MAX_TEXT_CHARS = 1_000_000
-MAX_ATTACHMENTS = 16
-# a seq is stored as a SQLite INTEGER (signed 64-bit); a larger one cannot name an event
-MAX_SEQ = 2**63 - 1
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
 Timestamp = float  # unix seconds
@@ -280,27 +270,12 @@ class PendingAdmission(Model):
     text: str
 
 
-EVENT_TYPES: tuple[str, ...] = (
-    "session.info",
-    "message.start",
-    "message.delta",
-    "reasoning.delta",
-    "tool.start",
-    "tool.complete",
-    "subagent.start",
-    "subagent.complete",
-    "delegation.dispatched",
-    "delegation.complete",
-    "message.complete",
-    "session.replay_gap",
-)
-
-
 class Event(Model):
     """One entry of a session's durable, gap-free event sequence (SPEC §6).
 
+    The validating model of the envelope that ``envelope.event_envelope`` builds.
     Sent as the params of an ``event`` notification and returned by
-    session.events.since. ``type`` is one of ``EVENT_TYPES``; it is kept a plain
+    session.events.since. ``type`` is one of ``envelope.EVENT_TYPES``; it is kept a plain
     string so an older client survives a newer owner's event types. Payload keys
     by type (``?`` = may be absent):
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from .envelope import EVENT_TYPES
 from .errors import ERRORS
-from .methods import EVENT_METHOD, METHODS, PROTOCOL
-from .models import EVENT_TYPES, Event
+from .methods import METHODS
+from .models import Event
+from .protocol import EVENT_METHOD, PROTOCOL
 
 __all__ = ["protocol_schema"]
 

@@ -19,8 +19,9 @@ from fakeprovider import FakeProvider, text_reply
 from harness import OwnerProcess, clean_env, db_rows, write_config
 
 from tether.clients import discovery
-from tether.clients.client import PROTOCOL, SessionStream, TetherClient
+from tether.clients.client import SessionStream, TetherClient
 from tether.rpc.errors import InvalidParams, NotFound
+from tether.rpc.protocol import PROTOCOL
 
 
 def slow_model(request: dict):
@@ -171,31 +172,13 @@ async def test_no_autostart_reports_not_running(tmp_path):
     assert not (tmp_path / "empty").exists()
 
 
-def test_home_resolution_matches_the_daemon(tmp_path, monkeypatch):
-    from tether.daemon.home import resolve_home
+def test_a_session_request_id_fits_the_protocol_bound():
+    from tether.clients.chat import _session_request_id
+    from tether.rpc.protocol import MAX_ID_CHARS
 
-    assert discovery.resolve_home(tmp_path / "x") == resolve_home(tmp_path / "x")
-    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "env"))
-    assert discovery.resolve_home(None) == resolve_home(None) == tmp_path / "env"
-    monkeypatch.delenv("TETHER_HOME")
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    assert discovery.resolve_home(None) == resolve_home(None)
-
-
-def test_the_request_id_bound_matches_rpc():
-    from tether.clients.chat import REQUEST_ID_CHARS, _session_request_id
-    from tether.rpc.models import MAX_ID_CHARS
-
-    assert REQUEST_ID_CHARS == MAX_ID_CHARS
     assert _session_request_id("x" * 196) == "cli-" + "x" * 196
     long = _session_request_id("x" * 197)
     assert len(long) <= MAX_ID_CHARS and long != _session_request_id("x" * 198)
-
-
-def test_protocol_constant_matches_rpc():
-    from tether.rpc.methods import PROTOCOL as RPC_PROTOCOL
-
-    assert PROTOCOL == RPC_PROTOCOL
 
 
 def test_cli_import_path_is_lean():
@@ -222,3 +205,17 @@ async def test_tcp_listener_needs_a_token(tmp_path):
         with pytest.raises(OwnerUnavailable) as caught:
             await TetherClient.connect(url=url, token="tt_wrong")
         assert caught.value.reason == "refused"
+
+
+def test_an_overflowing_inbox_becomes_a_replay_gap():
+    from tether.clients.connection import MAX_BUFFERED_EVENTS, Inbox
+
+    inbox = Inbox("s")
+    for seq in range(1, MAX_BUFFERED_EVENTS + 2):
+        inbox.put({"session_id": "s", "seq": seq, "type": "message.delta", "payload": {},
+                   "admission_id": None})
+    gap, last = inbox.items
+    assert gap == {"session_id": "s", "seq": 0, "type": "session.replay_gap",
+                   "payload": {"last_seq": 0, "reason": "client_queue_overflow"},
+                   "admission_id": None}
+    assert last["seq"] == MAX_BUFFERED_EVENTS + 1

@@ -2,6 +2,7 @@
 
 import ast
 import pathlib
+import subprocess
 import sys
 
 import orjson
@@ -26,17 +27,21 @@ def test_public_names_are_pinned():
         SessionEventsSinceParams SessionInfo SessionInterruptParams SessionListParams
         SessionListResult SessionResumeParams SessionSummary ShutdownResult Snapshot
         TokenCreateParams TokenCreateResult TranscriptMessage TurnOptions TurnResult
-        EVENT_METHOD METHODS PROTOCOL Method decode_reply encode_error encode_event
+        METHODS Method decode_reply encode_error encode_event
         encode_notification encode_request encode_result MAX_BATCH MAX_FIELD_ERRORS
         Dispatcher Handler protocol_schema
+        EVENT_METHOD JSONRPC_VERSION MAX_SEQ PROTOCOL SUBPROTOCOL TOKEN_PREFIX
+        GAP_CLIENT_QUEUE_OVERFLOW GAP_VIEWER_QUEUE_OVERFLOW REPLAY_GAP event_envelope replay_gap
+        EXIT_OWNER_RUNNING HOME_ENV HomeLayout resolve_home
         """.split()
     )
     for name in rpc.__all__:
         assert hasattr(rpc, name), name
 
 
-def test_rpc_imports_only_stdlib_pydantic_and_orjson():
-    allowed = set(sys.stdlib_module_names) | {"pydantic", "orjson"}
+def test_rpc_imports_only_stdlib_pydantic_orjson_and_platformdirs():
+    # platformdirs: home.resolve_home's default, imported only when it is needed
+    allowed = set(sys.stdlib_module_names) | {"pydantic", "orjson", "platformdirs"}
     for path in RPC_DIR.glob("*.py"):
         tree = ast.parse(path.read_text())
         assert ast.get_docstring(tree), f"{path.name} needs a module docstring"
@@ -94,3 +99,21 @@ def test_protocol_doc_examples_validate_against_the_models():
             assert err.to_wire() == msg["error"]
         else:
             Event.model_validate(msg["params"])
+
+
+# What a client shares with the owner must load without pydantic: the CLI's start-up
+# would double with it (tests/clients/test_client.py checks what the CLI imports).
+PYDANTIC_FREE = ("protocol", "errors", "framing", "envelope", "home")
+
+
+def test_the_shared_core_imports_without_pydantic():
+    names = ", ".join(f"tether.rpc.{m}" for m in PYDANTIC_FREE)
+    code = (
+        f"import sys, {names}\n"
+        "from tether.rpc import (PROTOCOL, EVENT_METHOD, RpcError, NotFound, encode_request,\n"
+        "    decode_reply, encode_event, event_envelope, replay_gap, HomeLayout, resolve_home)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pydantic'\n"
+        "             or m in ('tether.rpc.models', 'tether.rpc.methods')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out
