@@ -333,7 +333,8 @@ class _Interactive:
         self.turn = aid
         fut = self.done.setdefault(aid, asyncio.get_running_loop().create_future())
         try:
-            while receipt["status"] not in ("terminal", "unknown") and not fut.done():
+            while receipt["status"] not in ("terminal", "unknown") and not fut.done() \
+                    and not receipt.get("paused_by"):
                 await asyncio.wait({fut, follower}, timeout=RECEIPT_POLL_SECONDS,
                                    return_when=asyncio.FIRST_COMPLETED)
                 if follower.done():
@@ -346,7 +347,7 @@ class _Interactive:
         finally:
             self.turn = None
             self.interrupting = False
-        if receipt["status"] == "unknown":
+        if receipt["status"] == "unknown" or receipt.get("paused_by"):
             report(receipt_exit(receipt))  # type: ignore[arg-type]
         elif aid not in self.renderer.completed and receipt["status"] == "terminal":
             # an input id that had already run (--input-id reused): show its answer

@@ -121,6 +121,11 @@ class TetherClient:
     def connected(self) -> bool:
         return self._conn is not None and not self._conn.closed
 
+    @property
+    def connection(self) -> Connection | None:
+        """The current connection (None before the first connect or after close)."""
+        return self._conn
+
     async def _open(self, budget: float) -> Connection:
         if self.url:
             headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
@@ -325,7 +330,8 @@ class TetherClient:
         Survives lost connections and owner restarts (see the module docstring).
         ``on_event`` (sync or async) sees every event of the session from the
         submission on, in order, exactly once. Returns early with a receipt
-        whose status is ``unknown`` if an owner crash left the turn unresolved.
+        whose status is ``unknown`` if an owner crash left the turn unresolved, or
+        a queued one with ``paused_by`` if it waits behind such a turn.
         Raises ``OwnerUnavailable``/``ConnectionLost`` when the owner stays away
         for ``retry_seconds``, and ``RpcError`` for refusals (e.g. conflict).
         """
@@ -350,8 +356,8 @@ class TetherClient:
             attached = stream.attachments
             seen_complete = False
             while not seen_complete:
-                if receipt["status"] == UNKNOWN:
-                    break
+                if receipt["status"] == UNKNOWN or receipt.get("paused_by"):
+                    break  # nothing will happen until someone settles the unknown
                 if receipt["status"] == TERMINAL:
                     # Terminal but its message.complete not seen yet (it ended while
                     # we were away): it is durable, so replay up to it.

@@ -125,11 +125,19 @@ def from_exception(exc: BaseException) -> CliError:
 def receipt_exit(receipt: dict[str, Any]) -> CliError | None:
     """None for a completed turn, else the CliError (exit 1) describing its end."""
     status = receipt.get("status")
+    resolve = f"`tether resolve {receipt.get('session_id')}`"
     if status == "unknown":
         return CliError(EXIT_TURN, "turn_unknown",
                         f"the owner stopped while admission {receipt.get('admission_id')} ran; "
                         "whether it finished is unknown",
-                        "settle it with prompt.resolve_unknown (see docs/clients.md)")
+                        f"{resolve} records it interrupted and lets the session go on")
+    if status == "queued" and (paused_by := receipt.get("paused_by")):
+        return CliError(EXIT_TURN, "session_paused",
+                        f"admission {receipt.get('admission_id')} is queued behind "
+                        f"{', '.join(paused_by)}, which the owner was running when it stopped; "
+                        "it runs once they are settled",
+                        f"{resolve} settles them; this prompt then runs, and "
+                        f"`tether attach {receipt.get('session_id')}` shows its answer")
     outcome = receipt.get("outcome")
     if status == "terminal" and outcome == "completed":
         return None

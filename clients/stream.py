@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol
 
 from tether.rpc.envelope import REPLAY_GAP
 
 from .connection import Connection, ConnectionLost, Inbox
 
-if TYPE_CHECKING:
-    from .client import TetherClient
+__all__ = ["SessionStream", "StreamSource"]
 
-__all__ = ["SessionStream"]
+
+class StreamSource(Protocol):
+    """What a stream needs of its client (``TetherClient`` is one)."""
+
+    @property
+    def connection(self) -> Connection | None: ...
+
+    async def resilient(self, operation: Callable[[], Awaitable[Any]],
+                        *, deadline: float | None = None) -> Any: ...
+
+    async def reconnect(self, failed: Connection | None = None) -> None: ...
+
+    def all_events_since(self, session_id: str,
+                         after_seq: int = 0) -> AsyncIterator[dict[str, Any]]: ...
 
 
 class SessionStream:
@@ -27,7 +40,7 @@ class SessionStream:
     so a caller can notice that a reconnect happened.
     """
 
-    def __init__(self, client: TetherClient, session_id: str, *, after_seq: int | None = None,
+    def __init__(self, client: StreamSource, session_id: str, *, after_seq: int | None = None,
                  resilient: bool = True) -> None:
         self.client = client
         self.session_id = session_id
@@ -47,7 +60,7 @@ class SessionStream:
         return self.snapshot
 
     async def _attach(self) -> None:
-        conn = self.client._conn
+        conn = self.client.connection
         if conn is None or conn.closed:
             raise ConnectionLost("not connected")
         inbox = conn.listen(self.session_id)  # before resume: nothing can slip past
