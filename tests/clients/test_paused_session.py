@@ -53,9 +53,9 @@ async def test_queued_chats_behind_an_unknown_turn_stop_waiting_and_name_resolve
                     [*CLI, "chat", "-Q", "--resume", sid, "-q", text], env=env, cwd=tmp_path,
                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                     text=True)
-                wait_for(lambda n=len(procs): len(db_rows(
-                    home, "SELECT 1 FROM session_admissions")) == n,
-                    what=f"{name}'s admission")
+                admitted = len(procs)
+                wait_for(lambda: len(db_rows(home, "SELECT 1 FROM session_admissions"))
+                         == admitted, what=f"{name}'s admission")  # noqa: B023
             wait_for(lambda: any("A holds" in str(r) for r in fake.requests),
                      what="A's turn in the model")
             owner.kill()
