@@ -9,7 +9,15 @@ import time
 
 import httpx
 import pytest
-from fakeprovider import FakeProvider, Message, RawSSE, Stall, Status, text_reply, tool_call_reply
+from fakeprovider import (
+    FakeProvider,
+    Message,
+    RawSSE,
+    Stall,
+    Status,
+    text_reply,
+    tool_call_reply,
+)
 
 from tether.daemon.completions import LineSplitter
 from tether.daemon.demo import DemoProvider
@@ -431,3 +439,24 @@ async def test_a_raw_line_separator_inside_streamed_json_is_text(client):
     with FakeProvider(lambda req: RawSSE(body)) as fake:
         done = await make(client, fake).complete(messages=USER, tools=None, model="m")
     assert done.text == "one\u2028two\u2029three\x85"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_body_that_is_not_the_encoding_it_claims_is_malformed(client, stream):
+    reply = Message({"role": "assistant", "content": "hi"}, headers={"Content-Encoding": "gzip"})
+    with FakeProvider(lambda req: reply) as fake:
+        with pytest.raises(ProviderError) as caught:
+            await make(client, fake, stream=stream).complete(messages=USER, tools=None, model="m")
+    assert caught.value.reason == "malformed_response"
+    assert "Content-Encoding" in caught.value.detail
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("key", ["sk-test-0123456789\n", "sk-tést-0123456789"])
+async def test_a_key_http_cannot_carry_is_a_bad_request_that_names_no_key(client, key):
+    with FakeProvider(lambda req: text_reply("never")) as fake:
+        with pytest.raises(ProviderError) as caught:
+            await make(client, fake, api_key=key).complete(messages=USER, tools=None, model="m")
+    assert (caught.value.reason, caught.value.retryable) == ("bad_request", False)
+    assert "0123456789" not in str(caught.value)
+    assert fake.requests == []

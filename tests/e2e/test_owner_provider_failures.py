@@ -2,7 +2,15 @@
 can read; the session's next turn still runs."""
 
 import pytest
-from fakeprovider import FakeProvider, RawSSE, Stall, Status, prompt_of, text_reply
+from fakeprovider import (
+    FakeProvider,
+    Message,
+    RawSSE,
+    Stall,
+    Status,
+    prompt_of,
+    text_reply,
+)
 from harness import OwnerProcess, Peer, write_config
 
 MAX_RETRIES = 1
@@ -17,6 +25,13 @@ FAILURES = {
     # a stream that is not a chat completion is not transient: retrying cannot help
     "malformed-sse": (lambda: RawSSE(b"data: {this is not json\n\n"),
                       "malformed_response", 1),
+    # a body that says it is gzip and is not cannot be read, however often it is asked for
+    "false-gzip-stream": (lambda: Message({"role": "assistant", "content": "x"}, stream=True,
+                                          headers={"Content-Encoding": "gzip"}),
+                          "malformed_response", 1),
+    "false-gzip-json": (lambda: Message({"role": "assistant", "content": "x"}, stream=False,
+                                        headers={"Content-Encoding": "gzip"}),
+                        "malformed_response", 1),
 }
 
 
@@ -55,3 +70,4 @@ async def test_provider_failure_fails_the_turn_and_the_next_one_runs(tmp_path, k
                 assert ok["result"]["text"] == "RECOVERED"
     doomed = [r for r in provider.requests if prompt_of(r) == "doomed"]
     assert len(doomed) == expected_requests
+
