@@ -3,7 +3,8 @@
 `read_stream` feeds a ``text/event-stream`` body through completions.py's parser and hands
 each piece of text and reasoning to the caller's callbacks in order; `read_body` collects
 a plain body. Both stop at ``cap`` bytes (an endpoint that never stops sending cannot
-exhaust the owner's memory). httpx exceptions pass through untouched: provider.py translates them.
+exhaust the owner's memory) and tell the attempt's `RequestClock` each time the provider
+is heard from. httpx exceptions pass through untouched: provider.py translates them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .completions import (
     StreamAccumulator,
     malformed,
 )
+from .request_clock import RequestClock
 
 __all__ = ["DeltaCallback", "Progress", "read_body", "read_stream"]
 
@@ -42,6 +44,7 @@ async def read_stream(
     on_delta: DeltaCallback | None,
     on_reasoning: DeltaCallback | None,
     progress: Progress,
+    clock: RequestClock,
     *,
     cap: int,
 ) -> Completion:
@@ -52,15 +55,17 @@ async def read_stream(
 
     async def take(data: str) -> None:
         text, reasoning = acc.add(data)
-        if reasoning and on_reasoning is not None:
-            progress.emitted = True
-            await on_reasoning(reasoning)
-        if text and on_delta is not None:
-            progress.emitted = True
-            await on_delta(text)
+        with clock.paused():  # the callbacks' time is not the provider's silence
+            if reasoning and on_reasoning is not None:
+                progress.emitted = True
+                await on_reasoning(reasoning)
+            if text and on_delta is not None:
+                progress.emitted = True
+                await on_delta(text)
 
     lines = LineSplitter()
     async for text in response.aiter_text():
+        clock.heard()
         for line in lines.feed(text):
             data = decoder.feed_line(line)
             if decoder.pending > cap:
@@ -83,10 +88,11 @@ async def read_stream(
     return acc.result()
 
 
-async def read_body(response: httpx.Response, *, cap: int) -> bytes:
+async def read_body(response: httpx.Response, clock: RequestClock, *, cap: int) -> bytes:
     """The whole plain body; `AttemptFailed` if it exceeds ``cap``."""
     body = bytearray()
     async for piece in response.aiter_bytes():
+        clock.heard()
         body += piece
         if len(body) > cap:
             raise _too_large(cap)

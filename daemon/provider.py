@@ -8,10 +8,14 @@ arrives, and parsing it, with no I/O, is completions.py, whose `Completion`, `To
 `SSEDecoder` and `parse_completion` are importable from here too.
 
 Every failure a caller can see is a `ProviderError` (provider_errors.py, with the table
-of its reasons); httpx exceptions are translated there and nowhere else.
+of its reasons); httpx exceptions are translated there and nowhere else. Each attempt
+runs under a `RequestClock` (request_clock.py): ``read_timeout`` bounds the provider's
+silence, ``request_timeout`` the whole request with its retries, and an answer that
+arrived while the process was stopped is read rather than timed out.
 
 Retryable failures are retried inside `OpenAIProvider.complete` (bounded, with backoff)
-unless text was already streamed to the caller; ``retryable`` on the final error tells the caller whether the failure was
+unless text was already streamed to the caller or the request's deadline would pass
+first; ``retryable`` on the final error tells the caller whether the failure was
 transient by nature. The API key never appears in an error or a log line: it is scrubbed
 even when the server echoes it back.
 """
@@ -44,6 +48,7 @@ from .provider_errors import (
     scrub_key,
     status_failure,
 )
+from .request_clock import RequestClock
 
 __all__ = [
     "Completion",
@@ -63,6 +68,9 @@ log = logging.getLogger(__name__)
 
 PROVIDER_NAMES = ("custom", "openai", "demo")
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+#: the longest one model request may take, retries included, unless configured otherwise
+REQUEST_TIMEOUT = 600.0
 
 #: the most one answer may hold: a plain body, or what a stream collects (text,
 #: reasoning, tool calls), and any single line of a stream; an endpoint that
@@ -115,9 +123,11 @@ class OpenAIProvider:
 
     ``base_url`` is the OpenAI-style API root, e.g. ``http://127.0.0.1:8000/v1`` or
     ``https://api.openai.com/v1``; requests go to ``{base_url}/chat/completions``. The caller
-    owns ``client`` (and closes it). ``read_timeout`` bounds the silence between two reads,
-    so a server that stalls mid-stream fails as ``timeout`` rather than hanging the turn.
-    A request is attempted at most ``max_retries + 1`` times.
+    owns ``client`` (and closes it). ``read_timeout`` bounds the provider's silence while we
+    wait for it, so a server that stalls mid-stream fails as ``timeout`` rather than hanging
+    the turn; ``request_timeout`` bounds the whole request, retries included, so neither
+    does one that never stops sending. A request is attempted at most ``max_retries + 1``
+    times.
     """
 
     def __init__(
@@ -130,6 +140,7 @@ class OpenAIProvider:
         stream: bool = True,
         connect_timeout: float = 10,
         read_timeout: float = 120,
+        request_timeout: float = REQUEST_TIMEOUT,
         max_retries: int = 2,
         backoff_base: float = 0.5,
         backoff_cap: float = 8,
@@ -139,6 +150,8 @@ class OpenAIProvider:
             raise ValueError(f"provider base_url {base_url!r} {why}")
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
+        if not (read_timeout > 0 and request_timeout > 0):
+            raise ValueError("read_timeout and request_timeout must be > 0")
         self.name = name
         self.base_url = base_url.rstrip("/")
         self.url = f"{self.base_url}/chat/completions"
@@ -147,14 +160,17 @@ class OpenAIProvider:
         self._client = client
         self._api_key = api_key or None
         self._read_timeout = read_timeout
+        self._request_timeout = request_timeout
         self._connect_timeout = connect_timeout
         self._backoff_base = backoff_base
         self._backoff_cap = backoff_cap
         self._max_response_bytes = max_response_bytes
-        # write/pool share read_timeout: uploading a long transcript or waiting for a pooled
-        # connection are both "the provider is slow", bounded like a read.
+        # Reads are bounded by the RequestClock, not by httpx: an httpx read timeout that
+        # fell due while the process was stopped would win over the answer already waiting
+        # in the socket. write/pool share read_timeout: uploading a long transcript or
+        # waiting for a pooled connection are both "the provider is slow".
         self._timeout = httpx.Timeout(
-            connect=connect_timeout, read=read_timeout, write=read_timeout, pool=read_timeout
+            connect=connect_timeout, read=None, write=read_timeout, pool=read_timeout
         )
 
     def __repr__(self) -> str:
@@ -199,15 +215,23 @@ class OpenAIProvider:
         }
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._request_timeout
         attempts = self.max_retries + 1
         for attempt in range(1, attempts + 1):
             progress = Progress()
+            clock = RequestClock(
+                silence=self._read_timeout, deadline=deadline, request_timeout=self._request_timeout
+            )
             try:
-                return await self._attempt(body, headers, model, on_delta, on_reasoning, progress)
+                return await self._attempt(
+                    body, headers, model, on_delta, on_reasoning, progress, clock
+                )
             except AttemptFailed as failure:
-                if (why_not := self._why_not_retry(failure, attempt, progress)) is not None:
-                    raise final_error(failure, attempt, why_not, self._api_key) from None
                 delay = self._delay(attempt, failure.retry_after)
+                spare = deadline - loop.time() - delay
+                if (why_not := self._why_not_retry(failure, attempt, progress, spare)) is not None:
+                    raise final_error(failure, attempt, why_not, self._api_key) from None
                 log.warning(
                     "provider %s: %s (attempt %d/%d); retrying in %.2fs",
                     self.name,
@@ -227,27 +251,30 @@ class OpenAIProvider:
         on_delta: DeltaCallback | None,
         on_reasoning: DeltaCallback | None,
         progress: Progress,
+        clock: RequestClock,
     ) -> Completion:
         try:
             request = self._client.build_request(
-                "POST", self.url, content=body, headers=headers, timeout=self._timeout
+                "POST", self.url, content=body, headers=headers, timeout=self._timeout,
+                extensions={"trace": clock.trace},
             )
         except BUILD_FAILURES as exc:
             raise self._failure(exc) from None
         try:
-            response = await self._client.send(request, stream=True)
-            try:
-                if not 200 <= response.status_code < 300:
-                    raise await status_failure(response, self._api_key)
-                ctype = response.headers.get("content-type", "").lower()
-                if "event-stream" in ctype or ("json" not in ctype and self.stream):
-                    return await read_stream(
-                        response, model, on_delta, on_reasoning, progress,
-                        cap=self._max_response_bytes,
-                    )
-                raw = await read_body(response, cap=self._max_response_bytes)
-            finally:
-                await response.aclose()
+            async with clock:
+                response = await self._client.send(request, stream=True)
+                try:
+                    if not 200 <= response.status_code < 300:
+                        raise await status_failure(response, clock.heard, self._api_key)
+                    ctype = response.headers.get("content-type", "").lower()
+                    if "event-stream" in ctype or ("json" not in ctype and self.stream):
+                        return await read_stream(
+                            response, model, on_delta, on_reasoning, progress, clock,
+                            cap=self._max_response_bytes,
+                        )
+                    raw = await read_body(response, clock, cap=self._max_response_bytes)
+                finally:
+                    await response.aclose()
         except HTTP_FAILURES as exc:
             raise self._failure(exc) from None
         # A plain JSON answer (asked for or not): parsed whole, then handed to the callbacks
@@ -275,12 +302,16 @@ class OpenAIProvider:
         delay = min(self._backoff_cap, self._backoff_base * 2 ** (attempt - 1))
         return delay * random.uniform(0.5, 1.0)
 
-    def _why_not_retry(self, failure: AttemptFailed, attempt: int, progress: Progress) -> str | None:
+    def _why_not_retry(
+        self, failure: AttemptFailed, attempt: int, progress: Progress, spare: float
+    ) -> str | None:
         """None to retry; else why the request ends here ("" when that goes without saying)."""
         if progress.emitted:
             return "part of the answer had already been streamed"
         if not failure.retryable or attempt > self.max_retries:
             return ""
+        if spare <= 0:
+            return f"the request's {self._request_timeout:g} s deadline would pass first"
         return None
 
 

@@ -9,6 +9,7 @@ reason              when                                                   retry
 rate_limited        HTTP 429                                               yes
 server_error        HTTP 5xx, or an ``error`` object inside a 200 body      yes
 timeout             connect timeout, no bytes for ``read_timeout``, 408     yes
+timeout             the request's deadline (``request_timeout``) passed     no
 connection_error    refused, reset, closed mid-body, a broken HTTP reply    yes
 auth_failed         HTTP 401 / 403                                         no
 not_found           HTTP 404 (usually a wrong base_url or model)           no
@@ -19,13 +20,16 @@ malformed_response  a body or SSE stream that is not a chat completion,    no
                     says, or an answer larger than ``max_response_bytes``
 =================== ====================================================== =========
 
-`attempt_failure` maps each exception httpx can raise (the tree under
+A request's deadline bounds all of its attempts, so once it has passed there is nothing
+left to retry in. `attempt_failure` maps each exception httpx can raise (the tree under
 ``httpx.HTTPError``, ``httpx.StreamError`` and ``httpx.InvalidURL``) to the one attempt's
 `AttemptFailed`; the retry loop in provider.py turns the last one into a `ProviderError`.
 No other module catches httpx exceptions.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import httpx
 
@@ -134,12 +138,15 @@ def attempt_failure(
     )
 
 
-async def status_failure(response: httpx.Response, api_key: str | None) -> AttemptFailed:
+async def status_failure(
+    response: httpx.Response, heard: Callable[[], None], api_key: str | None
+) -> AttemptFailed:
     """The failure of an attempt answered with a non-2xx status, with an excerpt of its body."""
     reason, retryable = classify_status(response.status_code)
     raw = bytearray()
     try:
         async for piece in response.aiter_bytes():
+            heard()
             raw += piece
             if len(raw) >= _ERROR_BODY_READ_LIMIT:
                 break

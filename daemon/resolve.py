@@ -149,6 +149,7 @@ def build_provider(settings: TurnSettings, config: Config, http: Any,
             settings.provider, client=http, base_url=settings.base_url,
             api_key=settings.api_key, stream=m.stream,
             connect_timeout=m.connect_timeout_seconds, read_timeout=m.timeout_seconds,
+            request_timeout=m.request_timeout_seconds,
             max_retries=m.max_retries, backoff_base=m.retry_backoff_seconds,
             config_path=config_path,
         )
