@@ -33,6 +33,8 @@ class ModelConfig:
     stream: bool = True
     connect_timeout_seconds: float = 10.0
     timeout_seconds: float = 120.0
+    # the whole of one model request, retries included (timeout_seconds bounds silence only)
+    request_timeout_seconds: float = 600.0
     max_retries: int = 2
     retry_backoff_seconds: float = 0.5
 
@@ -149,6 +151,9 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
             source = ("OPENAI_BASE_URL" if name == "model" and env.get("OPENAI_BASE_URL")
                       else f"config.yaml: `{name}.base_url`")
             raise ConfigError(f"{source} {section.base_url!r} {why}")
+    for key in ("connect_timeout_seconds", "timeout_seconds", "request_timeout_seconds"):
+        if not getattr(model, key) > 0:
+            raise ConfigError(f"config.yaml: `model.{key}` must be more than 0")
     if daemon.max_turns < 1 or delegation.child_max_turns < 1:
         raise ConfigError("config.yaml: `daemon.max_turns` and `delegation.child_max_turns` "
                           "must be at least 1")

@@ -78,7 +78,7 @@ class Providers:
                 settings.provider, client=self._http, base_url=settings.base_url,
                 api_key=settings.api_key, stream=m.stream,
                 connect_timeout=m.connect_timeout_seconds, read_timeout=m.timeout_seconds,
-                max_retries=m.max_retries, backoff_base=m.retry_backoff_seconds,
+                request_timeout=m.request_timeout_seconds, max_retries=m.max_retries, backoff_base=m.retry_backoff_seconds,
                 config_path=self._config_path,
             )
         except ValueError as exc:

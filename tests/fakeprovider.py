@@ -1,7 +1,8 @@
 """A fake OpenAI-compatible chat-completions server for the test suite, over real HTTP.
 
 Tests script the model with a handler function: it receives each parsed request body and
-returns a reply (`Message`, `Status`, `Stall`, `RawSSE`, or a plain assistant-message dict).
+returns a reply (`Message`, `Status`, `Stall`, `RawSSE`, `Drip`, `Held`, or a plain
+assistant-message dict).
 Each request runs on its own thread, so a handler may block (on a `threading.Barrier`, say)
 while other requests proceed. The server answers in the shape the request asked for: SSE
 chunks when ``stream`` is true, one JSON body otherwise.
@@ -13,6 +14,7 @@ chunks when ``stream`` is true, one JSON body otherwise.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import traceback
 from collections.abc import Callable
@@ -23,7 +25,9 @@ from typing import Any
 from tether.daemon.delegation.tasks import CHILD_SYSTEM_PROMPT
 
 __all__ = [
+    "Drip",
     "FakeProvider",
+    "Held",
     "Message",
     "RawSSE",
     "Reply",
@@ -36,11 +40,13 @@ __all__ = [
 
 @dataclass
 class Message:
-    """A normal answer. ``stream`` overrides the request's own flag (None follows it)."""
+    """A normal answer. ``stream`` overrides the request's own flag (None follows it);
+    ``headers`` are sent as they are (say, a ``Content-Encoding`` the body does not have)."""
 
     message: dict
     usage: dict | None = None
     stream: bool | None = None
+    headers: dict[str, str] | None = None
 
 
 @dataclass
@@ -67,7 +73,26 @@ class RawSSE:
     data: bytes
 
 
-Reply = Message | Status | Stall | RawSSE
+@dataclass
+class Drip:
+    """200 event-stream headers, then ``line`` (an SSE comment) every ``interval`` seconds,
+    never an event, until the client goes away or the fake stops."""
+
+    interval: float
+    line: bytes = b": keep-alive\n\n"
+
+
+@dataclass
+class Held:
+    """A streamed answer: headers and the first ``before`` chunks at once, the rest only
+    once ``gate`` is set (a test decides when the remainder goes out)."""
+
+    message: dict
+    gate: threading.Event
+    before: int = 1
+
+
+Reply = Message | Status | Stall | RawSSE | Drip | Held
 
 
 def prompt_of(request: dict) -> str:
@@ -190,6 +215,7 @@ class _Handler(BaseHTTPRequestHandler):
             if isinstance(reply, dict):
                 reply = Message(reply)
             self._reply(request, reply)
+            fake._record_answer()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client gave up (e.g. its read timeout)
         except Exception:
@@ -213,7 +239,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
             if reply.stream if reply.stream is not None else streaming:
                 events = _sse_events(request, reply.message, usage)
-                self._start_chunked("text/event-stream")
+                self._start_chunked("text/event-stream", reply.headers)
                 for event in events:
                     self._chunk(b"data: " + json.dumps(event).encode() + b"\n\n")
                 self._chunk(b"data: [DONE]\n\n")
@@ -234,7 +260,7 @@ class _Handler(BaseHTTPRequestHandler):
                     ],
                     "usage": usage,
                 }
-                self._send(200, json.dumps(body).encode(), "application/json")
+                self._send(200, json.dumps(body).encode(), "application/json", reply.headers)
         elif isinstance(reply, Stall):
             self._start_chunked("text/event-stream" if streaming else "application/json")
             if reply.prefix:
@@ -246,6 +272,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._start_chunked("text/event-stream")
             if reply.data:
                 self._chunk(reply.data)
+            self._chunk(b"")
+        elif isinstance(reply, Drip):
+            self._start_chunked("text/event-stream")
+            while not self.server.fake._stopping.wait(reply.interval):
+                self._chunk(reply.line)  # raises once the client has hung up
+        elif isinstance(reply, Held):
+            events = _sse_events(request, reply.message, _default_usage(request, reply.message))
+            self._start_chunked("text/event-stream")
+            for event in events[: reply.before]:
+                self._chunk(b"data: " + json.dumps(event).encode() + b"\n\n")
+            reply.gate.wait(60)
+            for event in events[reply.before :]:
+                self._chunk(b"data: " + json.dumps(event).encode() + b"\n\n")
+            self._chunk(b"data: [DONE]\n\n")
             self._chunk(b"")
         else:
             raise TypeError(f"handler returned {type(reply).__name__}, not a Reply or dict")
@@ -261,11 +301,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _start_chunked(self, ctype: str) -> None:
+    def _start_chunked(self, ctype: str, headers: dict[str, str] | None = None) -> None:
         self.send_response(200)
         self.send_header("Content-Type", ctype)
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.end_headers()
 
     def _chunk(self, data: bytes) -> None:
@@ -278,6 +320,11 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     fake: FakeProvider
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # the client hung up on a kept-alive connection: nothing to report
+        super().handle_error(request, client_address)
+
 
 class FakeProvider:
     """A running fake provider at ``url`` (``http://127.0.0.1:PORT/v1``); use as a context manager."""
@@ -287,6 +334,7 @@ class FakeProvider:
         self.requests: list[dict] = []
         self.request_headers: list[dict[str, str]] = []
         self.errors: list[str] = []
+        self.answered = 0  # replies written out in full
         self.url = ""
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -334,6 +382,10 @@ class FakeProvider:
         with self._lock:
             self.requests.append(request)
             self.request_headers.append(headers)
+
+    def _record_answer(self) -> None:
+        with self._lock:
+            self.answered += 1
 
     def _record_error(self, text: str) -> None:
         with self._lock:

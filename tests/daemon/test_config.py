@@ -39,6 +39,9 @@ def write(tmp_path: Path, text: str) -> Path:
      "`model.base_url` 'http://127.0.0.1:99999/v1' has port 99999"),
     ("delegation: {base_url: 'http://[::1'}", "`delegation.base_url`"),
     ("daemon: {max_turns: 0}", "`daemon.max_turns`"),
+    ("model: {request_timeout_seconds: 0}", "`model.request_timeout_seconds` must be more than 0"),
+    ("model: {timeout_seconds: 0}", "`model.timeout_seconds` must be more than 0"),
+    ("model: {request_timeout_seconds: '10m'}", "`model.request_timeout_seconds` has the wrong type"),
 ])
 def test_values_no_turn_could_run_with_are_refused(tmp_path, yaml_text, says):
     with pytest.raises(ConfigError) as caught:
@@ -59,3 +62,9 @@ def test_a_bad_base_url_on_the_wire_is_invalid_params():
     with pytest.raises(InvalidParams) as caught:
         check_turn_options("custom", None, "http://127.0.0.1:99999/v1")
     assert caught.value.data["fields"][0]["loc"] == "base_url"
+
+
+def test_the_request_timeout_has_a_finite_default_and_can_be_set(tmp_path):
+    assert load_config(None, env={}).model.request_timeout_seconds == 600.0
+    small = load_config(write(tmp_path, "model: {request_timeout_seconds: 2}"), env={})
+    assert small.model.request_timeout_seconds == 2.0

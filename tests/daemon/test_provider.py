@@ -9,7 +9,16 @@ import time
 
 import httpx
 import pytest
-from fakeprovider import FakeProvider, Message, RawSSE, Stall, Status, text_reply, tool_call_reply
+from fakeprovider import (
+    Drip,
+    FakeProvider,
+    Message,
+    RawSSE,
+    Stall,
+    Status,
+    text_reply,
+    tool_call_reply,
+)
 
 from tether.daemon.completions import LineSplitter
 from tether.daemon.demo import DemoProvider
@@ -431,3 +440,57 @@ async def test_a_raw_line_separator_inside_streamed_json_is_text(client):
     with FakeProvider(lambda req: RawSSE(body)) as fake:
         done = await make(client, fake).complete(messages=USER, tools=None, model="m")
     assert done.text == "one\u2028two\u2029three\x85"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_body_that_is_not_the_encoding_it_claims_is_malformed(client, stream):
+    reply = Message({"role": "assistant", "content": "hi"}, headers={"Content-Encoding": "gzip"})
+    with FakeProvider(lambda req: reply) as fake:
+        with pytest.raises(ProviderError) as caught:
+            await make(client, fake, stream=stream).complete(messages=USER, tools=None, model="m")
+    assert caught.value.reason == "malformed_response"
+    assert "Content-Encoding" in caught.value.detail
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("key", ["sk-test-0123456789\n", "sk-tést-0123456789"])
+async def test_a_key_http_cannot_carry_is_a_bad_request_that_names_no_key(client, key):
+    with FakeProvider(lambda req: text_reply("never")) as fake:
+        with pytest.raises(ProviderError) as caught:
+            await make(client, fake, api_key=key).complete(messages=USER, tools=None, model="m")
+    assert (caught.value.reason, caught.value.retryable) == ("bad_request", False)
+    assert "0123456789" not in str(caught.value)
+    assert fake.requests == []
+
+
+async def test_a_stream_that_never_ends_fails_at_the_request_deadline(client):
+    with FakeProvider(lambda req: Drip(0.05)) as fake:
+        with pytest.raises(ProviderError) as caught:
+            await make(client, fake, read_timeout=0.3, request_timeout=0.6).complete(
+                messages=USER, tools=None, model="m"
+            )
+    assert caught.value.reason == "timeout"
+    assert caught.value.retryable is False
+    assert "within 0.6 s after 1 attempt" in caught.value.detail
+    assert len(fake.requests) == 1
+
+
+async def test_no_retry_starts_that_the_deadline_would_cut_short(client):
+    with FakeProvider(lambda req: Status(503)) as fake:
+        with pytest.raises(ProviderError) as caught:
+            await make(client, fake, request_timeout=0.5, backoff_base=5, backoff_cap=5,
+                       max_retries=3).complete(messages=USER, tools=None, model="m")
+    assert caught.value.reason == "server_error"
+    assert "deadline would pass first" in caught.value.detail
+    assert len(fake.requests) == 1
+
+
+async def test_a_slow_callback_is_not_the_providers_silence(client):
+    async def slow(text: str) -> None:
+        await asyncio.sleep(0.5)
+
+    with FakeProvider(lambda req: text_reply("one two three")) as fake:
+        result = await make(client, fake, read_timeout=0.2, max_retries=0).complete(
+            messages=USER, tools=None, model="m", on_delta=slow
+        )
+    assert result.text == "one two three"

@@ -2,8 +2,17 @@
 can read; the session's next turn still runs."""
 
 import pytest
-from fakeprovider import FakeProvider, RawSSE, Stall, Status, prompt_of, text_reply
-from harness import OwnerProcess, Peer, write_config
+from fakeprovider import (
+    Drip,
+    FakeProvider,
+    Message,
+    RawSSE,
+    Stall,
+    Status,
+    prompt_of,
+    text_reply,
+)
+from harness import OwnerProcess, Peer, owner_session, write_config
 
 MAX_RETRIES = 1
 
@@ -17,6 +26,13 @@ FAILURES = {
     # a stream that is not a chat completion is not transient: retrying cannot help
     "malformed-sse": (lambda: RawSSE(b"data: {this is not json\n\n"),
                       "malformed_response", 1),
+    # a body that says it is gzip and is not cannot be read, however often it is asked for
+    "false-gzip-stream": (lambda: Message({"role": "assistant", "content": "x"}, stream=True,
+                                          headers={"Content-Encoding": "gzip"}),
+                          "malformed_response", 1),
+    "false-gzip-json": (lambda: Message({"role": "assistant", "content": "x"}, stream=False,
+                                        headers={"Content-Encoding": "gzip"}),
+                        "malformed_response", 1),
 }
 
 
@@ -55,3 +71,27 @@ async def test_provider_failure_fails_the_turn_and_the_next_one_runs(tmp_path, k
                 assert ok["result"]["text"] == "RECOVERED"
     doomed = [r for r in provider.requests if prompt_of(r) == "doomed"]
     assert len(doomed) == expected_requests
+
+
+async def test_a_model_request_that_never_finishes_fails_at_its_deadline(tmp_path):
+    """A server that keeps the stream alive with comments and never answers is never
+    silent, so only the deadline of the whole request can end the turn."""
+
+    def handler(req):
+        if prompt_of(req) == "endless":
+            return Drip(0.2)
+        return text_reply("RECOVERED")
+
+    model = {"stream": True, "timeout_seconds": 1.0, "request_timeout_seconds": 2.0,
+             "max_retries": 2, "retry_backoff_seconds": 0.01}
+    async with owner_session(tmp_path, handler, model=model) as (_, provider, _, peer, sid):
+        bad = await peer.result("prompt.submit", session_id=sid, input_id="bad", text="endless")
+        good = await peer.result("prompt.submit", session_id=sid, input_id="good", text="fine")
+        failed = await peer.wait_terminal(sid, bad["admission_id"], timeout=20)
+        assert failed["outcome"] == "failed"
+        error = failed["result"]["error"]
+        assert error.startswith("timeout: ") and "2 s" in error, error
+        ok = await peer.wait_terminal(sid, good["admission_id"], timeout=20)
+        assert ok["result"]["text"] == "RECOVERED"
+    # the deadline bounds the request, retries included: it is spent, so no retry
+    assert [prompt_of(r) for r in provider.requests] == ["endless", "fine"]

@@ -1,0 +1,99 @@
+"""Reading one model answer off an httpx response, as it arrives.
+
+`read_stream` feeds a ``text/event-stream`` body through completions.py's parser and hands
+each piece of text and reasoning to the caller's callbacks in order; `read_body` collects
+a plain body. Both stop at ``cap`` bytes (an endpoint that never stops sending cannot
+exhaust the owner's memory) and tell the attempt's `RequestClock` each time the provider
+is heard from. httpx exceptions pass through untouched: provider.py translates them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import httpx
+
+from .completions import (
+    AttemptFailed,
+    Completion,
+    LineSplitter,
+    SSEDecoder,
+    StreamAccumulator,
+    malformed,
+)
+from .request_clock import RequestClock
+
+__all__ = ["DeltaCallback", "Progress", "read_body", "read_stream"]
+
+DeltaCallback = Callable[[str], Awaitable[None]]
+
+
+class Progress:
+    """Whether this attempt already handed text to the caller (then it must not be retried)."""
+
+    emitted = False
+
+
+def _too_large(cap: int) -> AttemptFailed:
+    return malformed(f"more than {cap} bytes in one answer")
+
+
+async def read_stream(
+    response: httpx.Response,
+    model: str,
+    on_delta: DeltaCallback | None,
+    on_reasoning: DeltaCallback | None,
+    progress: Progress,
+    clock: RequestClock,
+    *,
+    cap: int,
+) -> Completion:
+    """The streamed answer, its deltas passed on as they arrive; `AttemptFailed` if it is
+    not a chat completion or exceeds ``cap``."""
+    decoder = SSEDecoder()
+    acc = StreamAccumulator(model)
+
+    async def take(data: str) -> None:
+        text, reasoning = acc.add(data)
+        with clock.paused():  # the callbacks' time is not the provider's silence
+            if reasoning and on_reasoning is not None:
+                progress.emitted = True
+                await on_reasoning(reasoning)
+            if text and on_delta is not None:
+                progress.emitted = True
+                await on_delta(text)
+
+    lines = LineSplitter()
+    async for text in response.aiter_text():
+        clock.heard()
+        for line in lines.feed(text):
+            data = decoder.feed_line(line)
+            if decoder.pending > cap:
+                raise _too_large(cap)
+            if data is not None:
+                await take(data)
+                if acc.size > cap:
+                    raise _too_large(cap)
+                if acc.done:
+                    return acc.result()
+        if lines.pending > cap:
+            raise _too_large(cap)
+    last = lines.flush()
+    data = decoder.feed_line(last) if last is not None else None
+    if data is not None:
+        await take(data)
+    tail = decoder.flush()
+    if tail is not None and not acc.done:
+        await take(tail)
+    return acc.result()
+
+
+async def read_body(response: httpx.Response, clock: RequestClock, *, cap: int) -> bytes:
+    """The whole plain body; `AttemptFailed` if it exceeds ``cap``."""
+    body = bytearray()
+    async for piece in response.aiter_bytes():
+        clock.heard()
+        body += piece
+        if len(body) > cap:
+            raise _too_large(cap)
+    return bytes(body)
