@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tether.daemon import ledger
-from tether.daemon.bench_owner import InstantProvider
+from tether.daemon.bench import InstantProvider
 from tether.daemon.config import Config
 from tether.daemon.events import EventBus, Journal
 from tether.daemon.home import Home
