@@ -49,8 +49,6 @@ log = logging.getLogger("tether.store")
 #: Upper bound on units folded into one transaction; bounds commit latency and
 #: how long one group keeps the loop busy.
 MAX_GROUP = 256
-#: SQLite's own ceiling on max_page_count: "no quota"
-SQLITE_MAX_PAGES = 4294967294
 
 
 class StorageError(Exception):
@@ -169,20 +167,21 @@ class Database:
     exception, or StorageError). ``read(fn)`` runs ``fn(conn)`` on the reader
     thread and ``lookup(fn)`` on the loop; each call sees one consistent WAL
     snapshot of committed data.
+
+    ``before_group``, when set, is called on the loop with the writer
+    connection right before each group's BEGIN: a seam for whoever wraps the
+    database to put connection settings (PRAGMAs) in force for the group. What
+    it raises fails that group's units: a ``sqlite3.Error`` as StorageError.
     """
 
     def __init__(self, path: Path, writer: sqlite3.Connection, reader: sqlite3.Connection,
-                 looker: sqlite3.Connection, busy_timeout_ms: int, *,
-                 max_pages: int = SQLITE_MAX_PAGES,
-                 fault: Callable[[], str | None] | None = None) -> None:
+                 looker: sqlite3.Connection, busy_timeout_ms: int) -> None:
         self.path = path
         self._writer = writer
         self._reader = reader
         self._looker = looker
         self._busy_timeout_ms = busy_timeout_ms
-        self._max_pages = max_pages
-        self._fault = fault
-        self._fault_mode: str | None = None
+        self.before_group: Callable[[sqlite3.Connection], None] | None = None
         self._pending: list[_Job] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._active = False  # a group is being run or committed
@@ -194,22 +193,15 @@ class Database:
 
     @classmethod
     async def open(cls, path: Path | str, *, busy_timeout_ms: int = 5000,
-                   max_bytes: int | None = None,
-                   fault: Callable[[], str | None] | None = None) -> Database:
+                   max_bytes: int | None = None) -> Database:
         """Open (create, migrate) the file.
 
         ``max_bytes``: a quota on the file (``PRAGMA max_page_count`` on the
         writer); at the quota, writes fail as on a full disk (``disk_full``).
-        ``fault``: a test hook, asked before every group: ``"readonly"`` runs the
-        group with ``PRAGMA query_only`` (SQLite then refuses each write with
-        SQLITE_READONLY), ``"full"`` caps the file at its current size (SQLITE_FULL
-        on the next page it needs), None is normal operation.
         """
         path = Path(path)
-        max_pages = SQLITE_MAX_PAGES
 
         def _open() -> tuple[sqlite3.Connection, ...]:
-            nonlocal max_pages
             try:
                 writer = _connect(str(path), busy_timeout_ms=busy_timeout_ms)
                 migrate(writer)
@@ -227,8 +219,7 @@ class Database:
                 raise _translate(exc) from exc
 
         writer, reader, looker = await asyncio.to_thread(_open)
-        return cls(path, writer, reader, looker, busy_timeout_ms, max_pages=max_pages,
-                   fault=fault)
+        return cls(path, writer, reader, looker, busy_timeout_ms)
 
     # -- writes -----------------------------------------------------------
 
@@ -267,8 +258,8 @@ class Database:
                 self._idle.set()
             return
         try:
-            if self._fault is not None:
-                self._apply_fault(self._fault())
+            if self.before_group is not None:
+                self.before_group(self._writer)
             self._writer.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             if not _is_busy(exc):
@@ -280,20 +271,10 @@ class Database:
                                  lambda ok, err: self._run_group(group) if ok
                                  else self._finish(group, [], False, err))
             return
-        self._run_group(group)
-
-    def _apply_fault(self, mode: str | None) -> None:
-        if mode == self._fault_mode:
+        except Exception as exc:  # noqa: BLE001 - a before_group bug fails its group, not the loop
+            self._finish(group, [], False, exc)
             return
-        conn = self._writer
-        conn.execute(f"PRAGMA query_only={int(mode == 'readonly')}")
-        if mode == "full":
-            (pages,) = conn.execute("PRAGMA page_count").fetchone()
-            conn.execute(f"PRAGMA max_page_count={pages}")
-        else:
-            conn.execute(f"PRAGMA max_page_count={self._max_pages}")
-        log.warning("storage fault hook: %s", mode or "cleared")
-        self._fault_mode = mode
+        self._run_group(group)
 
     def _begin_waiting(self) -> None:
         conn = self._writer

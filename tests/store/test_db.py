@@ -182,6 +182,39 @@ async def test_closed_database_refuses_work(tmp_path):
         await db.lookup(lambda c: None)
 
 
+async def test_before_group_sets_the_writer_up_for_each_group(db):
+    read_only = False
+    calls = []
+
+    def before_group(conn):
+        calls.append(conn.in_transaction)
+        conn.execute(f"PRAGMA query_only={int(read_only)}")
+
+    db.before_group = before_group
+    assert await db.write(insert("a")) == "a"
+    read_only = True
+    with pytest.raises(StorageError) as err:
+        await db.write(insert("b"))
+    assert err.value.reason == "read_only"
+    assert await keys(db) == ["a"]  # reads are not the writer's business
+    read_only = False
+    assert await db.write(insert("c")) == "c"
+    assert await keys(db) == ["a", "c"]
+    assert calls == [False, False, False]  # once per group, before its BEGIN
+
+
+async def test_a_failing_before_group_fails_its_group_only(db):
+    def broken(conn):
+        raise RuntimeError("hook bug")
+
+    db.before_group = broken
+    with pytest.raises(RuntimeError, match="hook bug"):
+        await db.write(insert("lost"))
+    db.before_group = None
+    assert await db.write(insert("kept")) == "kept"
+    assert await keys(db) == ["kept"]
+
+
 def user_version(path):
     with closing(sqlite3.connect(path)) as conn:
         return conn.execute("PRAGMA user_version").fetchone()[0]
