@@ -22,10 +22,16 @@ transaction open, and a unit that was already submitted still commits (the
 caller just does not hear about it), exactly like a request whose reply was lost
 on the wire.
 
-Reads: ``read(fn)`` runs ``fn`` on the reader thread (anything that may be large:
-a transcript, a page of events, a listing); ``lookup(fn)`` runs it on the loop
+Reads: ``read(fn)`` runs ``fn`` on the reader connection, an aiosqlite
+connection with a worker thread of its own (anything that may be large: a
+transcript, a page of events, a listing); ``lookup(fn)`` runs it on the loop
 against a connection of its own, for a few rows by key (a receipt, an
 idempotency check), with no thread hop. Both see only committed data.
+
+The commit thread is this module's own, not aiosqlite's: aiosqlite's model is
+a connection used only from its thread, while the writer's units run on the
+loop and only its COMMIT on the thread, started and finished by loop callbacks
+with no task awaiting it (docs/dependencies.md).
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+
+import aiosqlite
 
 from .migrations import migrate
 
@@ -88,9 +96,10 @@ def _is_busy(exc: sqlite3.Error) -> bool:
         "locked" in str(exc) or "busy" in str(exc))
 
 
-def _connect(path: str, *, busy_timeout_ms: int, readonly: bool = False) -> sqlite3.Connection:
+def _connect(path: str, *, busy_timeout_ms: int, readonly: bool = False,
+             one_thread: bool = False) -> sqlite3.Connection:
     uri = f"file:{path}?mode=ro" if readonly else f"file:{path}"
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=one_thread)
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     if not readonly:
@@ -164,7 +173,7 @@ class Database:
 
     ``await Database.open(path)`` creates or migrates the file. ``write(unit)``
     returns the unit's value after its group committed (raises the unit's own
-    exception, or StorageError). ``read(fn)`` runs ``fn(conn)`` on the reader
+    exception, or StorageError). ``read(fn)`` runs ``fn(conn)`` on the reader's
     thread and ``lookup(fn)`` on the loop; each call sees one consistent WAL
     snapshot of committed data.
 
@@ -174,11 +183,13 @@ class Database:
     it raises fails that group's units: a ``sqlite3.Error`` as StorageError.
     """
 
-    def __init__(self, path: Path, writer: sqlite3.Connection, reader: sqlite3.Connection,
-                 looker: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    def __init__(self, path: Path, writer: sqlite3.Connection, reader: aiosqlite.Connection,
+                 reader_conn: sqlite3.Connection, looker: sqlite3.Connection,
+                 busy_timeout_ms: int) -> None:
         self.path = path
         self._writer = writer
-        self._reader = reader
+        self._reader = reader  # runs read(fn) on its thread, one call at a time
+        self._reader_conn = reader_conn  # its sqlite3 connection: used on that thread only
         self._looker = looker
         self._busy_timeout_ms = busy_timeout_ms
         self.before_group: Callable[[sqlite3.Connection], None] | None = None
@@ -187,9 +198,8 @@ class Database:
         self._active = False  # a group is being run or committed
         self._idle: asyncio.Event | None = None  # close() waits on it
         self._committer = _Worker("tether-commit")
-        self._read_thread = _Worker("tether-reader")
         self._closed = False
-        self.commits = 0  # groups committed, for the bench and tests
+        self.commits = 0  # groups committed (the tests check grouping with it)
 
     @classmethod
     async def open(cls, path: Path | str, *, busy_timeout_ms: int = 5000,
@@ -212,14 +222,28 @@ class Database:
                 # the loop must never sleep in SQLite's busy handler: the writer
                 # and the loop's reader fail fast instead, and take a slower path
                 writer.execute("PRAGMA busy_timeout=0")
-                reader = _connect(str(path), busy_timeout_ms=busy_timeout_ms)
                 looker = _connect(str(path), busy_timeout_ms=0)
-                return writer, reader, looker
+                return writer, looker
             except sqlite3.Error as exc:
                 raise _translate(exc) from exc
 
-        writer, reader, looker = await asyncio.to_thread(_open)
-        return cls(path, writer, reader, looker, busy_timeout_ms)
+        writer, looker = await asyncio.to_thread(_open)
+        opened: list[sqlite3.Connection] = []
+
+        def connect_reader() -> sqlite3.Connection:
+            # runs on the aiosqlite connection's thread, the only one that may use it
+            conn = _connect(str(path), busy_timeout_ms=busy_timeout_ms, one_thread=True)
+            opened.append(conn)
+            return conn
+
+        reader = aiosqlite.Connection(connect_reader, iter_chunk_size=64)
+        try:
+            await reader
+        except sqlite3.Error as exc:
+            writer.close()
+            looker.close()
+            raise _translate(exc) from exc
+        return cls(path, writer, reader, opened[0], looker, busy_timeout_ms)
 
     # -- writes -----------------------------------------------------------
 
@@ -337,23 +361,21 @@ class Database:
     # -- reads ------------------------------------------------------------
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """``fn(conn)`` on the reader thread, in one read transaction."""
+        """``fn(conn)`` on the reader's thread, in one read transaction."""
         if self._closed:
             raise StorageError("database is closed", "closed")
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[T] = loop.create_future()
-
-        def done(ok: bool, value: Any) -> None:
-            if not fut.done():
-                fut.set_result(value) if ok else fut.set_exception(value)
-
-        self._read_thread.call(lambda: self._snapshot(self._reader, fn), loop, done)
-        return await fut
+        try:
+            # aiosqlite's public calls each run one statement; a read here is a
+            # function of several in one snapshot, so it joins the same queue of
+            # calls to the connection's thread that they use (``_execute``)
+            return await self._reader._execute(self._snapshot, self._reader_conn, fn)
+        except sqlite3.Error as exc:
+            raise _translate(exc) from None
 
     async def lookup(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """``fn(conn)`` on the loop, for a few rows by key: no thread hop.
 
-        Falls back to the reader thread in the rare case SQLite answers busy.
+        Falls back to ``read`` in the rare case SQLite answers busy.
         Never for anything that may be large: that is ``read``.
         """
         if self._closed:
@@ -377,7 +399,9 @@ class Database:
     # -- lifecycle --------------------------------------------------------
 
     async def close(self) -> None:
-        """Refuse new work, let submitted units commit, then close the file."""
+        """Refuse new work, let submitted units commit and reads finish, then close
+        the file. Await it before the loop ends: until then the reader's thread
+        (not a daemon thread) keeps the process alive."""
         if self._closed:
             return
         self._closed = True
@@ -385,8 +409,11 @@ class Database:
             self._idle = asyncio.Event()
             await self._idle.wait()
         await self._committer.stop()
-        await self._read_thread.stop()
-        for conn in (self._writer, self._reader, self._looker):
+        try:
+            await self._reader.close()
+        except sqlite3.Error:
+            pass
+        for conn in (self._writer, self._looker):
             try:
                 conn.close()
             except sqlite3.Error:
