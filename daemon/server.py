@@ -1,4 +1,4 @@
-"""The WebSocket transport: the only module that imports the websockets server.
+"""The WebSocket transport: the owner's only module that imports the websockets server.
 
 Two listeners share one connection handler: the Unix socket ``daemon.sock``
 (mode 0600, peer uid checked with SO_PEERCRED) and an optional loopback TCP
