@@ -47,6 +47,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
+from .errors import StorageError, is_busy, translate
 from .migrations import migrate
 
 __all__ = ["Database", "StorageError"]
@@ -57,43 +58,6 @@ log = logging.getLogger("tether.store")
 #: Upper bound on units folded into one transaction; bounds commit latency and
 #: how long one group keeps the loop busy.
 MAX_GROUP = 256
-
-
-class StorageError(Exception):
-    """SQLite failed (disk full, locked past the timeout, read-only, corrupt).
-
-    ``reason`` is a short snake_case word, ``detail`` the driver's message.
-    """
-
-    def __init__(self, detail: str, reason: str = "storage_error") -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.reason = reason
-
-
-def _translate(exc: BaseException) -> BaseException:
-    """Map sqlite3 failures to StorageError; leave the unit's own errors alone."""
-    if isinstance(exc, sqlite3.IntegrityError):
-        return exc
-    if isinstance(exc, sqlite3.Error):
-        msg = str(exc)
-        if "locked" in msg or "busy" in msg:
-            reason = "database_locked"
-        elif "full" in msg:
-            reason = "disk_full"
-        elif "readonly" in msg or "read-only" in msg:
-            reason = "read_only"
-        elif "malformed" in msg or "not a database" in msg:
-            reason = "corrupt"
-        else:
-            reason = "storage_error"
-        return StorageError(msg, reason)
-    return exc
-
-
-def _is_busy(exc: sqlite3.Error) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and (
-        "locked" in str(exc) or "busy" in str(exc))
 
 
 def _connect(path: str, *, busy_timeout_ms: int, readonly: bool = False,
@@ -157,7 +121,7 @@ class _Worker:
             try:
                 ok, value = True, fn()
             except BaseException as exc:  # noqa: BLE001 - every failure goes to its caller
-                ok, value = False, _translate(exc)
+                ok, value = False, translate(exc)
             try:
                 loop.call_soon_threadsafe(done, ok, value)
             except RuntimeError:  # the loop is gone: nobody is waiting any more
@@ -225,7 +189,7 @@ class Database:
                 looker = _connect(str(path), busy_timeout_ms=0)
                 return writer, looker
             except sqlite3.Error as exc:
-                raise _translate(exc) from exc
+                raise translate(exc) from exc
 
         writer, looker = await asyncio.to_thread(_open)
         opened: list[sqlite3.Connection] = []
@@ -242,7 +206,7 @@ class Database:
         except sqlite3.Error as exc:
             writer.close()
             looker.close()
-            raise _translate(exc) from exc
+            raise translate(exc) from exc
         return cls(path, writer, reader, opened[0], looker, busy_timeout_ms)
 
     # -- writes -----------------------------------------------------------
@@ -286,8 +250,8 @@ class Database:
                 self.before_group(self._writer)
             self._writer.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            if not _is_busy(exc):
-                self._finish(group, [], False, _translate(exc))
+            if not is_busy(exc):
+                self._finish(group, [], False, translate(exc))
                 return
             # another process holds the write lock: wait for it off the loop
             assert self._loop is not None
@@ -318,7 +282,7 @@ class Database:
                 conn.execute("RELEASE unit")
                 outcomes.append((True, value))
             except BaseException as exc:  # noqa: BLE001 - every failure goes to its caller
-                err = _translate(exc)
+                err = translate(exc)
                 if not conn.in_transaction:
                     # SQLite rolled the whole transaction back (SQLITE_FULL, an I/O
                     # error): the units before this one are gone too, and the ones
@@ -370,7 +334,7 @@ class Database:
             # calls to the connection's thread that they use (``_execute``)
             return await self._reader._execute(self._snapshot, self._reader_conn, fn)
         except sqlite3.Error as exc:
-            raise _translate(exc) from None
+            raise translate(exc) from None
 
     async def lookup(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """``fn(conn)`` on the loop, for a few rows by key: no thread hop.
@@ -383,8 +347,8 @@ class Database:
         try:
             return self._snapshot(self._looker, fn)
         except sqlite3.Error as exc:
-            if not _is_busy(exc):
-                raise _translate(exc) from None
+            if not is_busy(exc):
+                raise translate(exc) from None
         return await self.read(fn)
 
     @staticmethod
