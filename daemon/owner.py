@@ -113,8 +113,8 @@ async def run_owner(home: Home, *, tcp: str | None = None, config: Config | None
 async def _serve(home: Home, config: Config, tcp: str | None,
                  overrides: Mapping[str, Provider], ready: asyncio.Event | None) -> None:
     dcfg = config.daemon
-    db = await Database.open(home.db, busy_timeout_ms=dcfg.busy_timeout_ms,
-                             max_bytes=dcfg.max_db_bytes, fault=faults.storage_fault())
+    db = faults.wrap_storage(await Database.open(home.db, busy_timeout_ms=dcfg.busy_timeout_ms,
+                                                 max_bytes=dcfg.max_db_bytes))
     try:
         epoch = await db.write(runtime_rows.bump_epoch)
         scheduler = Scheduler(dcfg.max_running_turns)

@@ -8,7 +8,8 @@ a ``sqlite3.Connection``; run them through ``Database.write`` / ``Database.read`
 """
 
 from . import admissions, delegations, events, messages, runtime, sessions
-from .db import Database, StorageError
+from .db import Database
+from .errors import StorageError
 from .migrations import SCHEMA_VERSION
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-__all__ = ["append", "since", "last_seq", "last_seqs", "payloads_of_type", "of_admission"]
+__all__ = ["append", "since", "last_seq", "payloads_of_type", "of_admission"]
 
 
 def append(conn: sqlite3.Connection, session_id: str, type_: str, payload_json: str,
@@ -53,11 +53,6 @@ def last_seq(conn: sqlite3.Connection, session_id: str) -> int:
         "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?", (session_id,)
     ).fetchone()
     return int(seq)
-
-
-def last_seqs(conn: sqlite3.Connection) -> dict[str, int]:
-    rows = conn.execute("SELECT session_id, MAX(seq) FROM events GROUP BY session_id")
-    return {r[0]: int(r[1]) for r in rows}
 
 
 def payloads_of_type(conn: sqlite3.Connection, session_id: str, type_: str) -> list[str]:
