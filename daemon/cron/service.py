@@ -86,7 +86,8 @@ class CronService:
         self._supervisor = supervisor
         self._config = config
         self._wake = asyncio.Event()
-        #: times before this passed while no owner ran (they are "missed")
+        #: times before this passed while no owner ran (they are "missed"); set when
+        #: the first pass begins, so a time passing during start-up counts as missed
         self._owner_started = time.time()
         self._loop_task: asyncio.Task[None] | None = None
         self.deliveries = Deliveries(journal, supervisor, on_end=self.wake)
@@ -115,6 +116,7 @@ class CronService:
     # -- the loop ---------------------------------------------------------
 
     async def _loop(self) -> None:
+        self._owner_started = time.time()
         while not self._supervisor.draining:
             self._wake.clear()
             try:
