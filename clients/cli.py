@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--admission", metavar="ADM", help="only this admission")
     p.set_defaults(func=cmd_resolve)
 
-    add_cron_parser(command)
+    add_cron_parser(command, _Parser)
 
     p = command("schema", "print the JSON Schema of the whole protocol")
     p.set_defaults(func=cmd_schema)

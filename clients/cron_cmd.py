@@ -70,14 +70,13 @@ def _job_options(p: argparse.ArgumentParser, *, editing: bool) -> None:
                         "period, 2m-2h)")
 
 
-def add_cron_parser(command: Any) -> None:
-    """Add ``tether cron …`` through cli.py's ``command(name, help, ...)`` helper."""
-    from .cli import _Parser  # the CLI's own error format
-
+def add_cron_parser(command: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    """Add ``tether cron …`` through cli.py's ``command(name, help, ...)`` helper;
+    ``parser_class`` is the CLI's own (its error format)."""
     cron = command("cron", "scheduled jobs: prompts run on a schedule, each run a finite turn",
                    description="Scheduled jobs. Each run is a finite turn in a fresh session "
                                "(source cron); see docs/cron.md.")
-    sub = cron.add_subparsers(dest="cron_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    sub = cron.add_subparsers(dest="cron_command", metavar="SUBCOMMAND", parser_class=parser_class)
     sub.required = True
 
     p = sub.add_parser("add", help="create a job")
