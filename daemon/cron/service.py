@@ -207,7 +207,8 @@ class CronService:
         options = job["options"]
         payload_json = encode_payload(canonical_payload(job["prompt"], True, options))
         tz = zone(job["tz"])
-        title = f"{name} · {iso(scheduled_for, tz)[:16].replace('T', ' ')}"
+        local = iso(scheduled_for, tz)[:19].replace("T", " ")
+        title = f"{name} · {local[:16] if local.endswith(':00') else local}"
         delivery = "pending" if job["deliver"] else None
 
         def prepare(tx: Tx) -> None:
