@@ -195,6 +195,7 @@ class CronJobs:
                 cron_rows.update_job(tx.conn, job["job_id"], {
                     "enabled": True, "paused_at": None, "next_run_at": plan.next_run_at,
                     "updated_at": tx.now})
+                cron_rows.trim_runs(tx.conn, job["job_id"], self._config.cron.max_runs_kept)
 
             await self._journal.write(unit)
             self._service.wake()

@@ -192,6 +192,7 @@ class CronService:
         if not cron_rows.set_next_run(tx.conn, job["job_id"], plan.next_run_at,
                                       expected=job["next_run_at"]):
             raise _Taken
+        cron_rows.trim_runs(tx.conn, job["job_id"], self._config.cron.max_runs_kept)
 
     # -- firing -----------------------------------------------------------
 
@@ -227,7 +228,8 @@ class CronService:
                 raise _Taken
             if plan is not None:
                 self._record(tx, job, plan)
-            cron_rows.trim_runs(tx.conn, job_id, self._config.cron.max_runs_kept)
+            else:
+                cron_rows.trim_runs(tx.conn, job_id, self._config.cron.max_runs_kept)
 
         receipt = await self._admit("cron", session_id, request_id, payload_json,
                                     extra_unit=extra, prepare=prepare)

@@ -348,3 +348,35 @@ async def test_bad_input_is_invalid_params_naming_the_field_and_creates_nothing(
                 assert (await peer.result("cron.get", name="ok"))["schedule"] == "@daily"
                 missing = await peer.call("cron.run", name="nope")
                 assert missing["error"]["message"] == "not_found"
+
+
+# -- one-shots, pause/resume, retention ---------------------------------------------
+
+
+async def test_one_shots_fire_once_and_paused_times_are_one_row(tmp_path):
+    async with scene(tmp_path, lambda req: text_reply("DONE")) as (home, fake):
+        write_config(home, fake.url, cron={"max_runs_kept": 3})
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                once = await create(peer, "once", schedule="in 1s")
+                assert once["next_run_at"] is not None
+                await create(peer, "tick")
+                await wait_runs(peer, "once", lambda rs: any(map(finished, rs)), "the one-shot")
+                # four runs of tick answered (the one-shot asked once)
+                await until(lambda: len(fake.requests) >= 5, "four runs of tick")
+                paused = await peer.result("cron.pause", name="tick")
+                assert paused["paused"] and paused["next_run_at"] is None
+                await asyncio.sleep(2.5)  # two times or more pass while paused
+                resumed = await peer.result("cron.resume", name="tick")
+                assert not resumed["paused"] and resumed["next_run_at"] > time.time() - 1
+                await peer.result("cron.pause", name="tick")
+                ticks = await wait_runs(peer, "tick", lambda rs: all(
+                    finished(r) for r in rs if r["status"] == "admitted"), "runs to end")
+                done = await peer.result("cron.get", name="once")
+                once_runs = await runs(peer, "once")
+    assert len(once_runs) == 1 and once_runs[0]["outcome"] == "completed"
+    assert done["next_run_at"] is None and done["last_run"]["run_id"] == once_runs[0]["run_id"]
+    # only the newest rows are kept (cron.max_runs_kept), and the pause is one row
+    assert len(ticks) <= 3
+    (pause_row,) = [r for r in ticks if r["skip_reason"] == "paused"]
+    assert pause_row["missed_count"] >= 2
