@@ -164,7 +164,12 @@ async def test_kill_during_a_run_leaves_it_unknown_and_the_next_time_fires(tmp_p
                     "a later run to finish")
                 await peer.result("cron.pause", name="tick")
                 again = {r["run_id"]: r for r in await runs(peer, "tick")}
+                # settling it (what `tether resolve` does) shows on the run at once
+                await peer.result("prompt.resolve_unknown", session_id=started["session_id"],
+                                  admission_id=started["admission_id"])
+                settled = {r["run_id"]: r for r in await runs(peer, "tick")}
     assert again[started["run_id"]]["admission_status"] == "unknown"
+    assert settled[started["run_id"]]["outcome"] == "interrupted"
     later = [r for r in got if finished(r) and r["scheduled_for"] > started["scheduled_for"]]
     assert later and all(r["outcome"] == "completed" for r in later)
     # never re-run: one admission for that time, and the model was asked once for it
