@@ -28,6 +28,7 @@ from .commands import (
     cmd_stop,
     cmd_token,
 )
+from .cron_cmd import add_cron_parser
 from .exits import CONTEXT, EXIT_OK, EXIT_SIGINT, EXIT_USAGE, CliError, from_exception, report
 
 __all__ = ["main", "build_parser"]
@@ -152,6 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("session_id", metavar="ID")
     p.add_argument("--admission", metavar="ADM", help="only this admission")
     p.set_defaults(func=cmd_resolve)
+
+    add_cron_parser(command, _Parser)
 
     p = command("schema", "print the JSON Schema of the whole protocol")
     p.set_defaults(func=cmd_schema)

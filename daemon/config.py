@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "ConfigError", "load_config"]
+__all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "CronConfig", "ConfigError",
+           "load_config"]
 
 
 #: the smallest daemon.max_db_bytes accepted: room for the schema and a little more
@@ -76,10 +77,22 @@ class DaemonConfig:
 
 
 @dataclass(frozen=True)
+class CronConfig:
+    # false: jobs can be managed and run by hand, but nothing fires on schedule
+    enabled: bool = True
+    # the zone of jobs created without --tz; None = the owner's local zone
+    timezone: str | None = None
+    max_jobs: int = 256
+    # run history kept per job (older run rows are deleted; their sessions stay)
+    max_runs_kept: int = 1000
+
+
+@dataclass(frozen=True)
 class Config:
     model: ModelConfig = ModelConfig()
     delegation: DelegationConfig = DelegationConfig()
     daemon: DaemonConfig = DaemonConfig()
+    cron: CronConfig = CronConfig()
 
 
 def _section(cls: type, raw: Any, name: str) -> Any:
@@ -134,6 +147,7 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
     model = _section(ModelConfig, raw.get("model"), "model")
     delegation = _section(DelegationConfig, raw.get("delegation"), "delegation")
     daemon = _section(DaemonConfig, raw.get("daemon"), "daemon")
+    cron = _section(CronConfig, raw.get("cron"), "cron")
     if env.get("OPENAI_BASE_URL"):
         model = replace(model, base_url=env["OPENAI_BASE_URL"])
         if "provider" not in (raw.get("model") or {}):
@@ -163,4 +177,15 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
         raise ConfigError("config.yaml: daemon limits must be at least 1")
     if daemon.max_db_bytes is not None and daemon.max_db_bytes < MIN_DB_BYTES:
         raise ConfigError(f"config.yaml: `daemon.max_db_bytes` must be at least {MIN_DB_BYTES}")
-    return Config(model=model, delegation=delegation, daemon=daemon)
+    if cron.timezone is not None:
+        from zoneinfo import ZoneInfo
+
+        try:
+            ZoneInfo(cron.timezone)
+        except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
+            raise ConfigError(f"config.yaml: `cron.timezone` {cron.timezone!r} is not an "
+                              "IANA time zone") from None
+    if cron.max_jobs < 1 or cron.max_runs_kept < 1:
+        raise ConfigError("config.yaml: `cron.max_jobs` and `cron.max_runs_kept` must be at "
+                          "least 1")
+    return Config(model=model, delegation=delegation, daemon=daemon, cron=cron)

@@ -13,6 +13,7 @@ import os
 import secrets
 import sqlite3
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +67,10 @@ class Identity:
 def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
                      sessions: SessionService, admissions: AdmissionService,
                      turns: TurnRunner, supervisor: Supervisor,
-                     check_results: bool = False) -> Dispatcher:
+                     check_results: bool = False,
+                     register: Sequence[Callable[[Dispatcher], None]] = ()) -> Dispatcher:
+    """The dispatcher with every method's handler; ``register`` adds the handlers a
+    feature keeps in its own package (cron/handlers.py)."""
     d = Dispatcher(check_results=check_results, translate=translate)
 
     @d.register("runtime.describe")
@@ -155,6 +159,8 @@ def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
     async def prompt_resolve(p: m.PromptResolveUnknownParams, call: Call) -> dict[str, Any]:
         return await admissions.resolve_unknown(p.session_id, p.admission_id)
 
+    for add in register:
+        add(d)
     missing = d.unhandled()
     if missing:
         raise RuntimeError(f"methods without a handler: {missing}")

@@ -36,6 +36,9 @@ from tether.store import runtime as runtime_rows
 from . import faults
 from .admissions import AdmissionService
 from .config import Config, load_config
+from .cron.handlers import cron_handlers
+from .cron.jobs import CronJobs
+from .cron.service import CronService
 from .delegation.background import BackgroundDelegations
 from .delegation.children import ChildRunner
 from .delegation.tool import delegate_task_tool
@@ -137,6 +140,8 @@ async def _serve(home: Home, config: Config, tcp: str | None,
             background = BackgroundDelegations(children, journal, supervisor, config,
                                                admissions_svc.admit, epoch=epoch)
             tools.add(delegate_task_tool(children, background, config.delegation))
+            cron = CronService(journal, admissions_svc.admit, supervisor, config)
+            cron_jobs = CronJobs(journal, cron, config)
 
             async def token_ok(token: str) -> bool:
                 digest = token_hash(token)
@@ -144,7 +149,8 @@ async def _serve(home: Home, config: Config, tcp: str | None,
 
             dispatcher = build_dispatcher(identity=identity, db=db, bus=bus, sessions=sessions,
                                           admissions=admissions_svc, turns=turns,
-                                          supervisor=supervisor)
+                                          supervisor=supervisor,
+                                          register=[cron_handlers(cron_jobs, cron)])
             listeners = Listeners(
                 dispatcher, bus, max_connections=dcfg.max_connections,
                 max_frame_bytes=dcfg.max_frame_bytes, viewer_queue=dcfg.viewer_queue_events,
@@ -168,11 +174,13 @@ async def _serve(home: Home, config: Config, tcp: str | None,
                      f" and {listeners.tcp_url}" if listeners.tcp_url else "")
             turns.pump()
             supervisor.spawn(background.recover(), "delegation-recovery")
+            cron.start()
             if ready is not None:
                 ready.set()
             await supervisor.stop_requested.wait()
             log.info("draining: admitting nothing new, %d turn(s) running", len(turns.running))
             supervisor.draining = True
+            await cron.stop()  # fires nothing more; a fire being written still commits
             await turns.stop_all(dcfg.grace_seconds)
             await background.stop_all()
             home.remove_runtime_files()

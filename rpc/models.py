@@ -294,6 +294,8 @@ class Event(Model):
                            results: [{task_index, status}]
     message.complete       admission_id, outcome, text, error?
     session.replay_gap     last_seq, reason
+    cron.notice            job, run_id, scheduled_for, session_id, admission_id,
+                           outcome, text, error (a scheduled job's delivered answer)
     =====================  =========================================================
     """
 

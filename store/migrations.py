@@ -108,7 +108,52 @@ DROP INDEX sessions_updated;
 CREATE INDEX sessions_created ON sessions(created_at, session_id);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+# scheduled jobs and their runs (docs/cron.md): one run row per job and scheduled time
+_V3 = """
+CREATE TABLE cron_jobs (
+    job_id        TEXT PRIMARY KEY,
+    name          TEXT NOT NULL UNIQUE,
+    schedule      TEXT NOT NULL,
+    tz            TEXT NOT NULL,
+    anchor_at     REAL NOT NULL,
+    prompt        TEXT NOT NULL,
+    options_json  TEXT NOT NULL,
+    cwd           TEXT,
+    enabled       INTEGER NOT NULL DEFAULT 1,
+    paused_at     REAL,
+    overlap       TEXT NOT NULL CHECK (overlap IN ('skip', 'queue')),
+    missed        TEXT NOT NULL CHECK (missed IN ('catch_up', 'skip')),
+    grace_seconds REAL,
+    deliver       TEXT,
+    next_run_at   REAL,
+    created_at    REAL NOT NULL,
+    updated_at    REAL NOT NULL
+);
+
+CREATE TABLE cron_runs (
+    run_id          TEXT PRIMARY KEY,
+    job_id          TEXT NOT NULL,
+    scheduled_for   REAL NOT NULL,
+    fired_at        REAL NOT NULL,
+    kind            TEXT NOT NULL
+                    CHECK (kind IN ('scheduled', 'late', 'catch_up', 'manual')),
+    status          TEXT NOT NULL CHECK (status IN ('skipped', 'admitted')),
+    skip_reason     TEXT CHECK (skip_reason IN ('still_running', 'missed', 'paused')),
+    missed_count    INTEGER NOT NULL DEFAULT 0,
+    session_id      TEXT,
+    admission_id    TEXT,
+    delivery_status TEXT CHECK (delivery_status IN ('pending', 'delivered', 'failed')),
+    delivery_error  TEXT,
+    delivered_at    REAL,
+    UNIQUE (job_id, scheduled_for),
+    CHECK ((status = 'skipped') = (skip_reason IS NOT NULL)),
+    CHECK ((status = 'admitted') = (admission_id IS NOT NULL))
+);
+CREATE INDEX cron_runs_pending_delivery ON cron_runs(job_id)
+    WHERE delivery_status = 'pending';
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
