@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "ConfigError", "load_config"]
+__all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "HttpConfig", "ConfigError",
+           "load_config"]
 
 
 #: the smallest daemon.max_db_bytes accepted: room for the schema and a little more
@@ -76,10 +77,22 @@ class DaemonConfig:
 
 
 @dataclass(frozen=True)
+class HttpConfig:
+    """The HTTP endpoint on the TCP listener (docs/http.md)."""
+
+    max_concurrent_requests: int = 8
+    max_body_bytes: int = 4 * 1024 * 1024
+    keepalive_seconds: float = 10.0
+    retry_after_seconds: int = 1
+    models: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Config:
     model: ModelConfig = ModelConfig()
     delegation: DelegationConfig = DelegationConfig()
     daemon: DaemonConfig = DaemonConfig()
+    http: HttpConfig = HttpConfig()
 
 
 def _section(cls: type, raw: Any, name: str) -> Any:
@@ -134,6 +147,10 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
     model = _section(ModelConfig, raw.get("model"), "model")
     delegation = _section(DelegationConfig, raw.get("delegation"), "delegation")
     daemon = _section(DaemonConfig, raw.get("daemon"), "daemon")
+    http = _section(HttpConfig, raw.get("http"), "http")
+    if http.max_concurrent_requests < 1 or http.keepalive_seconds <= 0:
+        raise ConfigError("config.yaml: `http.max_concurrent_requests` must be at least 1 "
+                          "and `http.keepalive_seconds` more than 0")
     if env.get("OPENAI_BASE_URL"):
         model = replace(model, base_url=env["OPENAI_BASE_URL"])
         if "provider" not in (raw.get("model") or {}):
@@ -163,4 +180,4 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
         raise ConfigError("config.yaml: daemon limits must be at least 1")
     if daemon.max_db_bytes is not None and daemon.max_db_bytes < MIN_DB_BYTES:
         raise ConfigError(f"config.yaml: `daemon.max_db_bytes` must be at least {MIN_DB_BYTES}")
-    return Config(model=model, delegation=delegation, daemon=daemon)
+    return Config(model=model, delegation=delegation, daemon=daemon, http=http)
