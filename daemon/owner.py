@@ -196,9 +196,8 @@ async def _serve(home: Home, config: Config, tcp: str | None,
             await turns.stop_all(dcfg.grace_seconds)
             await background.stop_all()
             home.remove_runtime_files()
-            await listeners.close()
-            if api is not None:
-                await api.close()
+            # together: on Python 3.12+ closing the port waits for its HTTP connections too
+            await asyncio.gather(listeners.close(), *([api.close()] if api else []))
             for sig in STOP_SIGNALS:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.remove_signal_handler(sig)

@@ -168,7 +168,7 @@ async def _read_body(receive: Receive, headers: dict[str, str], limit: int) -> b
 
 async def _respond(send: Send, status: int, body: bytes,
                    headers: dict[str, str] | None = None) -> None:
-    raw = [(b"content-type", b"application/json")]
+    raw = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})

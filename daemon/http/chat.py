@@ -96,6 +96,7 @@ async def _whole(send: Send, turns: ApiTurns, opened: Opened, req: ChatRequest) 
         body, status = error.body(), error.status
     else:
         body, status = orjson.dumps(sse.completion(receipt, req.model, int(time.time()))), 200
+    headers.append((b"content-length", b"%d" % len(body)))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
