@@ -74,14 +74,17 @@ async def answer(send: Send, receive: Receive, turns: ApiTurns, opened: Opened,
     finally:
         for task in (watcher, gone_wait):
             task.cancel()
-        if not work.done():
+        while not work.done():  # until it has stopped: a cancel must not go unheard
             work.cancel()
-            with contextlib.suppress(asyncio.CancelledError, OSError):
-                await work
-            if not keyed:
-                # nobody can fetch this answer any more: stop spending on it
-                with contextlib.suppress(Exception):
-                    await turns.cancel(opened)
+            await asyncio.wait({work}, timeout=1.0)
+        # not delivered (the client left, or writing to it failed first): nobody
+        # can fetch this answer any more unless it has a key, so stop spending on it
+        delivered = not work.cancelled() and work.exception() is None
+        if not delivered and not keyed:
+            with contextlib.suppress(Exception):
+                await turns.cancel(opened)
+    if work.cancelled() or isinstance(work.exception(), OSError):
+        return  # the client is gone: there is nobody to answer
     work.result()
 
 

@@ -165,8 +165,11 @@ class ApiTurns:
         aid = opened.admission_id
         while True:
             try:
-                frame = await asyncio.wait_for(viewer.next_frame(),
-                                               self._config.keepalive_seconds)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a
+                # cancellation that lands as the frame arrives, and a follower whose
+                # client left must stop
+                async with asyncio.timeout(self._config.keepalive_seconds):
+                    frame = await viewer.next_frame()
             except TimeoutError:
                 yield KeepAlive()
                 continue
