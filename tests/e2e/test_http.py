@@ -9,6 +9,8 @@ completion is one finite admission (principal ``api:<token_id>``) in a fresh
 
 from __future__ import annotations
 
+import asyncio
+import json
 import threading
 
 import httpx
@@ -24,6 +26,7 @@ from fakeprovider import (
     tool_call_reply,
 )
 from harness import OwnerProcess, Peer, db_rows, until, write_config
+from websockets.asyncio.client import connect
 
 
 class Model:
@@ -263,3 +266,39 @@ async def test_a_streamed_client_that_leaves_without_a_key_interrupts_its_turn(s
     again = await api.chat.completions.create(
         model="tether", messages=[{"role": "user", "content": "HOLD"}], extra_headers=key)
     assert again.choices[0].message.content == "HELD_ANSWER_TEXT"
+
+
+async def test_an_owner_that_stops_ends_a_running_stream_with_an_error(tmp_path):
+    home = tmp_path / "home"
+    model = Model()
+    with FakeProvider(model) as provider:
+        write_config(home, provider.url, daemon={"grace_seconds": 0.2})
+        with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
+            api = client(owner, await mint(owner))
+            stream = await api.chat.completions.create(
+                model="tether", messages=[{"role": "user", "content": "HOLD"}], stream=True)
+            await stream.__anext__()
+            stopping = asyncio.ensure_future(asyncio.to_thread(owner.stop))
+            with pytest.raises(openai.APIError) as exc:
+                async for _ in stream:
+                    pass
+            assert "interrupted" in str(exc.value)
+            assert await stopping == 0
+            model.gate.set()
+
+
+async def test_one_port_serves_the_websocket_protocol_and_http_side_by_side(scene):
+    owner, provider, _ = scene
+    token = await mint(owner)
+    url = owner.descriptor["tcp_url"]
+    auth = {"Authorization": f"Bearer {token}"}
+    async with connect(url, additional_headers=auth, subprotocols=["tether.v1"]) as ws:
+        api = client(owner, token)
+        done = await api.chat.completions.create(
+            model="tether", messages=[{"role": "user", "content": "both"}])
+        assert done.choices[0].message.content == "ECHO both after 2 messages"
+        await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}))
+        assert json.loads(await ws.recv())["result"] == {"pong": True}
+    async with httpx.AsyncClient() as raw:
+        plain = await raw.get(url.replace("ws://", "http://"), headers=auth)
+        assert plain.status_code == 426
