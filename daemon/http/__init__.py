@@ -43,7 +43,9 @@ class HttpFrontend:
         self._uv = uvicorn.Config(
             self.app, http="h11", ws="none", lifespan="off", log_config=None,
             access_log=False, proxy_headers=False, server_header=False,
-            timeout_keep_alive=5)
+            timeout_keep_alive=5,
+            # open HTTP connections are bounded like WebSocket ones (uvicorn answers 503)
+            limit_concurrency=config.daemon.max_connections)
         self._uv.load()
         self._state = ServerState()
 

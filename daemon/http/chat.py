@@ -58,22 +58,17 @@ async def answer(send: Send, receive: Receive, turns: ApiTurns, opened: Opened,
                  req: ChatRequest, *, keyed: bool) -> None:
     """Answer an admitted request; a client that disconnects first stops its turn
     unless the request was ``keyed``."""
-    gone = asyncio.Event()
-
-    async def watch() -> None:
+    async def gone() -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
-        gone.set()
 
     work = asyncio.ensure_future(_stream(send, turns, opened, req) if req.stream
                                  else _whole(send, turns, opened, req))
-    watcher = asyncio.ensure_future(watch())
-    gone_wait = asyncio.ensure_future(gone.wait())
+    watcher = asyncio.ensure_future(gone())
     try:
-        await asyncio.wait({work, gone_wait}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in (watcher, gone_wait):
-            task.cancel()
+        watcher.cancel()
         while not work.done():  # until it has stopped: a cancel must not go unheard
             work.cancel()
             await asyncio.wait({work}, timeout=1.0)
