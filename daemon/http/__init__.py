@@ -48,6 +48,12 @@ class HttpFrontend:
             limit_concurrency=config.daemon.max_connections)
         self._uv.load()
         self._state = ServerState()
+        # uvicorn's own messages (an app error's traceback, a refused connection)
+        # belong in the owner's log
+        uv_log = logging.getLogger("uvicorn.error")
+        for handler in logging.getLogger("tether").handlers:
+            if handler not in uv_log.handlers:
+                uv_log.addHandler(handler)
 
     def protocol(self) -> asyncio.Protocol:
         """A new connection's HTTP protocol (server.py hands it the transport)."""
