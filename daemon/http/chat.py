@@ -102,7 +102,7 @@ async def _whole(send: Send, turns: ApiTurns, opened: Opened, req: ChatRequest) 
 async def _stream(send: Send, turns: ApiTurns, opened: Opened, req: ChatRequest) -> None:
     aid, model, created = opened.admission_id, req.model, int(time.time())
     headers = _headers(opened, b"text/event-stream; charset=utf-8")
-    headers.append((b"cache-control", b"no-cache"))
+    headers += [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
     async def emit(data: bytes) -> None:
         await send({"type": "http.response.body", "body": data, "more_body": True})
