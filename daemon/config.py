@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "CronConfig", "ConfigError",
+__all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "CronConfig", "HttpConfig",
+           "ConfigError",
            "load_config"]
 
 
@@ -88,11 +89,23 @@ class CronConfig:
 
 
 @dataclass(frozen=True)
+class HttpConfig:
+    """The HTTP endpoint on the TCP listener (docs/http.md)."""
+
+    max_concurrent_requests: int = 8
+    max_body_bytes: int = 4 * 1024 * 1024
+    keepalive_seconds: float = 10.0
+    retry_after_seconds: int = 1
+    models: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Config:
     model: ModelConfig = ModelConfig()
     delegation: DelegationConfig = DelegationConfig()
     daemon: DaemonConfig = DaemonConfig()
     cron: CronConfig = CronConfig()
+    http: HttpConfig = HttpConfig()
 
 
 def _section(cls: type, raw: Any, name: str) -> Any:
@@ -148,6 +161,10 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
     delegation = _section(DelegationConfig, raw.get("delegation"), "delegation")
     daemon = _section(DaemonConfig, raw.get("daemon"), "daemon")
     cron = _section(CronConfig, raw.get("cron"), "cron")
+    http = _section(HttpConfig, raw.get("http"), "http")
+    if http.max_concurrent_requests < 1 or http.keepalive_seconds <= 0:
+        raise ConfigError("config.yaml: `http.max_concurrent_requests` must be at least 1 "
+                          "and `http.keepalive_seconds` more than 0")
     if env.get("OPENAI_BASE_URL"):
         model = replace(model, base_url=env["OPENAI_BASE_URL"])
         if "provider" not in (raw.get("model") or {}):
@@ -188,4 +205,4 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
     if cron.max_jobs < 1 or cron.max_runs_kept < 1:
         raise ConfigError("config.yaml: `cron.max_jobs` and `cron.max_runs_kept` must be at "
                           "least 1")
-    return Config(model=model, delegation=delegation, daemon=daemon, cron=cron)
+    return Config(model=model, delegation=delegation, daemon=daemon, cron=cron, http=http)

@@ -26,6 +26,7 @@ import signal
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -56,6 +57,9 @@ from .sessions import SessionService
 from .supervisor import Supervisor
 from .tools import ToolRegistry
 from .turns import TurnRunner
+
+if TYPE_CHECKING:
+    from .http import HttpFrontend
 
 __all__ = ["run_owner", "tether_version", "setup_logging"]
 
@@ -113,6 +117,19 @@ async def run_owner(home: Home, *, tcp: str | None = None, config: Config | None
         os.close(lock_fd)
 
 
+def _http_frontend(journal: Journal, bus: EventBus, admissions_svc: AdmissionService,
+                   config: Config, db: Database, supervisor: Supervisor) -> HttpFrontend:
+    """The HTTP endpoint served on the TCP port beside the WebSocket protocol."""
+    from .http import HttpFrontend
+
+    async def token_id(token: str) -> str | None:
+        digest = token_hash(token)
+        return await db.lookup(lambda c: runtime_rows.token_id_for(c, digest))
+
+    return HttpFrontend(journal, bus, admissions_svc, config, token_id,
+                        lambda: supervisor.draining)
+
+
 async def _serve(home: Home, config: Config, tcp: str | None,
                  overrides: Mapping[str, Provider], ready: asyncio.Event | None) -> None:
     dcfg = config.daemon
@@ -157,9 +174,12 @@ async def _serve(home: Home, config: Config, tcp: str | None,
                 max_subscriptions=dcfg.max_subscriptions_per_connection, token_check=token_ok,
                 allowed_origins=dcfg.tcp_allowed_origins)
             await listeners.start_unix(home.socket)
+            api = None
             if tcp:
                 host, port = parse_hostport(tcp)
-                await listeners.start_tcp(host, port, allow_remote=dcfg.tcp_allow_remote)
+                api = _http_frontend(journal, bus, admissions_svc, config, db, supervisor)
+                await listeners.start_tcp(host, port, allow_remote=dcfg.tcp_allow_remote,
+                                          http=api.protocol)
             for sig in STOP_SIGNALS:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, supervisor.stop_requested.set)
@@ -184,7 +204,8 @@ async def _serve(home: Home, config: Config, tcp: str | None,
             await turns.stop_all(dcfg.grace_seconds)
             await background.stop_all()
             home.remove_runtime_files()
-            await listeners.close()
+            # together: on Python 3.12+ closing the port waits for its HTTP connections too
+            await asyncio.gather(listeners.close(), *([api.close()] if api else []))
             for sig in STOP_SIGNALS:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.remove_signal_handler(sig)

@@ -68,3 +68,13 @@ def test_the_request_timeout_has_a_finite_default_and_can_be_set(tmp_path):
     assert load_config(None, env={}).model.request_timeout_seconds == 600.0
     small = load_config(write(tmp_path, "model: {request_timeout_seconds: 2}"), env={})
     assert small.model.request_timeout_seconds == 2.0
+
+
+def test_the_http_section_is_read_and_checked(tmp_path):
+    cfg = load_config(write(tmp_path, "http:\n  max_concurrent_requests: 3\n"
+                                      "  models: [small, large]\n"), env={})
+    assert cfg.http.max_concurrent_requests == 3 and cfg.http.models == ("small", "large")
+    assert load_config(None, env={}).http.max_concurrent_requests == 8
+    for bad in ("max_concurrent_requests: 0", "keepalive_seconds: 0", "models: small"):
+        with pytest.raises(ConfigError, match="http"):
+            load_config(write(tmp_path, f"http:\n  {bad}\n"), env={})
