@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "ConfigError", "load_config"]
+__all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "ApprovalsConfig",
+           "ToolsConfig", "ConfigError", "load_config"]
 
 
 #: the smallest daemon.max_db_bytes accepted: room for the schema and a little more
@@ -76,10 +77,36 @@ class DaemonConfig:
 
 
 @dataclass(frozen=True)
+class ApprovalsConfig:
+    """What a tool call may do without asking (daemon/approvals/policy.py)."""
+
+    mode: str = "ask"  # ask | auto | never
+    unattended: str = "deny"  # deny | allow: finite turns and child agents
+    allow: tuple[str, ...] = ()  # command patterns, or path:GLOB for file writes
+    deny: tuple[str, ...] = ()
+    timeout_seconds: float = 300.0
+
+
+@dataclass(frozen=True)
+class ToolsConfig:
+    """Limits of the terminal and file tools (docs/tools.md)."""
+
+    command_timeout_seconds: float = 120.0
+    max_command_timeout_seconds: float = 3600.0
+    output_chars: int = 20_000  # of a command's output shown to the model
+    read_lines: int = 2000  # lines read_file returns at most
+    read_chars: int = 100_000
+    max_processes: int = 64  # background processes running at once
+    process_ring_bytes: int = 200_000  # output kept per background process
+
+
+@dataclass(frozen=True)
 class Config:
     model: ModelConfig = ModelConfig()
     delegation: DelegationConfig = DelegationConfig()
     daemon: DaemonConfig = DaemonConfig()
+    approvals: ApprovalsConfig = ApprovalsConfig()
+    tools: ToolsConfig = ToolsConfig()
 
 
 def _section(cls: type, raw: Any, name: str) -> Any:
@@ -134,6 +161,8 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
     model = _section(ModelConfig, raw.get("model"), "model")
     delegation = _section(DelegationConfig, raw.get("delegation"), "delegation")
     daemon = _section(DaemonConfig, raw.get("daemon"), "daemon")
+    approvals = _section(ApprovalsConfig, raw.get("approvals"), "approvals")
+    tools = _section(ToolsConfig, raw.get("tools"), "tools")
     if env.get("OPENAI_BASE_URL"):
         model = replace(model, base_url=env["OPENAI_BASE_URL"])
         if "provider" not in (raw.get("model") or {}):
@@ -163,4 +192,14 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
         raise ConfigError("config.yaml: daemon limits must be at least 1")
     if daemon.max_db_bytes is not None and daemon.max_db_bytes < MIN_DB_BYTES:
         raise ConfigError(f"config.yaml: `daemon.max_db_bytes` must be at least {MIN_DB_BYTES}")
-    return Config(model=model, delegation=delegation, daemon=daemon)
+    if approvals.mode not in ("ask", "auto", "never"):
+        raise ConfigError("config.yaml: `approvals.mode` must be ask, auto or never")
+    if approvals.unattended not in ("deny", "allow"):
+        raise ConfigError("config.yaml: `approvals.unattended` must be deny or allow")
+    if not approvals.timeout_seconds > 0:
+        raise ConfigError("config.yaml: `approvals.timeout_seconds` must be more than 0")
+    if not tools.command_timeout_seconds > 0 or tools.max_processes < 1 \
+            or tools.output_chars < 1000 or tools.process_ring_bytes < 1000:
+        raise ConfigError("config.yaml: a `tools` limit is too small (see docs/configuration.md)")
+    return Config(model=model, delegation=delegation, daemon=daemon, approvals=approvals,
+                  tools=tools)

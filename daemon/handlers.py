@@ -24,6 +24,8 @@ from tether.store import Database, StorageError
 from tether.store import runtime as runtime_rows
 
 from .admissions import AdmissionService
+from .approvals import handlers as approval_handlers
+from .approvals.service import ApprovalService
 from .events import EventBus
 from .server import Call
 from .sessions import SessionService
@@ -33,7 +35,8 @@ from .turns import TurnRunner
 __all__ = ["Identity", "build_dispatcher", "token_hash", "translate", "CAPABILITIES"]
 
 CAPABILITIES = ["admissions.v1", "events.replay", "delegation.inline", "delegation.background",
-                "prompt.cancel", "tokens"]
+                "prompt.cancel", "tokens", "approvals", "tools.terminal", "tools.files",
+                "process.notify"]
 #: how long session.interrupt waits for the stopped turn to record its outcome
 INTERRUPT_WAIT_SECONDS = 10.0
 
@@ -66,6 +69,7 @@ class Identity:
 def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
                      sessions: SessionService, admissions: AdmissionService,
                      turns: TurnRunner, supervisor: Supervisor,
+                     approvals: ApprovalService | None = None,
                      check_results: bool = False) -> Dispatcher:
     d = Dispatcher(check_results=check_results, translate=translate)
 
@@ -154,6 +158,9 @@ def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
     @d.register("prompt.resolve_unknown")
     async def prompt_resolve(p: m.PromptResolveUnknownParams, call: Call) -> dict[str, Any]:
         return await admissions.resolve_unknown(p.session_id, p.admission_id)
+
+    if approvals is not None:
+        approval_handlers.register(d, approvals)
 
     missing = d.unhandled()
     if missing:

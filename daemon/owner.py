@@ -35,6 +35,7 @@ from tether.store import runtime as runtime_rows
 
 from . import faults
 from .admissions import AdmissionService
+from .approvals.service import ApprovalService
 from .config import Config, load_config
 from .delegation.background import BackgroundDelegations
 from .delegation.children import ChildRunner
@@ -52,6 +53,10 @@ from .server import Listeners, parse_hostport, tcp_address
 from .sessions import SessionService
 from .supervisor import Supervisor
 from .tools import ToolRegistry
+from .toolsets.env import scrubbed_env
+from .toolsets.files import file_tools
+from .toolsets.processes import ProcessTable
+from .toolsets.terminal import process_tool, terminal_tool
 from .turns import TurnRunner
 
 __all__ = ["run_owner", "tether_version", "setup_logging"]
@@ -127,8 +132,11 @@ async def _serve(home: Home, config: Config, tcp: str | None,
                                 instance_id="own_" + secrets.token_hex(8), epoch=epoch)
             supervisor = Supervisor(tasks)
             tools = ToolRegistry()
+            approvals = ApprovalService(journal, scheduler, supervisor, config.approvals,
+                                        epoch=epoch)
+            await approvals.recover()
             engine = Engine(Providers(config, http, overrides=overrides,
-                                      config_path=home.config), tools)
+                                      config_path=home.config), tools, approvals)
             turns = TurnRunner(engine, journal, scheduler, supervisor, config, epoch=epoch)
             admissions_svc = AdmissionService(journal, scheduler, supervisor, turns, dcfg,
                                               epoch=epoch)
@@ -137,6 +145,15 @@ async def _serve(home: Home, config: Config, tcp: str | None,
             background = BackgroundDelegations(children, journal, supervisor, config,
                                                admissions_svc.admit, epoch=epoch)
             tools.add(delegate_task_tool(children, background, config.delegation))
+            # commands never see the owner's secrets (docs/tools.md)
+            command_env = scrubbed_env(os.environ, (config.model.api_key,
+                                                    config.delegation.api_key))
+            processes = ProcessTable(journal, supervisor, admissions_svc.admit, config.tools,
+                                     command_env, epoch=epoch)
+            tools.add(terminal_tool(processes, config.tools))
+            tools.add(process_tool(processes))
+            for tool in file_tools(config.tools):
+                tools.add(tool)
 
             async def token_ok(token: str) -> bool:
                 digest = token_hash(token)
@@ -144,7 +161,7 @@ async def _serve(home: Home, config: Config, tcp: str | None,
 
             dispatcher = build_dispatcher(identity=identity, db=db, bus=bus, sessions=sessions,
                                           admissions=admissions_svc, turns=turns,
-                                          supervisor=supervisor)
+                                          supervisor=supervisor, approvals=approvals)
             listeners = Listeners(
                 dispatcher, bus, max_connections=dcfg.max_connections,
                 max_frame_bytes=dcfg.max_frame_bytes, viewer_queue=dcfg.viewer_queue_events,
@@ -168,6 +185,7 @@ async def _serve(home: Home, config: Config, tcp: str | None,
                      f" and {listeners.tcp_url}" if listeners.tcp_url else "")
             turns.pump()
             supervisor.spawn(background.recover(), "delegation-recovery")
+            supervisor.spawn(processes.recover(), "process-recovery")
             if ready is not None:
                 ready.set()
             await supervisor.stop_requested.wait()
@@ -175,6 +193,7 @@ async def _serve(home: Home, config: Config, tcp: str | None,
             supervisor.draining = True
             await turns.stop_all(dcfg.grace_seconds)
             await background.stop_all()
+            await processes.stop_all()
             home.remove_runtime_files()
             await listeners.close()
             for sig in STOP_SIGNALS:

@@ -280,12 +280,14 @@ class Event(Model):
     by type (``?`` = may be absent):
 
     =====================  =========================================================
-    session.info           pending: [admission_id], running: admission_id | null
+    session.info           pending: [admission_id], running: admission_id | null,
+                           awaiting_approval?: approval_id | null
     message.start          admission_id
     message.delta          text
     reasoning.delta        text
-    tool.start             call_id, name, arguments
-    tool.complete          call_id, name, result (str, truncated), error?
+    tool.start             call_id, name, arguments, subject? (command or path)
+    tool.complete          call_id, name, result (str, truncated), error?,
+                           summary? (one short line)
     subagent.start         delegation_id?, task_index, goal, child_session_id
     subagent.complete      delegation_id?, task_index, status, summary,
                            child_session_id
@@ -293,6 +295,11 @@ class Event(Model):
     delegation.complete    delegation_id, state, admission_id (of the delivery),
                            results: [{task_index, status}]
     message.complete       admission_id, outcome, text, error?
+    approval.requested     approval_id, call_id, tool, kind, subject, why, cwd,
+                           choices, expires_at
+    approval.resolved      approval_id, status, decision, cause, reason
+    process.complete       process_id, state, exit_code, command (its notice
+                           was admitted as a new turn)
     session.replay_gap     last_seq, reason
     =====================  =========================================================
     """
@@ -304,8 +311,34 @@ class Event(Model):
     admission_id: str | None = None
 
 
+class ApprovalPrompt(Model):
+    """An approval prompt: what a tool call asks to do, and how it was resolved.
+
+    ``kind`` command (``subject`` is the command) or file (``subject`` is the
+    absolute path written); ``why`` says why it needs an answer."""
+
+    approval_id: str
+    session_id: str
+    admission_id: str | None
+    call_id: str
+    tool: str
+    kind: Literal["command", "file"]
+    subject: str
+    why: str
+    cwd: str | None
+    status: Literal["pending", "approved", "denied", "expired", "cancelled"]
+    decision: Literal["once", "session", "always", "deny"] | None
+    cause: Literal["answered", "timeout", "interrupted", "shutdown"] | None
+    answered_by: str | None
+    reason: str | None
+    created_at: Timestamp
+    expires_at: Timestamp
+    resolved_at: Timestamp | None
+
+
 class Snapshot(Model):
-    """A session as a viewer needs it on (re)attach; ``events`` only with ``after_seq``."""
+    """A session as a viewer needs it on (re)attach; ``events`` only with ``after_seq``;
+    ``approvals``: its pending approval prompts, for a viewer that attaches late."""
 
     session_id: str
     stored_session_id: str
@@ -315,6 +348,7 @@ class Snapshot(Model):
     running: str | None  # admission_id of the running turn
     last_seq: int
     events: list[Event] | None = None
+    approvals: list[ApprovalPrompt] = []
 
 
 class SessionSummary(Model):
