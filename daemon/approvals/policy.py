@@ -94,7 +94,8 @@ def exact_pattern(subject: str) -> str:
 
 # -- commands: parsing --------------------------------------------------------
 
-_SEPARATORS = re.compile(r"\|\||&&|[;|&\n]")
+# ; && || | & and newlines separate commands; the & of 2>&1 or &> does not
+_SEPARATORS = re.compile(r"\|\||&&|[;|\n]|(?<![<>])&(?!>)")
 _WRAPPERS = {"sudo", "doas", "env", "nice", "nohup", "time", "command", "exec", "timeout",
              "ionice", "stdbuf", "xargs"}
 _SHELLS = {"sh", "bash", "zsh", "dash", "ksh", "fish"}
