@@ -9,11 +9,13 @@ Prompts not in the script get a plain text answer.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from fakeprovider import Reply, text_reply, tool_call_reply
 
-Call = tuple[str, dict[str, Any]]
+#: a tool call: its name and arguments, or a function of the results so far (parsed)
+Call = tuple[str, dict[str, Any] | Callable[[list[Any]], dict[str, Any]]]
 
 
 def since_last_user(req: dict) -> list[dict]:
@@ -40,6 +42,8 @@ class ScriptedModel:
             return text_reply(f"ANSWER: {text[:200]}")
         if len(results) < len(calls):
             name, args = calls[len(results)]
+            if callable(args):
+                args = args([json.loads(r["content"]) for r in results])
             return tool_call_reply(name, args, call_id=f"call_{len(results)}")
         return text_reply("DONE " + (results[-1]["content"] if results else ""))
 

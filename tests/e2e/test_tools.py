@@ -79,3 +79,73 @@ async def test_a_foreground_command_is_killed_at_its_timeout(tmp_path):
     [res] = tool_results(model, "slow")
     assert res["timed_out"] is True and "started" in res["output"]
     assert "never" not in res["output"]
+
+
+async def test_the_file_tools_page_search_list_and_refuse_unclear_edits(tmp_path):
+    work = tmp_path / "w"
+    (work / "src").mkdir(parents=True)
+    (work / "src" / "a.py").write_text("x = 1\nx = 1\nneedle = 2\n")
+    (work / "long.txt").write_text("".join(f"line {i}\n" for i in range(1, 51)))
+    model = ScriptedModel({"files": [
+        ("read_file", {"path": "long.txt", "offset": 10, "limit": 5}),
+        ("edit_file", {"path": "src/a.py", "old": "x = 1", "new": "x = 2"}),
+        ("edit_file", {"path": "src/a.py", "old": "y = 1", "new": "x = 2"}),
+        ("search_files", {"pattern": "need+le", "glob": "*.py"}),
+        ("list_dir", {"path": "."}),
+        ("read_file", {"path": "missing.txt"}),
+        ("write_file", {"path": "new/dir/b.txt", "content": "hello"}),
+    ]})
+    home = tmp_path / "home"
+    with FakeProvider(model) as provider:
+        write_config(home, provider.url, approvals={"mode": "auto"})
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
+                r = await peer.result("prompt.submit", session_id=sid, input_id="f",
+                                      text="files tour")
+                await peer.wait_terminal(sid, r["admission_id"])
+    paged, twice, absent, found, listing, missing, written = tool_results(model, "files")
+    assert paged["content"].splitlines()[0] == "    10\tline 10"
+    assert len(paged["content"].splitlines()) == 5 and "offset=15" in paged["lines"]
+    assert "occurs 2 times" in twice["error"] and "was not found" in absent["error"]
+    assert (work / "src" / "a.py").read_text() == "x = 1\nx = 1\nneedle = 2\n"
+    assert found["matches"] == [f"{work}/src/a.py:3:needle = 2"]
+    assert {"name": "src/", "size": None} in listing["entries"]
+    assert "No such file" in missing["error"]
+    assert written["created"] is True and (work / "new/dir/b.txt").read_text() == "hello"
+
+
+async def test_a_background_process_is_managed_with_the_process_tool(tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+
+    def pid(results):
+        return results[0]["process_id"]
+
+    model = ScriptedModel({"bg": [
+        ("terminal", {"command": "echo ready; read x; echo got-$x", "background": True}),
+        ("process", lambda rs: {"action": "write", "id": pid(rs), "data": "hello\n"}),
+        ("process", lambda rs: {"action": "wait", "id": pid(rs), "timeout_s": 60}),
+        ("terminal", {"command": "sleep 60", "background": True}),
+        ("process", lambda rs: {"action": "list"}),
+        ("process", lambda rs: {"action": "kill", "id": rs[3]["process_id"]}),
+        ("process", lambda rs: {"action": "log", "id": pid(rs), "offset": 0}),
+        ("process", lambda rs: {"action": "poll", "id": "proc_nope"}),
+    ]})
+    home = tmp_path / "home"
+    with FakeProvider(model) as provider:
+        write_config(home, provider.url, approvals={"mode": "never"})
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
+                r = await peer.result("prompt.submit", session_id=sid, input_id="b",
+                                      text="bg work")
+                await peer.wait_terminal(sid, r["admission_id"])
+    started, wrote, waited, sleeper, listed, killed, log, unknown = tool_results(model, "bg")
+    assert started["state"] == "running" and wrote["written"] == 6
+    assert waited["state"] == "exited" and waited["exit_code"] == 0
+    assert {p["process_id"] for p in listed["processes"]} == {started["process_id"],
+                                                             sleeper["process_id"]}
+    assert killed["state"] == "killed"
+    assert "ready" in log["output"] and "got-hello" in log["output"] and log["from"] == 0
+    assert "no process" in unknown["error"]
