@@ -203,3 +203,14 @@ async def test_unattended_allow_lets_a_finite_turn_run_it(tmp_path):
         done = await peer.wait_terminal(sid, aid)
     assert done["outcome"] == "completed"
     assert (work / "made-by-agent").exists()
+
+
+async def test_a_prompt_waiting_for_an_answer_holds_no_other_session_up(tmp_path):
+    async with scene(tmp_path, script()) as (home, work, owner, peer, a):
+        ra = await submit(peer, a, "make a file", "a")
+        await peer.wait_event(requested)
+        b = (await peer.result("session.create", cwd=str(work)))["session_id"]
+        rb = await submit(peer, b, "hello", "b")
+        done_b = await peer.wait_terminal(b, rb)
+        still = await peer.result("prompt.receipt", session_id=a, admission_id=ra)
+    assert done_b["outcome"] == "completed" and still["status"] == "started"

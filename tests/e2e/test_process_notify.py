@@ -149,3 +149,29 @@ async def test_processes_lost_in_a_crash_are_reported_once(tmp_path):
     assert "was lost when the owner stopped" in text
     assert db_rows(home, "SELECT state, delivery_state FROM processes") == [
         ("lost", "delivered")]
+
+
+async def test_stopping_the_owner_ends_its_processes_and_reports_them_once(tmp_path):
+    m = model()
+    with FakeProvider(m) as provider:
+        home, work = setup(tmp_path, provider.url)
+        with OwnerProcess(home) as owner:
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
+                r = await peer.result("prompt.submit", session_id=sid, input_id="l",
+                                      text="long job")
+                await peer.wait_terminal(sid, r["admission_id"])
+            [(pid,)] = await until(lambda: db_rows(
+                home, "SELECT pid FROM processes WHERE pid IS NOT NULL"), "the pid recorded")
+            assert owner.stop() == 0
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(
+            ") ")[1].startswith("Z")
+        assert db_rows(home, "SELECT state FROM processes") == [("lost",)]
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                await until(lambda: [s for _, s in process_admissions(home)] == ["terminal"],
+                            "the notice run after the restart")
+    assert len(process_admissions(home)) == 1
+    [text] = notices(m)
+    assert "was lost when the owner stopped" in text
+
