@@ -29,6 +29,7 @@ from .approvals.service import ApprovalService
 from .events import EventBus
 from .server import Call
 from .sessions import SessionService
+from .settings import TOOLSETS
 from .supervisor import Supervisor
 from .turns import TurnRunner
 
@@ -77,7 +78,7 @@ def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
     async def describe(p: m.RuntimeDescribeParams, call: Call) -> dict[str, Any]:
         return {"protocol": PROTOCOL, "version": identity.version,
                 "instance_id": identity.instance_id, "epoch": identity.epoch,
-                "pid": os.getpid(), "capabilities": CAPABILITIES}
+                "pid": os.getpid(), "capabilities": CAPABILITIES, "toolsets": list(TOOLSETS)}
 
     @d.register("ping")
     async def ping(p: m.PingParams, call: Call) -> dict[str, Any]:

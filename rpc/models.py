@@ -60,7 +60,8 @@ __all__ = [
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
 Timestamp = float  # unix seconds
-ToolsetName = Annotated[str, Field(max_length=64)]
+ToolsetName = Annotated[str, Field(max_length=64, description=(
+    "terminal, files or delegation (runtime.describe lists them)"))]
 
 Reasoning = Literal["none", "low", "medium", "high"]
 Status = Literal["queued", "started", "unknown", "terminal"]
@@ -201,6 +202,8 @@ class RuntimeDescribeResult(Model):
     epoch: int
     pid: int
     capabilities: list[str]
+    #: every toolset a session or turn may name (SPEC §12); the default is all of them
+    toolsets: list[str] = []
 
 
 class PingResult(Model):
