@@ -214,3 +214,22 @@ async def test_a_prompt_waiting_for_an_answer_holds_no_other_session_up(tmp_path
         done_b = await peer.wait_terminal(b, rb)
         still = await peer.result("prompt.receipt", session_id=a, admission_id=ra)
     assert done_b["outcome"] == "completed" and still["status"] == "started"
+
+
+async def test_an_owner_that_stops_cancels_the_pending_prompt(tmp_path):
+    model = script()
+    work = tmp_path / "work"
+    work.mkdir()
+    home = tmp_path / "home"
+    with FakeProvider(model) as provider:
+        write_config(home, provider.url, daemon={"grace_seconds": 0.5})
+        with OwnerProcess(home) as owner:
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
+                aid = await submit(peer, sid, "make a file", "m1")
+                await peer.wait_event(requested)
+                assert owner.stop() == 0
+    assert db_rows(home, "SELECT status, cause FROM approvals") == [("cancelled", "shutdown")]
+    assert db_rows(home, "SELECT status, outcome FROM session_admissions "
+                         "WHERE admission_id = ?", aid) == [("terminal", "interrupted")]
+    assert not (work / "made-by-agent").exists()
