@@ -130,7 +130,15 @@ class ProcessTable:
 
     async def start(self, session_id: str, admission_id: str | None, command: str, cwd: str,
                     notify: bool) -> Managed:
-        """Record the process, start it, and watch it; ValueError if too many run."""
+        """Record the process, start it, and watch it; ValueError if too many run.
+
+        Once begun, a start completes even if the calling turn is stopped meanwhile:
+        a recorded process is always started and watched (its notice still comes)."""
+        return await asyncio.shield(self._start(session_id, admission_id, command, cwd,
+                                                notify))
+
+    async def _start(self, session_id: str, admission_id: str | None, command: str, cwd: str,
+                     notify: bool) -> Managed:
         running = sum(1 for p in self._live.values() if p.state == "running")
         if running >= self._config.max_processes:
             raise ValueError(f"{running} background processes are running already "
