@@ -227,8 +227,8 @@ def file_tools(config: ToolsConfig) -> list[Tool]:
 
 
 async def _ripgrep(pattern: str, root: str, glob: str | None) -> list[str]:
-    argv = ["rg", "--line-number", "--no-heading", "--color", "never", "--max-columns", "300",
-            "-e", pattern]
+    argv = ["rg", "--line-number", "--with-filename", "--no-heading", "--color", "never",
+            "--max-columns", "300", "-e", pattern]
     if glob:
         argv += ["-g", glob]
     proc = await asyncio.create_subprocess_exec(*argv, "--", root,

@@ -149,3 +149,31 @@ async def test_a_background_process_is_managed_with_the_process_tool(tmp_path):
     assert killed["state"] == "killed"
     assert "ready" in log["output"] and "got-hello" in log["output"] and log["from"] == 0
     assert "no process" in unknown["error"]
+
+
+async def test_toolsets_offer_the_tools_they_name(tmp_path):
+    model = ScriptedModel({})
+    home = tmp_path / "home"
+    with FakeProvider(model) as provider:
+        write_config(home, provider.url)
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                described = await peer.result("runtime.describe")
+                for i, toolsets in enumerate((None, ["files"], ["terminal"], [])):
+                    opts = {} if toolsets is None else {"toolsets": toolsets}
+                    sid = (await peer.result("session.create", **opts))["session_id"]
+                    r = await peer.result("prompt.submit", session_id=sid, input_id=f"t{i}",
+                                          text=f"hello {i}")
+                    await peer.wait_terminal(sid, r["admission_id"])
+                bad = await peer.call("session.create", toolsets=["shell"])
+    offered = [sorted(t["function"]["name"] for t in req.get("tools") or [])
+               for req in model.requests]
+    assert described["toolsets"] == ["terminal", "files", "delegation"]
+    assert offered == [
+        sorted(["terminal", "process", "read_file", "write_file", "edit_file", "search_files",
+                "list_dir", "delegate_task"]),
+        ["edit_file", "list_dir", "read_file", "search_files", "write_file"],
+        ["process", "terminal"],
+        [],
+    ]
+    assert bad["error"]["message"] == "invalid_params"
