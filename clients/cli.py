@@ -28,6 +28,7 @@ from .commands import (
     cmd_stop,
     cmd_token,
 )
+from .cron_cmd import add_cron_parser
 from .exits import CONTEXT, EXIT_OK, EXIT_SIGINT, EXIT_USAGE, CliError, from_exception, report
 
 __all__ = ["main", "build_parser"]
@@ -174,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("approval_id", metavar="ID")
     p.add_argument("--reason", metavar="R", help="why; the agent sees it")
     p.set_defaults(func=_approvals_command("cmd_deny"))
+    add_cron_parser(command, _Parser)
 
     p = command("schema", "print the JSON Schema of the whole protocol")
     p.set_defaults(func=cmd_schema)

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "ApprovalsConfig",
-           "ToolsConfig", "ConfigError", "load_config"]
+__all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "CronConfig", "ConfigError",
+           "ApprovalsConfig", "ToolsConfig", "load_config"]
 
 
 #: the smallest daemon.max_db_bytes accepted: room for the schema and a little more
@@ -101,12 +101,24 @@ class ToolsConfig:
 
 
 @dataclass(frozen=True)
+class CronConfig:
+    # false: jobs can be managed and run by hand, but nothing fires on schedule
+    enabled: bool = True
+    # the zone of jobs created without --tz; None = the owner's local zone
+    timezone: str | None = None
+    max_jobs: int = 256
+    # run history kept per job (older run rows are deleted; their sessions stay)
+    max_runs_kept: int = 1000
+
+
+@dataclass(frozen=True)
 class Config:
     model: ModelConfig = ModelConfig()
     delegation: DelegationConfig = DelegationConfig()
     daemon: DaemonConfig = DaemonConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
     tools: ToolsConfig = ToolsConfig()
+    cron: CronConfig = CronConfig()
 
 
 def _section(cls: type, raw: Any, name: str) -> Any:
@@ -163,6 +175,7 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
     daemon = _section(DaemonConfig, raw.get("daemon"), "daemon")
     approvals = _section(ApprovalsConfig, raw.get("approvals"), "approvals")
     tools = _section(ToolsConfig, raw.get("tools"), "tools")
+    cron = _section(CronConfig, raw.get("cron"), "cron")
     if env.get("OPENAI_BASE_URL"):
         model = replace(model, base_url=env["OPENAI_BASE_URL"])
         if "provider" not in (raw.get("model") or {}):
@@ -192,6 +205,17 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
         raise ConfigError("config.yaml: daemon limits must be at least 1")
     if daemon.max_db_bytes is not None and daemon.max_db_bytes < MIN_DB_BYTES:
         raise ConfigError(f"config.yaml: `daemon.max_db_bytes` must be at least {MIN_DB_BYTES}")
+    if cron.timezone is not None:
+        from zoneinfo import ZoneInfo
+
+        try:
+            ZoneInfo(cron.timezone)
+        except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
+            raise ConfigError(f"config.yaml: `cron.timezone` {cron.timezone!r} is not an "
+                              "IANA time zone") from None
+    if cron.max_jobs < 1 or cron.max_runs_kept < 1:
+        raise ConfigError("config.yaml: `cron.max_jobs` and `cron.max_runs_kept` must be at "
+                          "least 1")
     if approvals.mode not in ("ask", "auto", "never"):
         raise ConfigError("config.yaml: `approvals.mode` must be ask, auto or never")
     if approvals.unattended not in ("deny", "allow"):
@@ -201,5 +225,5 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
     if not tools.command_timeout_seconds > 0 or tools.max_processes < 1 \
             or tools.output_chars < 1000 or tools.process_ring_bytes < 1000:
         raise ConfigError("config.yaml: a `tools` limit is too small (see docs/configuration.md)")
-    return Config(model=model, delegation=delegation, daemon=daemon, approvals=approvals,
-                  tools=tools)
+    return Config(model=model, delegation=delegation, daemon=daemon, cron=cron,
+                  approvals=approvals, tools=tools)

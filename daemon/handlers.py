@@ -13,6 +13,7 @@ import os
 import secrets
 import sqlite3
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,8 +25,6 @@ from tether.store import Database, StorageError
 from tether.store import runtime as runtime_rows
 
 from .admissions import AdmissionService
-from .approvals import handlers as approval_handlers
-from .approvals.service import ApprovalService
 from .events import EventBus
 from .server import Call
 from .sessions import SessionService
@@ -70,8 +69,10 @@ class Identity:
 def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
                      sessions: SessionService, admissions: AdmissionService,
                      turns: TurnRunner, supervisor: Supervisor,
-                     approvals: ApprovalService | None = None,
-                     check_results: bool = False) -> Dispatcher:
+                     check_results: bool = False,
+                     register: Sequence[Callable[[Dispatcher], None]] = ()) -> Dispatcher:
+    """The dispatcher with every method's handler; ``register`` adds the handlers a
+    feature keeps in its own package (cron/handlers.py)."""
     d = Dispatcher(check_results=check_results, translate=translate)
 
     @d.register("runtime.describe")
@@ -160,9 +161,8 @@ def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
     async def prompt_resolve(p: m.PromptResolveUnknownParams, call: Call) -> dict[str, Any]:
         return await admissions.resolve_unknown(p.session_id, p.admission_id)
 
-    if approvals is not None:
-        approval_handlers.register(d, approvals)
-
+    for add in register:
+        add(d)
     missing = d.unhandled()
     if missing:
         raise RuntimeError(f"methods without a handler: {missing}")

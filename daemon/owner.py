@@ -35,8 +35,12 @@ from tether.store import runtime as runtime_rows
 
 from . import faults
 from .admissions import AdmissionService
+from .approvals.handlers import approval_handlers
 from .approvals.service import ApprovalService
 from .config import Config, load_config
+from .cron.handlers import cron_handlers
+from .cron.jobs import CronJobs
+from .cron.service import CronService
 from .delegation.background import BackgroundDelegations
 from .delegation.children import ChildRunner
 from .delegation.tool import delegate_task_tool
@@ -118,8 +122,8 @@ async def run_owner(home: Home, *, tcp: str | None = None, config: Config | None
 async def _serve(home: Home, config: Config, tcp: str | None,
                  overrides: Mapping[str, Provider], ready: asyncio.Event | None) -> None:
     dcfg = config.daemon
-    db = await Database.open(home.db, busy_timeout_ms=dcfg.busy_timeout_ms,
-                             max_bytes=dcfg.max_db_bytes, fault=faults.storage_fault())
+    db = faults.wrap_storage(await Database.open(home.db, busy_timeout_ms=dcfg.busy_timeout_ms,
+                                                 max_bytes=dcfg.max_db_bytes))
     try:
         epoch = await db.write(runtime_rows.bump_epoch)
         scheduler = Scheduler(dcfg.max_running_turns)
@@ -154,6 +158,8 @@ async def _serve(home: Home, config: Config, tcp: str | None,
             tools.add(process_tool(processes))
             for tool in file_tools(config.tools):
                 tools.add(tool)
+            cron = CronService(journal, admissions_svc.admit, supervisor, config)
+            cron_jobs = CronJobs(journal, cron, config)
 
             async def token_ok(token: str) -> bool:
                 digest = token_hash(token)
@@ -161,7 +167,9 @@ async def _serve(home: Home, config: Config, tcp: str | None,
 
             dispatcher = build_dispatcher(identity=identity, db=db, bus=bus, sessions=sessions,
                                           admissions=admissions_svc, turns=turns,
-                                          supervisor=supervisor, approvals=approvals)
+                                          supervisor=supervisor,
+                                          register=[cron_handlers(cron_jobs, cron),
+                                                    approval_handlers(approvals)])
             listeners = Listeners(
                 dispatcher, bus, max_connections=dcfg.max_connections,
                 max_frame_bytes=dcfg.max_frame_bytes, viewer_queue=dcfg.viewer_queue_events,
@@ -186,11 +194,13 @@ async def _serve(home: Home, config: Config, tcp: str | None,
             turns.pump()
             supervisor.spawn(background.recover(), "delegation-recovery")
             supervisor.spawn(processes.recover(), "process-recovery")
+            cron.start()
             if ready is not None:
                 ready.set()
             await supervisor.stop_requested.wait()
             log.info("draining: admitting nothing new, %d turn(s) running", len(turns.running))
             supervisor.draining = True
+            await cron.stop()  # fires nothing more; a fire being written still commits
             await turns.stop_all(dcfg.grace_seconds)
             await background.stop_all()
             await processes.stop_all()

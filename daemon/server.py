@@ -1,4 +1,4 @@
-"""The WebSocket transport: the only module that imports the websockets server.
+"""The WebSocket transport: the owner's only module that imports the websockets server.
 
 Two listeners share one connection handler: the Unix socket ``daemon.sock``
 (mode 0600, peer uid checked with SO_PEERCRED) and an optional loopback TCP
@@ -48,8 +48,8 @@ from tether.rpc.dispatch import Dispatcher
 
 from .events import EventBus, Viewer
 
-__all__ = ["Call", "Listeners", "SUBPROTOCOL", "TOKEN_PREFIX", "parse_hostport", "serve_echo",
-           "tcp_address", "ws_options"]
+__all__ = ["Call", "Listeners", "SUBPROTOCOL", "TOKEN_PREFIX", "parse_hostport", "tcp_address",
+           "ws_options"]
 
 log = logging.getLogger("tether.server")
 
@@ -82,22 +82,6 @@ def ws_options(max_frame_bytes: int) -> dict[str, Any]:
     # no compression: frames are small JSON, and deflate costs more CPU than it saves
     return {"max_size": max_frame_bytes, "compression": None, "ping_interval": 20,
             "ping_timeout": 20, "close_timeout": 5, "max_queue": MAX_QUEUE}
-
-
-async def serve_echo(path: Path, max_frame_bytes: int = 4 * 1024 * 1024) -> Server:
-    """A bare websockets echo server on a Unix socket, with the listeners' options.
-
-    The baseline ``tether bench`` divides the ping round trip by: what the same
-    library costs per round trip with no dispatcher, store or fan-out behind it.
-    """
-    async def echo(conn: ServerConnection) -> None:
-        try:
-            async for frame in conn:
-                await conn.send(frame)
-        except ConnectionClosed:
-            pass
-
-    return await unix_serve(echo, str(path), **ws_options(max_frame_bytes))
 
 
 def parse_hostport(value: str) -> tuple[str, int]:

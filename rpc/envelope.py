@@ -43,6 +43,7 @@ EVENT_TYPES: tuple[str, ...] = (
     "approval.resolved",
     "process.complete",
     REPLAY_GAP,
+    "cron.notice",
 )
 
 #: replay_gap reasons: the owner unsubscribed a viewer whose event queue was full

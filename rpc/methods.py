@@ -45,6 +45,18 @@ from .models_approvals import (
     ApprovalRulesParams,
     ApprovalRulesResult,
 )
+from .models_cron import (
+    CronCreateParams,
+    CronJob,
+    CronListParams,
+    CronListResult,
+    CronNameParams,
+    CronRemoveResult,
+    CronRun,
+    CronRunsParams,
+    CronRunsResult,
+    CronUpdateParams,
+)
 
 __all__ = ["METHODS", "Method"]
 
@@ -166,4 +178,20 @@ METHODS: dict[str, Method] = _table(
         ApprovalRuleRemoveResult,
         "Forget a remembered answer (a session or always rule) by its rule_id.",
     ),
+    Method("cron.create", CronCreateParams, CronJob,
+           "Create a scheduled job (a prompt run on a schedule, each run a finite admission)."),
+    Method("cron.list", CronListParams, CronListResult, "List scheduled jobs by name."),
+    Method("cron.get", CronNameParams, CronJob, "A scheduled job, with its last run."),
+    Method("cron.update", CronUpdateParams, CronJob,
+           "Change a job's schedule, zone, prompt, options, delivery or policies."),
+    Method("cron.pause", CronNameParams, CronJob,
+           "Stop a job firing; times that pass while paused are recorded skipped(paused)."),
+    Method("cron.resume", CronNameParams, CronJob,
+           "Let a paused job fire again, from its next time after now."),
+    Method("cron.remove", CronNameParams, CronRemoveResult,
+           "Delete a job and its run history (the runs' sessions stay)."),
+    Method("cron.run", CronNameParams, CronRun,
+           "Fire a job now; returns the run, whose receipt prompt.receipt reaches."),
+    Method("cron.runs", CronRunsParams, CronRunsResult,
+           "A job's runs, newest first, each with its admission's status and outcome."),
 )

@@ -304,6 +304,8 @@ class Event(Model):
     process.complete       process_id, state, exit_code, command (its notice
                            was admitted as a new turn)
     session.replay_gap     last_seq, reason
+    cron.notice            job, run_id, scheduled_for, session_id, admission_id,
+                           outcome, text, error (a scheduled job's delivered answer)
     =====================  =========================================================
     """
 

@@ -108,9 +108,54 @@ DROP INDEX sessions_updated;
 CREATE INDEX sessions_created ON sessions(created_at, session_id);
 """
 
+# scheduled jobs and their runs (docs/cron.md): one run row per job and scheduled time
+_V3 = """
+CREATE TABLE cron_jobs (
+    job_id        TEXT PRIMARY KEY,
+    name          TEXT NOT NULL UNIQUE,
+    schedule      TEXT NOT NULL,
+    tz            TEXT NOT NULL,
+    anchor_at     REAL NOT NULL,
+    prompt        TEXT NOT NULL,
+    options_json  TEXT NOT NULL,
+    cwd           TEXT,
+    enabled       INTEGER NOT NULL DEFAULT 1,
+    paused_at     REAL,
+    overlap       TEXT NOT NULL CHECK (overlap IN ('skip', 'queue')),
+    missed        TEXT NOT NULL CHECK (missed IN ('catch_up', 'skip')),
+    grace_seconds REAL,
+    deliver       TEXT,
+    next_run_at   REAL,
+    created_at    REAL NOT NULL,
+    updated_at    REAL NOT NULL
+);
+
+CREATE TABLE cron_runs (
+    run_id          TEXT PRIMARY KEY,
+    job_id          TEXT NOT NULL,
+    scheduled_for   REAL NOT NULL,
+    fired_at        REAL NOT NULL,
+    kind            TEXT NOT NULL
+                    CHECK (kind IN ('scheduled', 'late', 'catch_up', 'manual')),
+    status          TEXT NOT NULL CHECK (status IN ('skipped', 'admitted')),
+    skip_reason     TEXT CHECK (skip_reason IN ('still_running', 'missed', 'paused')),
+    missed_count    INTEGER NOT NULL DEFAULT 0,
+    session_id      TEXT,
+    admission_id    TEXT,
+    delivery_status TEXT CHECK (delivery_status IN ('pending', 'delivered', 'failed')),
+    delivery_error  TEXT,
+    delivered_at    REAL,
+    UNIQUE (job_id, scheduled_for),
+    CHECK ((status = 'skipped') = (skip_reason IS NOT NULL)),
+    CHECK ((status = 'admitted') = (admission_id IS NOT NULL))
+);
+CREATE INDEX cron_runs_pending_delivery ON cron_runs(job_id)
+    WHERE delivery_status = 'pending';
+"""
+
 # tools and approvals: approval prompts, remembered answers, background processes
 # (docs/tools.md)
-_V3 = """
+_V4 = """
 CREATE TABLE approvals (
     approval_id   TEXT PRIMARY KEY,
     session_id    TEXT NOT NULL REFERENCES sessions(session_id),
@@ -166,7 +211,7 @@ CREATE TABLE processes (
 CREATE INDEX processes_running ON processes(state) WHERE state = 'running';
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -1,7 +1,9 @@
-"""The approval.* method handlers, registered on the owner's dispatcher by handlers.py."""
+"""The approval.* method handlers, added to the owner's dispatcher (build_dispatcher's
+``register``, wired in owner.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tether.rpc import models_approvals as m
@@ -10,10 +12,15 @@ from tether.rpc.dispatch import Dispatcher
 from ..server import Call
 from .service import ApprovalService
 
-__all__ = ["register"]
+__all__ = ["approval_handlers"]
 
 
-def register(d: Dispatcher, approvals: ApprovalService) -> None:
+def approval_handlers(approvals: ApprovalService) -> Callable[[Dispatcher], None]:
+    """What registers the approval.* handlers on a dispatcher."""
+    return lambda d: _register(d, approvals)
+
+
+def _register(d: Dispatcher, approvals: ApprovalService) -> None:
     @d.register("approval.respond")
     async def respond(p: m.ApprovalRespondParams, call: Call) -> dict[str, Any]:
         return await approvals.respond(p.session_id, p.approval_id, p.decision, p.reason,
