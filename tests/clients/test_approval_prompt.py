@@ -44,6 +44,7 @@ def test_the_chat_asks_inline_and_the_answer_decides(tmp_path):
             term = Terminal(master)
             try:
                 term.read_until(b"the agent wants to run: " + TOUCH.encode())
+                term.read_until(b"[y] once")
                 term.read_until("› ".encode(), after=term.output.index(b"[y] once"))
                 before = len(term.output)
                 os.write(master, b"maybe\n")  # not an answer: asked again
