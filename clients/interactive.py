@@ -14,6 +14,7 @@ import signal
 import sys
 from typing import Any
 
+from .approval_prompt import InlineApprovals
 from .client import SessionStream, TetherClient, new_input_id
 from .exits import EXIT_OK, receipt_exit, report
 from .plan import RECEIPT_POLL_SECONDS, ChatPlan
@@ -83,6 +84,8 @@ class _Interactive:
         self.interrupting = False
         self.leave_code: int | None = None
         self.lines: _TerminalLines | None = None
+        self.approvals = InlineApprovals(client, session_id, self.renderer,
+                                         lambda: self.lines.queue if self.lines else None)
 
     def prompt(self) -> None:
         self.renderer.newline()
@@ -102,6 +105,7 @@ class _Interactive:
                 self.at_prompt = False
                 self.renderer.newline()
             self.renderer.event(event)
+            self.approvals.on_event(event, own_turn_running=self.turn is not None)
             if event.get("type") == "message.complete":
                 aid = event.get("admission_id")
                 fut = self.done.get(aid or "")

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "CronConfig", "HttpConfig",
-           "ConfigError",
-           "load_config"]
+           "ApprovalsConfig", "ToolsConfig", "ConfigError", "load_config"]
 
 
 #: the smallest daemon.max_db_bytes accepted: room for the schema and a little more
@@ -78,6 +77,30 @@ class DaemonConfig:
 
 
 @dataclass(frozen=True)
+class ApprovalsConfig:
+    """What a tool call may do without asking (daemon/approvals/policy.py)."""
+
+    mode: str = "ask"  # ask | auto | never
+    unattended: str = "deny"  # deny | allow: finite turns and child agents
+    allow: tuple[str, ...] = ()  # command patterns, or path:GLOB for file writes
+    deny: tuple[str, ...] = ()
+    timeout_seconds: float = 300.0
+
+
+@dataclass(frozen=True)
+class ToolsConfig:
+    """Limits of the terminal and file tools (docs/tools.md)."""
+
+    command_timeout_seconds: float = 120.0
+    max_command_timeout_seconds: float = 3600.0
+    output_chars: int = 20_000  # of a command's output shown to the model
+    read_lines: int = 2000  # lines read_file returns at most
+    read_chars: int = 100_000
+    max_processes: int = 64  # background processes running at once
+    process_ring_bytes: int = 200_000  # output kept per background process
+
+
+@dataclass(frozen=True)
 class CronConfig:
     # false: jobs can be managed and run by hand, but nothing fires on schedule
     enabled: bool = True
@@ -104,6 +127,8 @@ class Config:
     model: ModelConfig = ModelConfig()
     delegation: DelegationConfig = DelegationConfig()
     daemon: DaemonConfig = DaemonConfig()
+    approvals: ApprovalsConfig = ApprovalsConfig()
+    tools: ToolsConfig = ToolsConfig()
     cron: CronConfig = CronConfig()
     http: HttpConfig = HttpConfig()
 
@@ -160,6 +185,8 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
     model = _section(ModelConfig, raw.get("model"), "model")
     delegation = _section(DelegationConfig, raw.get("delegation"), "delegation")
     daemon = _section(DaemonConfig, raw.get("daemon"), "daemon")
+    approvals = _section(ApprovalsConfig, raw.get("approvals"), "approvals")
+    tools = _section(ToolsConfig, raw.get("tools"), "tools")
     cron = _section(CronConfig, raw.get("cron"), "cron")
     http = _section(HttpConfig, raw.get("http"), "http")
     if http.max_concurrent_requests < 1 or http.keepalive_seconds <= 0:
@@ -205,4 +232,14 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
     if cron.max_jobs < 1 or cron.max_runs_kept < 1:
         raise ConfigError("config.yaml: `cron.max_jobs` and `cron.max_runs_kept` must be at "
                           "least 1")
-    return Config(model=model, delegation=delegation, daemon=daemon, cron=cron, http=http)
+    if approvals.mode not in ("ask", "auto", "never"):
+        raise ConfigError("config.yaml: `approvals.mode` must be ask, auto or never")
+    if approvals.unattended not in ("deny", "allow"):
+        raise ConfigError("config.yaml: `approvals.unattended` must be deny or allow")
+    if not approvals.timeout_seconds > 0:
+        raise ConfigError("config.yaml: `approvals.timeout_seconds` must be more than 0")
+    if not tools.command_timeout_seconds > 0 or tools.max_processes < 1 \
+            or tools.output_chars < 1000 or tools.process_ring_bytes < 1000:
+        raise ConfigError("config.yaml: a `tools` limit is too small (see docs/configuration.md)")
+    return Config(model=model, delegation=delegation, daemon=daemon, cron=cron, http=http,
+                  approvals=approvals, tools=tools)

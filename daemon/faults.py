@@ -8,6 +8,9 @@ one dict lookup. Hooks, by name:
 - ``pause_before_delivery``: a background delegation has just been recorded
   finished (delivery pending) and is about to be delivered into its origin
   session (``daemon/delegation.py``). See docs/recovery.md.
+- ``pause_before_process_notice``: a background process with
+  ``notify_on_complete`` has just been recorded ended (notice pending) and its
+  notice is about to be delivered (``daemon/toolsets/processes.py``).
 
 ``TETHER_FAULT_STORAGE=PATH`` arms the storage fault hook for the storage-fault
 suite. `wrap_storage` installs it on the owner's `Database` from outside,

@@ -28,13 +28,15 @@ from .admissions import AdmissionService
 from .events import EventBus
 from .server import Call
 from .sessions import SessionService
+from .settings import TOOLSETS
 from .supervisor import Supervisor
 from .turns import TurnRunner
 
 __all__ = ["Identity", "build_dispatcher", "token_hash", "translate", "CAPABILITIES"]
 
 CAPABILITIES = ["admissions.v1", "events.replay", "delegation.inline", "delegation.background",
-                "prompt.cancel", "tokens"]
+                "prompt.cancel", "tokens", "approvals", "tools.terminal", "tools.files",
+                "process.notify"]
 #: how long session.interrupt waits for the stopped turn to record its outcome
 INTERRUPT_WAIT_SECONDS = 10.0
 
@@ -77,7 +79,7 @@ def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
     async def describe(p: m.RuntimeDescribeParams, call: Call) -> dict[str, Any]:
         return {"protocol": PROTOCOL, "version": identity.version,
                 "instance_id": identity.instance_id, "epoch": identity.epoch,
-                "pid": os.getpid(), "capabilities": CAPABILITIES}
+                "pid": os.getpid(), "capabilities": CAPABILITIES, "toolsets": list(TOOLSETS)}
 
     @d.register("ping")
     async def ping(p: m.PingParams, call: Call) -> dict[str, Any]:

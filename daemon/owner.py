@@ -36,6 +36,8 @@ from tether.store import runtime as runtime_rows
 
 from . import faults
 from .admissions import AdmissionService
+from .approvals.handlers import approval_handlers
+from .approvals.service import ApprovalService
 from .config import Config, load_config
 from .cron.handlers import cron_handlers
 from .cron.jobs import CronJobs
@@ -56,6 +58,10 @@ from .server import Listeners, parse_hostport, tcp_address
 from .sessions import SessionService
 from .supervisor import Supervisor
 from .tools import ToolRegistry
+from .toolsets.env import scrubbed_env
+from .toolsets.files import file_tools
+from .toolsets.processes import ProcessTable
+from .toolsets.terminal import process_tool, terminal_tool
 from .turns import TurnRunner
 
 if TYPE_CHECKING:
@@ -147,8 +153,11 @@ async def _serve(home: Home, config: Config, tcp: str | None,
                                 instance_id="own_" + secrets.token_hex(8), epoch=epoch)
             supervisor = Supervisor(tasks)
             tools = ToolRegistry()
+            approvals = ApprovalService(journal, scheduler, supervisor, config.approvals,
+                                        epoch=epoch)
+            await approvals.recover()
             engine = Engine(Providers(config, http, overrides=overrides,
-                                      config_path=home.config), tools)
+                                      config_path=home.config), tools, approvals)
             turns = TurnRunner(engine, journal, scheduler, supervisor, config, epoch=epoch)
             admissions_svc = AdmissionService(journal, scheduler, supervisor, turns, dcfg,
                                               epoch=epoch)
@@ -157,6 +166,15 @@ async def _serve(home: Home, config: Config, tcp: str | None,
             background = BackgroundDelegations(children, journal, supervisor, config,
                                                admissions_svc.admit, epoch=epoch)
             tools.add(delegate_task_tool(children, background, config.delegation))
+            # commands never see the owner's secrets (docs/tools.md)
+            command_env = scrubbed_env(os.environ, (config.model.api_key,
+                                                    config.delegation.api_key))
+            processes = ProcessTable(journal, supervisor, admissions_svc.admit, config.tools,
+                                     command_env, epoch=epoch)
+            tools.add(terminal_tool(processes, config.tools))
+            tools.add(process_tool(processes))
+            for tool in file_tools(config.tools):
+                tools.add(tool)
             cron = CronService(journal, admissions_svc.admit, supervisor, config)
             cron_jobs = CronJobs(journal, cron, config)
 
@@ -167,7 +185,8 @@ async def _serve(home: Home, config: Config, tcp: str | None,
             dispatcher = build_dispatcher(identity=identity, db=db, bus=bus, sessions=sessions,
                                           admissions=admissions_svc, turns=turns,
                                           supervisor=supervisor,
-                                          register=[cron_handlers(cron_jobs, cron)])
+                                          register=[cron_handlers(cron_jobs, cron),
+                                                    approval_handlers(approvals)])
             listeners = Listeners(
                 dispatcher, bus, max_connections=dcfg.max_connections,
                 max_frame_bytes=dcfg.max_frame_bytes, viewer_queue=dcfg.viewer_queue_events,
@@ -194,6 +213,7 @@ async def _serve(home: Home, config: Config, tcp: str | None,
                      f" and {listeners.tcp_url}" if listeners.tcp_url else "")
             turns.pump()
             supervisor.spawn(background.recover(), "delegation-recovery")
+            supervisor.spawn(processes.recover(), "process-recovery")
             cron.start()
             if ready is not None:
                 ready.set()
@@ -203,6 +223,7 @@ async def _serve(home: Home, config: Config, tcp: str | None,
             await cron.stop()  # fires nothing more; a fire being written still commits
             await turns.stop_all(dcfg.grace_seconds)
             await background.stop_all()
+            await processes.stop_all()
             home.remove_runtime_files()
             # together: on Python 3.12+ closing the port waits for its HTTP connections too
             await asyncio.gather(listeners.close(), *([api.close()] if api else []))

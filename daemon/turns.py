@@ -173,7 +173,8 @@ class TurnRunner:
                                     payload.get(TURN_OPTION_KEY, {}))
             msgs = turn_messages(history, session.get("cwd"), settings.ignore_rules)
             agent = AgentRun(session_id=sid, admission_id=aid, depth=0,
-                             late_delivery=not payload.get("finite"))
+                             late_delivery=not payload.get("finite"), cwd=session.get("cwd"),
+                             attended=not payload.get("finite"))
             result = await self._engine.run(agent, settings, msgs, sink)
             outcome = "completed" if result.ok else "failed"
             error = result.error

@@ -39,6 +39,9 @@ EVENT_TYPES: tuple[str, ...] = (
     "delegation.dispatched",
     "delegation.complete",
     "message.complete",
+    "approval.requested",
+    "approval.resolved",
+    "process.complete",
     REPLAY_GAP,
     "cron.notice",
 )

@@ -35,6 +35,16 @@ from .models import (
     TokenCreateParams,
     TokenCreateResult,
 )
+from .models_approvals import (
+    ApprovalListParams,
+    ApprovalListResult,
+    ApprovalRespondParams,
+    ApprovalRespondResult,
+    ApprovalRuleRemoveParams,
+    ApprovalRuleRemoveResult,
+    ApprovalRulesParams,
+    ApprovalRulesResult,
+)
 from .models_cron import (
     CronCreateParams,
     CronJob,
@@ -142,6 +152,31 @@ METHODS: dict[str, Method] = _table(
         PromptResolveUnknownParams,
         Receipt,
         "Settle an unknown admission as interrupted so the session's queue resumes.",
+    ),
+    Method(
+        "approval.respond",
+        ApprovalRespondParams,
+        ApprovalRespondResult,
+        "Answer a pending approval prompt; the first answer wins, a later one is told "
+        "already_resolved.",
+    ),
+    Method(
+        "approval.list",
+        ApprovalListParams,
+        ApprovalListResult,
+        "Pending approval prompts of one session, or of every session.",
+    ),
+    Method(
+        "approval.rules",
+        ApprovalRulesParams,
+        ApprovalRulesResult,
+        "The approval rules in force: config allow/deny, and remembered answers.",
+    ),
+    Method(
+        "approval.rule_remove",
+        ApprovalRuleRemoveParams,
+        ApprovalRuleRemoveResult,
+        "Forget a remembered answer (a session or always rule) by its rule_id.",
     ),
     Method("cron.create", CronCreateParams, CronJob,
            "Create a scheduled job (a prompt run on a schedule, each run a finite admission)."),

@@ -153,7 +153,65 @@ CREATE INDEX cron_runs_pending_delivery ON cron_runs(job_id)
     WHERE delivery_status = 'pending';
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+# tools and approvals: approval prompts, remembered answers, background processes
+# (docs/tools.md)
+_V4 = """
+CREATE TABLE approvals (
+    approval_id   TEXT PRIMARY KEY,
+    session_id    TEXT NOT NULL REFERENCES sessions(session_id),
+    admission_id  TEXT,
+    call_id       TEXT NOT NULL,
+    tool          TEXT NOT NULL,
+    kind          TEXT NOT NULL CHECK (kind IN ('command', 'file')),
+    subject       TEXT NOT NULL,
+    why           TEXT NOT NULL,
+    cwd           TEXT,
+    status        TEXT NOT NULL DEFAULT 'pending'
+                  CHECK (status IN ('pending', 'approved', 'denied', 'expired', 'cancelled')),
+    decision      TEXT CHECK (decision IN ('once', 'session', 'always', 'deny')),
+    cause         TEXT CHECK (cause IN ('answered', 'timeout', 'interrupted', 'shutdown')),
+    answered_by   TEXT,
+    reason        TEXT,
+    owner_epoch   INTEGER NOT NULL,
+    created_at    REAL NOT NULL,
+    expires_at    REAL NOT NULL,
+    resolved_at   REAL,
+    CHECK ((status = 'pending') = (cause IS NULL))
+);
+CREATE INDEX approvals_pending ON approvals(session_id, created_at) WHERE status = 'pending';
+
+CREATE TABLE approval_rules (
+    rule_id     TEXT PRIMARY KEY,
+    kind        TEXT NOT NULL CHECK (kind IN ('command', 'file')),
+    pattern     TEXT NOT NULL,
+    session_id  TEXT NOT NULL DEFAULT '',
+    approval_id TEXT,
+    created_at  REAL NOT NULL,
+    UNIQUE (kind, pattern, session_id)
+);
+
+CREATE TABLE processes (
+    process_id     TEXT PRIMARY KEY,
+    session_id     TEXT NOT NULL REFERENCES sessions(session_id),
+    admission_id   TEXT,
+    command        TEXT NOT NULL,
+    cwd            TEXT,
+    pid            INTEGER,
+    pid_started    TEXT,
+    state          TEXT NOT NULL CHECK (state IN ('running', 'exited', 'killed', 'lost')),
+    exit_code      INTEGER,
+    output_tail    TEXT,
+    notify         INTEGER NOT NULL CHECK (notify IN (0, 1)),
+    delivery_state TEXT NOT NULL CHECK (delivery_state IN ('none', 'pending', 'delivered')),
+    owner_epoch    INTEGER NOT NULL,
+    created_at     REAL NOT NULL,
+    finished_at    REAL,
+    delivered_at   REAL
+);
+CREATE INDEX processes_running ON processes(state) WHERE state = 'running';
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
