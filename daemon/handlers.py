@@ -13,6 +13,7 @@ import os
 import secrets
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,12 +22,14 @@ from tether.rpc.dispatch import Dispatcher
 from tether.rpc.errors import InvalidParams, NotFound, RpcError, StorageUnavailable
 from tether.rpc.protocol import PROTOCOL
 from tether.store import Database, StorageError
-from tether.store import runtime as runtime_rows
+from tether.store import tokens as token_rows
 
 from .admissions import AdmissionService
 from .events import EventBus
+from .provider import PROVIDER_NAMES
 from .server import Call
 from .sessions import SessionService
+from .settings import TOOLSETS
 from .supervisor import Supervisor
 from .turns import TurnRunner
 
@@ -34,6 +37,9 @@ __all__ = ["Identity", "build_dispatcher", "token_hash", "translate", "CAPABILIT
 
 CAPABILITIES = ["admissions.v1", "events.replay", "delegation.inline", "delegation.background",
                 "prompt.cancel", "tokens"]
+#: the invalid_params ``fields`` entry of a method refused over TCP: no param is
+#: wrong, the transport is (every invalid_params names its fields)
+UNIX_ONLY = {"loc": "", "msg": "accepted over the Unix socket only", "type": "transport"}
 #: how long session.interrupt waits for the stopped turn to record its outcome
 INTERRUPT_WAIT_SECONDS = 10.0
 
@@ -66,14 +72,18 @@ class Identity:
 def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
                      sessions: SessionService, admissions: AdmissionService,
                      turns: TurnRunner, supervisor: Supervisor,
-                     check_results: bool = False) -> Dispatcher:
+                     check_results: bool = False,
+                     more: tuple[Callable[[Dispatcher], None], ...] = ()) -> Dispatcher:
+    """The dispatcher with every method's handler; ``more`` registers the handlers
+    kept in their feature's module (tokens.py: token.list, token.revoke)."""
     d = Dispatcher(check_results=check_results, translate=translate)
 
     @d.register("runtime.describe")
     async def describe(p: m.RuntimeDescribeParams, call: Call) -> dict[str, Any]:
         return {"protocol": PROTOCOL, "version": identity.version,
                 "instance_id": identity.instance_id, "epoch": identity.epoch,
-                "pid": os.getpid(), "capabilities": CAPABILITIES}
+                "pid": os.getpid(), "capabilities": CAPABILITIES,
+                "providers": list(PROVIDER_NAMES), "toolsets": list(TOOLSETS)}
 
     @d.register("ping")
     async def ping(p: m.PingParams, call: Call) -> dict[str, Any]:
@@ -82,19 +92,23 @@ def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
     @d.register("runtime.shutdown")
     async def shutdown(p: m.RuntimeShutdownParams, call: Call) -> dict[str, Any]:
         if call.transport != "unix":
-            raise InvalidParams("runtime.shutdown is only accepted over the Unix socket")
+            raise InvalidParams("runtime.shutdown is only accepted over the Unix socket",
+                                fields=[UNIX_ONLY])
         supervisor.stop_requested.set()
         return {"draining": True}
 
     @d.register("token.create")
     async def token_create(p: m.TokenCreateParams, call: Call) -> dict[str, Any]:
         if call.transport != "unix":
-            raise InvalidParams("tokens are minted over the Unix socket only")
+            raise InvalidParams("tokens are minted over the Unix socket only",
+                                fields=[UNIX_ONLY])
         token = "tt_" + secrets.token_urlsafe(32)
         token_id = "tok_" + secrets.token_hex(6)
         digest = token_hash(token)
-        await db.write(lambda c: runtime_rows.insert_token(
-            c, token_id, digest, p.label, time.time()))
+        now = time.time()
+        expires = None if p.ttl_seconds is None else now + p.ttl_seconds
+        await db.write(lambda c: token_rows.insert(
+            c, token_id, digest, p.label, now, expires_at=expires, once=bool(p.once)))
         return {"token": token, "token_id": token_id}
 
     @d.register("session.create")
@@ -155,6 +169,8 @@ def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
     async def prompt_resolve(p: m.PromptResolveUnknownParams, call: Call) -> dict[str, Any]:
         return await admissions.resolve_unknown(p.session_id, p.admission_id)
 
+    for register in more:
+        register(d)
     missing = d.unhandled()
     if missing:
         raise RuntimeError(f"methods without a handler: {missing}")

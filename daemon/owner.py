@@ -25,6 +25,7 @@ import secrets
 import signal
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 
 import httpx
@@ -41,7 +42,7 @@ from .delegation.children import ChildRunner
 from .delegation.tool import delegate_task_tool
 from .engine import Engine
 from .events import EventBus
-from .handlers import Identity, build_dispatcher, token_hash
+from .handlers import Identity, build_dispatcher
 from .home import Home
 from .journal import Journal
 from .provider import Provider
@@ -51,8 +52,10 @@ from .scheduler import Scheduler
 from .server import Listeners, parse_hostport, tcp_address
 from .sessions import SessionService
 from .supervisor import Supervisor
+from .tokens import TokenService, register_token_methods
 from .tools import ToolRegistry
 from .turns import TurnRunner
+from .viewer import web_hook
 
 __all__ = ["run_owner", "tether_version", "setup_logging"]
 
@@ -138,18 +141,17 @@ async def _serve(home: Home, config: Config, tcp: str | None,
                                                admissions_svc.admit, epoch=epoch)
             tools.add(delegate_task_tool(children, background, config.delegation))
 
-            async def token_ok(token: str) -> bool:
-                digest = token_hash(token)
-                return await db.read(lambda c: runtime_rows.token_exists(c, digest))
-
+            tokens = TokenService(db)
             dispatcher = build_dispatcher(identity=identity, db=db, bus=bus, sessions=sessions,
                                           admissions=admissions_svc, turns=turns,
-                                          supervisor=supervisor)
+                                          supervisor=supervisor,
+                                          more=(partial(register_token_methods, tokens=tokens),))
             listeners = Listeners(
                 dispatcher, bus, max_connections=dcfg.max_connections,
                 max_frame_bytes=dcfg.max_frame_bytes, viewer_queue=dcfg.viewer_queue_events,
-                max_subscriptions=dcfg.max_subscriptions_per_connection, token_check=token_ok,
-                allowed_origins=dcfg.tcp_allowed_origins)
+                max_subscriptions=dcfg.max_subscriptions_per_connection, token_check=tokens.check,
+                allowed_origins=dcfg.tcp_allowed_origins, http_hook=web_hook(tokens))
+            tokens.on_revoke.append(listeners.drop_token)
             await listeners.start_unix(home.socket)
             if tcp:
                 host, port = parse_hostport(tcp)

@@ -120,6 +120,10 @@ class RuntimeShutdownParams(Model):
 
 class TokenCreateParams(Model):
     label: Annotated[str, Field(max_length=200)] | None = None
+    #: the token stops working this many seconds after it is minted (none: never)
+    ttl_seconds: Annotated[int, Field(ge=1, le=10 * 366 * 86400)] | None = None
+    #: a one-time token: accepted by one ``GET /web/exchange`` only (``tether web``)
+    once: bool | None = None
 
 
 class SessionCreateParams(TurnOptions):
@@ -201,6 +205,9 @@ class RuntimeDescribeResult(Model):
     epoch: int
     pid: int
     capabilities: list[str]
+    #: the provider and toolset names turn options accept
+    providers: list[str]
+    toolsets: list[str]
 
 
 class PingResult(Model):

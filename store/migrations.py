@@ -108,7 +108,13 @@ DROP INDEX sessions_updated;
 CREATE INDEX sessions_created ON sessions(created_at, session_id);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+# TCP tokens that expire, and one-time tokens (`tether web`); docs/protocol.md
+_V3 = """
+ALTER TABLE tokens ADD COLUMN expires_at REAL;
+ALTER TABLE tokens ADD COLUMN once INTEGER NOT NULL DEFAULT 0
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
