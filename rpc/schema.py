@@ -77,7 +77,7 @@ def _error_data_models() -> dict[str, type[BaseModel]]:
 def protocol_schema() -> dict[str, Any]:
     """The protocol as one JSON-serialisable dict (a JSON Schema 2020-12 document)."""
     error_data = _error_data_models()
-    validation = {m.params for m in METHODS.values()} | {JsonRpcRequest}
+    validation: set[type[BaseModel]] = {m.params for m in METHODS.values()} | {JsonRpcRequest}
     serialization: set[type[BaseModel]] = {m.result for m in METHODS.values()}
     serialization |= set(EVENT_MODELS.values()) | set(EVENT_PAYLOADS.values())
     serialization |= {EventNotification, JsonRpcResult, JsonRpcError, FieldProblem,
