@@ -207,7 +207,10 @@ class Dispatcher:
             if notification:
                 return None
             return encode_error(
-                rid, InvalidParams("params must be an object; positional params are not supported")
+                rid, InvalidParams(
+                    "params must be an object; positional params are not supported",
+                    fields=[{"loc": "", "msg": "params must be an object",
+                             "type": "dict_type"}])
             )
         try:
             if route.shared is not None and not params:

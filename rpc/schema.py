@@ -99,6 +99,14 @@ def protocol_schema() -> dict[str, Any]:
         "oneOf": union,
         "discriminator": {"propertyName": "type"},
     }
+    # a stored event (a snapshot's, session.events.since's): any type but the notice
+    defs["Event"] = {
+        "title": "Event",
+        "description": "One entry of a session's durable event log (never the replay-gap notice).",
+        "oneOf": [ref(m, "serialization") for t, m in EVENT_MODELS.items()
+                  if t != "session.replay_gap"],
+        "discriminator": {"propertyName": "type"},
+    }
     for name, d in defs.items():
         _finish(name, d, sent=name not in _names(validation))
     _rules(defs)

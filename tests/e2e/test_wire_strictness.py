@@ -91,6 +91,8 @@ async def test_every_invalid_params_names_its_fields_over_tcp(owner):
             reply = await peer.call(method)
             assert reply["error"]["message"] == "invalid_params", method
             assert reply["error"]["data"]["fields"], method
+        positional = await reply_to(peer, '{"jsonrpc":"2.0","id":9,"method":"ping","params":[]}')
+        assert positional["id"] == 9 and positional["error"]["data"]["fields"]
 
 
 async def test_runtime_describe_lists_providers_and_toolsets(owner):

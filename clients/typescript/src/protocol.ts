@@ -7,6 +7,10 @@
  */
 export type AnyEvent = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | SessionReplayGapEvent)
 /**
+ * One entry of a session's durable event log (never the replay-gap notice).
+ */
+export type Event = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent)
+/**
  * Look a receipt up by exactly one of admission_id or input_id.
  */
 export type PromptReceiptParams = ({
@@ -448,41 +452,6 @@ export interface ErrorObject {
 code: number
 message: string
 data: ErrorData
-}
-/**
- * One entry of a session's durable, gap-free event sequence (SPEC §6).
- * 
- * The validating model of the envelope that ``envelope.event_envelope`` builds.
- * Sent as the params of an ``event`` notification and returned by
- * session.events.since. ``type`` is one of ``envelope.EVENT_TYPES``; it is kept a plain
- * string so an older client survives a newer owner's event types. Payload keys
- * by type (``?`` = may be absent):
- * 
- * =====================  =========================================================
- * session.info           pending: [admission_id], running: admission_id | null
- * message.start          admission_id
- * message.delta          text
- * reasoning.delta        text
- * tool.start             call_id, name, arguments
- * tool.complete          call_id, name, result (str, truncated), error?
- * subagent.start         delegation_id?, task_index, goal, child_session_id
- * subagent.complete      delegation_id?, task_index, status, summary,
- *                        child_session_id
- * delegation.dispatched  delegation_id, tasks
- * delegation.complete    delegation_id, state, admission_id (of the delivery),
- *                        results: [{task_index, status}]
- * message.complete       admission_id, outcome, text, error?
- * session.replay_gap     last_seq, reason
- * =====================  =========================================================
- */
-export interface Event {
-session_id: string
-seq: number
-type: string
-payload: {
-[k: string]: unknown | undefined
-}
-admission_id: (string | null)
 }
 /**
  * The ``event`` notification the owner sends a subscribed connection.
