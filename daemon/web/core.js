@@ -127,6 +127,18 @@ export class Connection {
     }
 }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+/** The owner crashed while running this admission: whether the turn's effects
+ *  happened is unknown, and the session waits until someone settles it
+ *  (prompt.resolve_unknown, `tether resolve SESSION`). */
+export class UnknownAdmission extends Error {
+    receipt;
+    constructor(receipt) {
+        super(`admission ${receipt.admission_id} is unknown after an owner restart: settle it with `
+            + `\`tether resolve ${receipt.session_id}\` (prompt.resolve_unknown), then resubmit if needed`);
+        this.name = "UnknownAdmission";
+        this.receipt = receipt;
+    }
+}
 /** A fresh id for an input (prompt.submit's `input_id`). */
 export function newInputId() {
     const c = globalThis.crypto;
@@ -247,11 +259,23 @@ export class TetherClient {
             const receipt = await this.submit(p);
             if (receipt.status === "terminal")
                 return receipt;
+            let unknown = null;
+            // after a reconnect, look at the receipt: an owner that crashed mid-turn
+            // leaves the admission unknown, and no event will ever settle it by itself
+            stream.onReattach = async () => {
+                const now = await this.receipt(p.session_id, { admission_id: receipt.admission_id });
+                if (now.status === "unknown") {
+                    unknown = new UnknownAdmission(now);
+                    stream.close();
+                }
+            };
             for await (const event of stream) {
                 onEvent?.(event);
                 if (event.type === "message.complete" && event.payload.admission_id === receipt.admission_id)
                     break;
             }
+            if (unknown !== null)
+                throw unknown;
             return await this.receipt(p.session_id, { admission_id: receipt.admission_id });
         }
         finally {
@@ -274,6 +298,9 @@ export class EventStream {
     sessionId;
     lastSeq;
     snapshot = null;
+    /** called after every re-subscription but the first (a reconnect, a replay gap) */
+    onReattach = null;
+    attached = 0;
     ready = [];
     wake = null;
     failure = null;
@@ -331,6 +358,8 @@ export class EventStream {
             this.accept(event);
         if (this.lastSeq < snap.last_seq)
             await this.catchUp();
+        if (this.attached++ > 0 && this.onReattach !== null)
+            await this.onReattach();
     }
     async handle(event) {
         if (event.type === "session.replay_gap" && event.seq === null) {

@@ -164,6 +164,19 @@ export interface ClientOptions {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+/** The owner crashed while running this admission: whether the turn's effects
+ *  happened is unknown, and the session waits until someone settles it
+ *  (prompt.resolve_unknown, `tether resolve SESSION`). */
+export class UnknownAdmission extends Error {
+  readonly receipt: Receipt;
+  constructor(receipt: Receipt) {
+    super(`admission ${receipt.admission_id} is unknown after an owner restart: settle it with `
+      + `\`tether resolve ${receipt.session_id}\` (prompt.resolve_unknown), then resubmit if needed`);
+    this.name = "UnknownAdmission";
+    this.receipt = receipt;
+  }
+}
+
 /** A fresh id for an input (prompt.submit's `input_id`). */
 export function newInputId(): string {
   const c = (globalThis as { crypto?: { randomUUID?: () => string } }).crypto;
@@ -293,10 +306,21 @@ export class TetherClient {
       await stream.open();
       const receipt = await this.submit(p);
       if (receipt.status === "terminal") return receipt;
+      let unknown: UnknownAdmission | null = null;
+      // after a reconnect, look at the receipt: an owner that crashed mid-turn
+      // leaves the admission unknown, and no event will ever settle it by itself
+      stream.onReattach = async () => {
+        const now = await this.receipt(p.session_id, { admission_id: receipt.admission_id });
+        if (now.status === "unknown") {
+          unknown = new UnknownAdmission(now);
+          stream.close();
+        }
+      };
       for await (const event of stream) {
         onEvent?.(event);
         if (event.type === "message.complete" && event.payload.admission_id === receipt.admission_id) break;
       }
+      if (unknown !== null) throw unknown;
       return await this.receipt(p.session_id, { admission_id: receipt.admission_id });
     } finally {
       stream.close();
@@ -318,6 +342,9 @@ export class TetherClient {
 export class EventStream implements AsyncIterableIterator<AnyEvent> {
   lastSeq: number | null;
   snapshot: Snapshot | null = null;
+  /** called after every re-subscription but the first (a reconnect, a replay gap) */
+  onReattach: (() => Promise<void>) | null = null;
+  private attached = 0;
   private readonly ready: AnyEvent[] = [];
   private wake: (() => void) | null = null;
   private failure: unknown = null;
@@ -375,6 +402,7 @@ export class EventStream implements AsyncIterableIterator<AnyEvent> {
     if (this.lastSeq === null) this.lastSeq = snap.last_seq;
     for (const event of snap.events ?? []) this.accept(event as AnyEvent);
     if (this.lastSeq < snap.last_seq) await this.catchUp();
+    if (this.attached++ > 0 && this.onReattach !== null) await this.onReattach();
   }
 
   private async handle(event: AnyEvent): Promise<void> {

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { after, before, describe, test } from "node:test";
-import { ConnectionLost, TetherError, connect } from "../dist/index.js";
+import { ConnectionLost, TetherError, UnknownAdmission, connect } from "../dist/index.js";
 import { PROVIDER_URL, RELEASE_DIR, newHome, release, startOwner, until } from "./owner.mjs";
 
 describe("over the Unix socket of a home whose path has spaces", () => {
@@ -152,6 +152,23 @@ describe("a stream that outlives its owner", () => {
     client.close();
     await owner.stop();
   });
+});
+
+test("submitAndWait names tether resolve when a crash leaves the turn unknown", { skip: !RELEASE_DIR }, async () => {
+  const home = newHome(); // the default policy: unknown admissions wait for the user
+  let owner = await startOwner(home, { tcp: false });
+  const client = await connect({ home: home.home, retrySeconds: 30 });
+  const { session_id } = await client.createSession();
+  const waiting = client.submitAndWait({ session_id, input_id: "held-2", text: "HOLD:restart2 now", finite: true });
+  await until(async () => (await client.receipt(session_id, { input_id: "held-2" }).catch(() => null))?.status === "started",
+    "the held turn to start");
+  await owner.kill();
+  release("restart2");
+  owner = await startOwner(home, { tcp: false });
+  await assert.rejects(waiting, (err) => err instanceof UnknownAdmission
+    && err.receipt.status === "unknown" && /tether resolve/.test(err.message));
+  client.close();
+  await owner.stop();
 });
 
 describe("the protocol.md Node example", () => {

@@ -1,6 +1,6 @@
 // Test helpers: real owners on fresh homes (paths with spaces), a scripted model.
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -11,10 +11,17 @@ export const RELEASE_DIR = process.env.TETHER_TEST_RELEASE_DIR || null;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** A fresh home whose path holds spaces (as macOS's default home does). */
+const made = [];
+process.on("exit", () => {
+  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A fresh home whose path holds spaces (as macOS's default home does); removed
+ *  when the test file's process exits. */
 export function newHome() {
   // short: a Unix socket path has at most 107 bytes
   const base = mkdtempSync(join(tmpdir(), "tether ts "));
+  made.push(base);
   const home = join(base, "App Support");
   const config = PROVIDER_URL
     ? `model:\n  provider: custom\n  base_url: ${PROVIDER_URL}\n  default: test-model\n  api_key: local-test-only\n`
