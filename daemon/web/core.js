@@ -301,6 +301,10 @@ export class EventStream {
     /** called after every re-subscription but the first (a reconnect, a replay gap) */
     onReattach = null;
     attached = 0;
+    /** how many times this stream has subscribed (1 + reconnects and replay gaps) */
+    get attachments() {
+        return this.attached;
+    }
     ready = [];
     wake = null;
     failure = null;

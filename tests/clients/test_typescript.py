@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "clients" / "typescript"
 
 
 def model(release_dir: Path):
-    """Delegates when asked to; holds an answer (``HOLD:<name>``) until the test
+    """Delegates when asked to; answers ``BIG`` prompts at length; holds an answer (``HOLD:<name>``) until the test
     creates ``release_dir/<name>``; otherwise answers with the prompt quoted."""
 
     def reply(req: dict):
@@ -35,6 +35,8 @@ def model(release_dir: Path):
         if msgs[-1]["role"] == "tool":
             return text_reply("Joined the helpers' results.")
         prompt = [m for m in msgs if m["role"] == "user"][-1]["content"] or ""
+        if prompt.startswith("BIG"):
+            return text_reply(prompt + " " + "x" * 60_000)  # fills socket buffers fast
         if prompt.startswith("[delegation results]"):
             return text_reply("Background results received.")
         if "delegate" in prompt and not any(m["role"] == "tool" for m in msgs):
@@ -57,6 +59,7 @@ def model(release_dir: Path):
     return reply
 
 
+@pytest.mark.timeout(660)  # a whole suite of its own: owners, restarts, a browser
 def test_typescript_client_suite(tmp_path):
     npm = shutil.which("npm")
     if npm is None or not (PACKAGE / "node_modules").is_dir():

@@ -345,6 +345,10 @@ export class EventStream implements AsyncIterableIterator<AnyEvent> {
   /** called after every re-subscription but the first (a reconnect, a replay gap) */
   onReattach: (() => Promise<void>) | null = null;
   private attached = 0;
+  /** how many times this stream has subscribed (1 + reconnects and replay gaps) */
+  get attachments(): number {
+    return this.attached;
+  }
   private readonly ready: AnyEvent[] = [];
   private wake: (() => void) | null = null;
   private failure: unknown = null;

@@ -2,7 +2,10 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { after, before, describe, test } from "node:test";
-import { ConnectionLost, TetherError, UnknownAdmission, connect } from "../dist/index.js";
+import { connect as netConnect } from "node:net";
+import { join } from "node:path";
+import WebSocket from "ws";
+import { ConnectionLost, TetherClient, TetherError, UnknownAdmission, connect } from "../dist/index.js";
 import { PROVIDER_URL, RELEASE_DIR, newHome, release, startOwner, until } from "./owner.mjs";
 
 describe("over the Unix socket of a home whose path has spaces", () => {
@@ -169,6 +172,53 @@ test("submitAndWait names tether resolve when a crash leaves the turn unknown", 
     && err.receipt.status === "unknown" && /tether resolve/.test(err.message));
   client.close();
   await owner.stop();
+});
+
+test("a stream that stops reading gets a replay gap and recovers every event once", { skip: !PROVIDER_URL }, async () => {
+  const home = newHome();
+  home.config += "daemon:\n  viewer_queue_events: 4\n";
+  const owner = await startOwner(home, { tcp: false });
+  let socket = null; // the slow client's socket, to stop reading it
+  const dial = () => new Promise((resolve, reject) => {
+    const ws = new WebSocket("ws://localhost/", ["tether.v1"], {
+      createConnection: () => (socket = netConnect(join(home.home, "daemon.sock"))),
+    });
+    ws.once("error", reject);
+    ws.once("open", () => resolve({
+      send: (t) => ws.send(t),
+      close: () => ws.close(),
+      onMessage: (h) => ws.on("message", (d) => h(d.toString())),
+      onClose: (h) => ws.on("close", (c, r) => h(c, r.toString())),
+    }));
+  });
+  const slow = await TetherClient.open(dial, { retrySeconds: 30 });
+  const fast = await connect({ home: home.home });
+  try {
+  const { session_id } = await fast.createSession();
+  const stream = slow.events(session_id, { afterSeq: 0 });
+  await stream.open();
+  socket.pause();
+  const admitted = [];
+  for (let n = 0; n < 12; n++) {
+    admitted.push((await fast.submitAndWait({ session_id, text: `BIG ${n}`, finite: true })).admission_id);
+  }
+  const { last_seq } = await fast.resume(session_id);
+  socket.resume();
+  const got = [];
+  for await (const ev of stream) {
+    got.push(ev);
+    if (ev.seq === last_seq) break;
+  }
+  assert.deepEqual(got.map((e) => e.seq), got.map((_, i) => i + 1), "every event once, in order");
+  assert.equal(got.length, last_seq);
+  assert.equal(got.filter((e) => e.type === "message.complete").length, admitted.length);
+  assert.ok(got.every((e) => e.type !== "session.replay_gap"), "the notice is handled, not yielded");
+  assert.ok(stream.attachments > 1, "the owner dropped the slow viewer and the stream resubscribed");
+  } finally {
+    slow.close();
+    fast.close();
+    await owner.stop();
+  }
 });
 
 describe("the protocol.md Node example", () => {

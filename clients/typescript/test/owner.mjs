@@ -12,7 +12,9 @@ export const RELEASE_DIR = process.env.TETHER_TEST_RELEASE_DIR || null;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const made = [];
+const owners = new Set();
 process.on("exit", () => {
+  for (const proc of owners) if (proc.exitCode === null) proc.kill("SIGKILL"); // a failed test's
   for (const dir of made) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -37,6 +39,8 @@ export async function startOwner({ home, config } = newHome(), { tcp = true, por
   const args = ["-m", "tether.daemon", "--home", home, ...(tcp ? ["--tcp", `127.0.0.1:${port}`] : [])];
   const env = { ...process.env, TETHER_HOME: home };
   const proc = spawn(PYTHON, args, { env, stdio: ["ignore", "ignore", "pipe"] });
+  owners.add(proc);
+  proc.once("exit", () => owners.delete(proc));
   let stderr = "";
   proc.stderr.on("data", (d) => (stderr += d));
   const desc = join(home, "daemon.json");
