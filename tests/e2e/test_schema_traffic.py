@@ -90,8 +90,10 @@ async def test_every_reply_and_event_of_real_traffic_validates(tmp_path):
 
                 for method in ("runtime.describe", "ping"):
                     await call(method)
-                await call("token.create", label="schema", ttl_seconds=60)
+                minted = (await call("token.create", label="schema", ttl_seconds=60))["result"]
                 await call("token.list")
+                await call("token.revoke", token_id=minted["token_id"])
+                await call("token.revoke", token_id=minted["token_id"])  # not_found
                 sid = (await call("session.create", title="schema"))["result"]["session_id"]
                 await call("session.list")
                 for n, text in enumerate(("hello", "delegate inline")):
@@ -120,6 +122,7 @@ async def test_every_reply_and_event_of_real_traffic_validates(tmp_path):
                 for event in peer.events:
                     checker.event(event)
     want = {f"event:{t}" for t in checker.schema["events"]["types"]} - {"event:session.replay_gap"}
+    want |= set(checker.schema["methods"])  # a success reply of every method
     assert want <= set(checker.checked), sorted(want - set(checker.checked))
     for reason in ("admission_conflict", "invalid_params", "not_found", "method_not_found"):
         assert f"error:{reason}" in checker.checked
