@@ -88,6 +88,17 @@ test("load, submit, watch a delegation stream, reload mid-turn: one admission", 
   assert.equal(answers[2], "Held answer for viewer1, now done.");
   assert.equal(await admissions(sessionId), before + 1);
   if (SCREENSHOT) await page.screenshot({ path: SCREENSHOT });
+
+  // cancel a running turn from the page
+  await page.fill("#prompt", "HOLD:viewer2 this one gets cancelled");
+  await page.click("#send");
+  await page.waitForSelector("#cancel:not([disabled])");
+  await page.click("#cancel");
+  await page.waitForFunction(() => {
+    const outcomes = [...document.querySelectorAll(".outcome")].map((o) => o.dataset.outcome);
+    return outcomes.length === 4 && ["cancelled", "interrupted"].includes(outcomes[3]);
+  });
+  release("viewer2");
   assert.deepEqual(errors, []);
 
   // the link worked once: opening it again in a fresh context is refused, clearly
