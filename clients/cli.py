@@ -26,12 +26,22 @@ from .commands import (
     cmd_sessions,
     cmd_status,
     cmd_stop,
-    cmd_token,
 )
 from .cron_cmd import add_cron_parser
 from .exits import CONTEXT, EXIT_OK, EXIT_SIGINT, EXIT_USAGE, CliError, from_exception, report
 
 __all__ = ["main", "build_parser"]
+
+def _lazy(module: str, name: str) -> Any:
+    """A command whose module is imported only when it runs."""
+
+    def run(args: Any) -> int:
+        import importlib
+
+        return int(getattr(importlib.import_module(f"tether.clients.{module}"), name)(args))
+
+    return run
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors follow the CLI's error format (exit 2)."""
@@ -180,9 +190,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("schema", "print the JSON Schema of the whole protocol")
     p.set_defaults(func=cmd_schema)
 
-    p = command("token", "mint a bearer token for the TCP listener (shown once)")
+    p = command("token", "TCP tokens: create (the default; shown once), list, revoke ID")
+    p.add_argument("action", nargs="?", choices=("create", "list", "revoke"),
+                   help="what to do (default: create)")
+    p.add_argument("token_id", nargs="?", help="the token to revoke (see `tether token list`)")
     p.add_argument("--label", help="a note to recognise the token by")
-    p.set_defaults(func=cmd_token)
+    p.add_argument("--ttl", metavar="DURATION",
+                   help="the token stops working after this long: 90s, 15m, 8h, 30d, 2w")
+    p.set_defaults(func=_lazy("web", "cmd_token"))
+
+    p = command("web", "print (and on a desktop open) a one-time link to the viewer page")
+    p.add_argument("--tcp", metavar="HOST:PORT",
+                   help="where to start the owner's TCP listener if no owner runs "
+                        "(default 127.0.0.1:8765)")
+    p.add_argument("--no-open", action="store_true", help="only print the link")
+    p.set_defaults(func=_lazy("web", "cmd_web"))
 
     # the bench runs a private owner of its own; its options (--home among them) are
     # its own, so they all pass through untouched

@@ -276,21 +276,6 @@ def cmd_schema(args: Any) -> int:
     return EXIT_OK
 
 
-def cmd_token(args: Any) -> int:
-    return _run(_token(_home(args), args.label))
-
-
-async def _token(home: Any, label: str | None) -> int:
-    from .client import TetherClient
-
-    async with await TetherClient.connect(home) as client:
-        minted = await client.create_token(label)
-    print(minted["token"])
-    print(f"[tether] token {minted['token_id']} minted; it is shown only now (the owner keeps "
-          "its hash). Send it as `Authorization: Bearer <token>`.", file=sys.stderr)
-    return EXIT_OK
-
-
 def cmd_bench(args: Any) -> int:
     try:
         from tether.daemon.bench import main as bench_main

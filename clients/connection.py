@@ -55,8 +55,11 @@ class Inbox:
             # which is the durable copy; keeping it here would only grow memory.
             first = self.items[0]
             self.items.clear()
-            self.items.append(replay_gap(self.session_id, first["seq"] - 1,
-                                         GAP_CLIENT_QUEUE_OVERFLOW))
+            # the buffer may start with a gap notice (seq null): it already names
+            # the last seq delivered before the hole
+            before = (first["payload"]["last_seq"] if first.get("seq") is None
+                      else first["seq"] - 1)
+            self.items.append(replay_gap(self.session_id, before, GAP_CLIENT_QUEUE_OVERFLOW))
         self.items.append(event)
         self._ready.set()
 

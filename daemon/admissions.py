@@ -232,7 +232,9 @@ class AdmissionService:
         row = await self.receipt(session_id, admission_id, None)
         decision = ledger.decide_resolve(row["status"])
         if decision is None:
-            raise InvalidParams(f"admission {admission_id} is {row['status']}, not unknown")
+            raise InvalidParams(f"admission {admission_id} is {row['status']}, not unknown",
+                                fields=[{"loc": "admission_id", "msg": "not unknown",
+                                         "type": "status"}])
         if decision:
             await self._settle(session_id, admission_id, Event.RESOLVE, "interrupted",
                                "the owner stopped while this turn ran; resolved as interrupted")

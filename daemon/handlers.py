@@ -22,10 +22,11 @@ from tether.rpc.dispatch import Dispatcher
 from tether.rpc.errors import InvalidParams, NotFound, RpcError, StorageUnavailable
 from tether.rpc.protocol import PROTOCOL
 from tether.store import Database, StorageError
-from tether.store import runtime as runtime_rows
+from tether.store import tokens as token_rows
 
 from .admissions import AdmissionService
 from .events import EventBus
+from .provider import PROVIDER_NAMES
 from .server import Call
 from .sessions import SessionService
 from .settings import TOOLSETS
@@ -37,6 +38,9 @@ __all__ = ["Identity", "build_dispatcher", "token_hash", "translate", "CAPABILIT
 CAPABILITIES = ["admissions.v1", "events.replay", "delegation.inline", "delegation.background",
                 "prompt.cancel", "tokens", "approvals", "tools.terminal", "tools.files",
                 "process.notify"]
+#: the invalid_params ``fields`` entry of a method refused over TCP: no param is
+#: wrong, the transport is (every invalid_params names its fields)
+UNIX_ONLY = {"loc": "", "msg": "accepted over the Unix socket only", "type": "transport"}
 #: how long session.interrupt waits for the stopped turn to record its outcome
 INTERRUPT_WAIT_SECONDS = 10.0
 
@@ -79,7 +83,8 @@ def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
     async def describe(p: m.RuntimeDescribeParams, call: Call) -> dict[str, Any]:
         return {"protocol": PROTOCOL, "version": identity.version,
                 "instance_id": identity.instance_id, "epoch": identity.epoch,
-                "pid": os.getpid(), "capabilities": CAPABILITIES, "toolsets": list(TOOLSETS)}
+                "pid": os.getpid(), "capabilities": CAPABILITIES,
+                "providers": list(PROVIDER_NAMES), "toolsets": list(TOOLSETS)}
 
     @d.register("ping")
     async def ping(p: m.PingParams, call: Call) -> dict[str, Any]:
@@ -88,19 +93,23 @@ def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
     @d.register("runtime.shutdown")
     async def shutdown(p: m.RuntimeShutdownParams, call: Call) -> dict[str, Any]:
         if call.transport != "unix":
-            raise InvalidParams("runtime.shutdown is only accepted over the Unix socket")
+            raise InvalidParams("runtime.shutdown is only accepted over the Unix socket",
+                                fields=[UNIX_ONLY])
         supervisor.stop_requested.set()
         return {"draining": True}
 
     @d.register("token.create")
     async def token_create(p: m.TokenCreateParams, call: Call) -> dict[str, Any]:
         if call.transport != "unix":
-            raise InvalidParams("tokens are minted over the Unix socket only")
+            raise InvalidParams("tokens are minted over the Unix socket only",
+                                fields=[UNIX_ONLY])
         token = "tt_" + secrets.token_urlsafe(32)
         token_id = "tok_" + secrets.token_hex(6)
         digest = token_hash(token)
-        await db.write(lambda c: runtime_rows.insert_token(
-            c, token_id, digest, p.label, time.time()))
+        now = time.time()
+        expires = None if p.ttl_seconds is None else now + p.ttl_seconds
+        await db.write(lambda c: token_rows.insert(
+            c, token_id, digest, p.label, now, expires_at=expires, once=bool(p.once)))
         return {"token": token, "token_id": token_id}
 
     @d.register("session.create")

@@ -25,6 +25,7 @@ import secrets
 import signal
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
@@ -47,7 +48,7 @@ from .delegation.children import ChildRunner
 from .delegation.tool import delegate_task_tool
 from .engine import Engine
 from .events import EventBus
-from .handlers import Identity, build_dispatcher, token_hash
+from .handlers import Identity, build_dispatcher
 from .home import Home
 from .journal import Journal
 from .provider import Provider
@@ -57,12 +58,14 @@ from .scheduler import Scheduler
 from .server import Listeners, parse_hostport, tcp_address
 from .sessions import SessionService
 from .supervisor import Supervisor
+from .tokens import TokenService, register_token_methods
 from .tools import ToolRegistry
 from .toolsets.env import scrubbed_env
 from .toolsets.files import file_tools
 from .toolsets.processes import ProcessTable
 from .toolsets.terminal import process_tool, terminal_tool
 from .turns import TurnRunner
+from .viewer import ViewerPages
 
 if TYPE_CHECKING:
     from .http import HttpFrontend
@@ -124,16 +127,15 @@ async def run_owner(home: Home, *, tcp: str | None = None, config: Config | None
 
 
 def _http_frontend(journal: Journal, bus: EventBus, admissions_svc: AdmissionService,
-                   config: Config, db: Database, supervisor: Supervisor) -> HttpFrontend:
-    """The HTTP endpoint served on the TCP port beside the WebSocket protocol."""
+                   config: Config, tokens: TokenService,
+                   supervisor: Supervisor) -> HttpFrontend:
+    """The HTTP endpoint served on the TCP port beside the WebSocket protocol: the
+    OpenAI-compatible API and the viewer page; its bearer tokens are checked as
+    the WebSocket listener checks them."""
     from .http import HttpFrontend
 
-    async def token_id(token: str) -> str | None:
-        digest = token_hash(token)
-        return await db.lookup(lambda c: runtime_rows.token_id_for(c, digest))
-
-    return HttpFrontend(journal, bus, admissions_svc, config, token_id,
-                        lambda: supervisor.draining)
+    return HttpFrontend(journal, bus, admissions_svc, config, tokens.check,
+                        lambda: supervisor.draining, ViewerPages(tokens).answer)
 
 
 async def _serve(home: Home, config: Config, tcp: str | None,
@@ -178,25 +180,25 @@ async def _serve(home: Home, config: Config, tcp: str | None,
             cron = CronService(journal, admissions_svc.admit, supervisor, config)
             cron_jobs = CronJobs(journal, cron, config)
 
-            async def token_ok(token: str) -> bool:
-                digest = token_hash(token)
-                return await db.read(lambda c: runtime_rows.token_exists(c, digest))
-
+            tokens = TokenService(db)
             dispatcher = build_dispatcher(identity=identity, db=db, bus=bus, sessions=sessions,
                                           admissions=admissions_svc, turns=turns,
                                           supervisor=supervisor,
                                           register=[cron_handlers(cron_jobs, cron),
-                                                    approval_handlers(approvals)])
+                                                    approval_handlers(approvals),
+                                                    partial(register_token_methods,
+                                                            tokens=tokens)])
             listeners = Listeners(
                 dispatcher, bus, max_connections=dcfg.max_connections,
                 max_frame_bytes=dcfg.max_frame_bytes, viewer_queue=dcfg.viewer_queue_events,
-                max_subscriptions=dcfg.max_subscriptions_per_connection, token_check=token_ok,
+                max_subscriptions=dcfg.max_subscriptions_per_connection, token_check=tokens.check,
                 allowed_origins=dcfg.tcp_allowed_origins)
+            tokens.on_revoke.append(listeners.drop_token)
             await listeners.start_unix(home.socket)
             api = None
             if tcp:
                 host, port = parse_hostport(tcp)
-                api = _http_frontend(journal, bus, admissions_svc, config, db, supervisor)
+                api = _http_frontend(journal, bus, admissions_svc, config, tokens, supervisor)
                 await listeners.start_tcp(host, port, allow_remote=dcfg.tcp_allow_remote,
                                           http=api.protocol)
             for sig in STOP_SIGNALS:

@@ -123,12 +123,24 @@ def _peer_uid(conn: ServerConnection) -> int | None:
     return uid
 
 
+
+
+def own_origins(host: str, port: int) -> frozenset[str]:
+    """The origins of pages the TCP listener itself serves (its viewer): allowed by
+    default. Only names of the bound address, never whatever Host a request claims
+    (a DNS-rebinding page would claim ours)."""
+    names = {host}
+    if _is_loopback(host.strip("[]")):
+        names |= {"127.0.0.1", "localhost", "[::1]"}
+    return frozenset(f"http://{name}:{port}" for name in names)
+
+
 class Listeners:
     """Owns the servers and every open connection."""
 
     def __init__(self, dispatcher: Dispatcher, bus: EventBus, *, max_connections: int,
                  max_frame_bytes: int, viewer_queue: int, max_subscriptions: int,
-                 token_check: Callable[[str], Awaitable[bool]] | None = None,
+                 token_check: Callable[[str], Awaitable[str | None]] | None = None,
                  allowed_origins: tuple[str, ...] = ()) -> None:
         self.dispatcher = dispatcher
         self.bus = bus
@@ -138,6 +150,10 @@ class Listeners:
         self.max_subscriptions = max_subscriptions
         self.token_check = token_check
         self.allowed_origins = allowed_origins
+        #: the TCP listener's own origins (its viewer page): always allowed
+        self.own_origins: frozenset[str] = frozenset()
+        #: TCP connections by the id of the token they were let in with
+        self._by_token: dict[ServerConnection, str] = {}
         self.connections: set[ServerConnection] = set()
         self._servers: list[Server] = []
         self.tcp_url: str | None = None
@@ -179,6 +195,7 @@ class Listeners:
         bound = sock.getsockname()
         shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
         self.tcp_url = f"ws://{shown}:{bound[1]}/"
+        self.own_origins = own_origins(shown, bound[1])
         self._servers.append(server)
         return self.tcp_url
 
@@ -224,7 +241,8 @@ class Listeners:
 
     async def _check_tcp(self, conn: ServerConnection, request: Request) -> Response | None:
         origin = request.headers.get("Origin")
-        if origin is not None and origin not in self.allowed_origins:
+        if (origin is not None and origin not in self.allowed_origins
+                and origin not in self.own_origins):
             return self._refuse(conn, HTTPStatus.FORBIDDEN,
                                 f"forbidden: origin {origin} is not allowed")
         token = None
@@ -239,11 +257,23 @@ class Listeners:
                     # the one the client is told it was accepted with
                     token = proto[len(TOKEN_PREFIX):]
                     break
-        if not token or self.token_check is None or not await self.token_check(token):
+        token_id = await self.token_check(token) if token and self.token_check else None
+        if token_id is None:
             return self._refuse(conn, HTTPStatus.UNAUTHORIZED,
                                 "unauthorized: a valid bearer token is required "
-                                "(mint one with `tether token`)")
-        return self._common(conn, request)
+                                "(mint one with `tether token create`)")
+        refused = self._common(conn, request)
+        if refused is None:
+            self._by_token[conn] = token_id
+        return refused
+
+    def drop_token(self, token_id: str) -> int:
+        """Close (1008) every connection let in with ``token_id``; how many there were."""
+        conns = [c for c, t in self._by_token.items() if t == token_id]
+        for conn in conns:
+            self._by_token.pop(conn, None)
+            asyncio.ensure_future(conn.close(1008, "token revoked"))
+        return len(conns)
 
     @staticmethod
     def _subprotocol(conn: ServerConnection, offered: Sequence[Subprotocol]
@@ -305,6 +335,7 @@ class Listeners:
             pass
         finally:
             self.connections.discard(conn)
+            self._by_token.pop(conn, None)
             self.bus.drop_viewer(viewer)
             for task in in_flight:
                 task.cancel()
@@ -313,7 +344,10 @@ class Listeners:
 
     async def _request(self, frame: str | bytes, viewer: Viewer, transport: str) -> None:
         call = Call(viewer=viewer, transport=transport)
-        reply = await self.dispatcher.handle(frame, call)
+        if isinstance(frame, bytes):
+            reply = self.dispatcher.refuse_binary(frame)  # text frames only
+        else:
+            reply = await self.dispatcher.handle(frame, call)
         if reply is not None:
             viewer.put_reply(reply)
         for hook in call.after_reply:

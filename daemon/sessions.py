@@ -204,6 +204,10 @@ class SessionService:
             raise NotFound(f"no session {session_id!r}", session_id=session_id)
         snap["running"] = self._scheduler.running.get(session_id)
         last = snap["last_seq"]
+        if after_seq is not None and after_seq > last:
+            if viewer is not None:
+                bus.abandon(viewer, session_id)
+            raise _beyond_last(after_seq, last)
 
         def release() -> None:
             if viewer is not None:
@@ -237,8 +241,18 @@ class SessionService:
         out = await self._db.read(read)
         if out is None:
             raise NotFound(f"no session {session_id!r}", session_id=session_id)
+        if after_seq > out["last_seq"]:
+            raise _beyond_last(after_seq, out["last_seq"])
         return out
 
     async def exists(self, session_id: str) -> bool:
         row = await self._db.read(lambda c: sessions.get(c, session_id))
         return row is not None
+
+
+def _beyond_last(after_seq: int, last: int) -> InvalidParams:
+    """``after_seq`` names an event this session never had: the caller's seq is from
+    elsewhere (another home, a mistyped id), so answering "nothing new" would hide it."""
+    msg = f"after_seq {after_seq} is beyond the session's last_seq {last}"
+    return InvalidParams(msg, fields=[{"loc": "after_seq", "msg": msg,
+                                       "type": "after_seq_beyond_last_seq"}], last_seq=last)

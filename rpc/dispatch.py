@@ -12,6 +12,7 @@ Quotes are from the JSON-RPC 2.0 specification (https://www.jsonrpc.org/specific
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
@@ -128,8 +129,11 @@ class Dispatcher:
         try:
             msg = orjson.loads(frame)
         except orjson.JSONDecodeError as exc:
-            # "If there was an error in detecting the id in the Request object
-            # (e.g. Parse error/Invalid Request), it MUST be Null."
+            if "surrogate" in str(exc):
+                return _unparsable(frame, ParseError(
+                    "frame holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff "
+                    "escape): text must be valid Unicode, so encode strings whole and never "
+                    "cut one within a surrogate pair", problem="lone_surrogate"))
             return encode_error(None, ParseError(f"frame is not valid JSON: {exc}"))
         if type(msg) is dict:
             return await self._call(msg, ctx)
@@ -203,7 +207,10 @@ class Dispatcher:
             if notification:
                 return None
             return encode_error(
-                rid, InvalidParams("params must be an object; positional params are not supported")
+                rid, InvalidParams(
+                    "params must be an object; positional params are not supported",
+                    fields=[{"loc": "", "msg": "params must be an object",
+                             "type": "dict_type"}])
             )
         try:
             if route.shared is not None and not params:
@@ -240,11 +247,64 @@ class Dispatcher:
                 ),
             )
 
+    def refuse_binary(self, frame: bytes) -> bytes | None:
+        """The reply to a binary frame: the protocol is text frames only (docs/protocol.md).
+
+        It is refused, never run, with ``invalid_request`` under the request's id
+        when the bytes hold a readable one, so the caller's promise settles.
+        """
+        return _refusal(frame, InvalidRequest(
+            "binary frames are not accepted: send each message as a text frame of UTF-8 JSON"))
+
     def _not_found(self, name: str) -> MethodNotFound:
         shown = name[:_METHOD_ECHO_CHARS]
         if name in self._methods:
             return MethodNotFound(f"method {shown!r} is not served by this owner", method=shown)
         return MethodNotFound(f"no method named {shown!r}", method=shown)
+
+
+def _unparsable(frame: bytes | str, error: RpcError) -> bytes | None:
+    """The reply to a frame orjson refused: with its request id when a lenient parse finds one.
+
+    orjson refuses text holding a lone UTF-16 surrogate (``"\\ud83d"``, which
+    ``JSON.stringify`` writes for a string cut in the middle of a pair). Such
+    text is not Unicode and is never admitted, but the frame is otherwise JSON:
+    the standard library's parser reads it, so the error can carry the id and
+    the caller's promise settles instead of waiting for a reply to id null.
+    """
+    try:
+        text = frame.decode("utf-8", "replace") if isinstance(frame, bytes) else frame
+        loose = json.loads(text)
+    except ValueError:
+        # "If there was an error in detecting the id in the Request object
+        # (e.g. Parse error/Invalid Request), it MUST be Null."
+        return encode_error(None, error)
+    return _refusal_of(loose, error)
+
+
+def _refusal(frame: bytes, error: RpcError) -> bytes | None:
+    try:
+        loose = json.loads(frame.decode("utf-8", "replace"))
+    except ValueError:
+        return encode_error(None, error)
+    return _refusal_of(loose, error)
+
+
+def _request_id(msg: Any) -> str | int | None:
+    rid = msg.get("id") if isinstance(msg, dict) else None
+    return rid if type(rid) is str or type(rid) is int else None
+
+
+def _refusal_of(loose: Any, error: RpcError) -> bytes | None:
+    """``error`` once per request of ``loose`` (one object or a batch), under its id."""
+    if isinstance(loose, list) and loose:
+        # a batch: one error per member that expects a reply
+        parts = [encode_error(_request_id(m), error) for m in loose[:MAX_BATCH]
+                 if not (isinstance(m, dict) and "id" not in m)]
+        return b"[" + b",".join(parts) + b"]" if parts else None
+    if isinstance(loose, dict) and "id" not in loose and "method" in loose:
+        return None  # a notification: never answered, not even with an error
+    return encode_error(_request_id(loose), error)
 
 
 def _invalid_params(exc: ValidationError) -> InvalidParams:

@@ -19,6 +19,7 @@ __all__ = [
     "GAP_VIEWER_QUEUE_OVERFLOW",
     "REPLAY_GAP",
     "event_envelope",
+    "is_replay_gap",
     "replay_gap",
 ]
 
@@ -72,9 +73,20 @@ def event_envelope(
 def replay_gap(session_id: str, last_seq: int, reason: str) -> dict[str, Any]:
     """The ``session.replay_gap`` notice: events after ``last_seq`` must be replayed.
 
-    It is a notice, not an entry of the durable log: its ``seq`` is ``last_seq``,
-    the seq of the last event that was delivered, and ``admission_id`` is null.
+    It is a notice, not an entry of the durable log, and its envelope says so: its
+    ``seq`` is null (never the seq of a stored event, so a client that dedupes or
+    orders by seq cannot drop it or mistake it for one), ``payload.last_seq`` is the
+    seq of the last event delivered before the gap, and ``admission_id`` is null.
     """
-    return event_envelope(
-        session_id, last_seq, REPLAY_GAP, {"last_seq": last_seq, "reason": reason}
-    )
+    return {
+        "session_id": session_id,
+        "seq": None,
+        "type": REPLAY_GAP,
+        "payload": {"last_seq": last_seq, "reason": reason},
+        "admission_id": None,
+    }
+
+
+def is_replay_gap(event: dict[str, Any]) -> bool:
+    """Whether ``event`` is the replay-gap notice (its seq is null, its type says so)."""
+    return event.get("type") == REPLAY_GAP and event.get("seq") is None

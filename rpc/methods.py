@@ -57,6 +57,12 @@ from .models_cron import (
     CronRunsResult,
     CronUpdateParams,
 )
+from .models_tokens import (
+    TokenListParams,
+    TokenListResult,
+    TokenRevokeParams,
+    TokenRevokeResult,
+)
 
 __all__ = ["METHODS", "Method"]
 
@@ -92,6 +98,18 @@ METHODS: dict[str, Method] = _table(
         TokenCreateParams,
         TokenCreateResult,
         "Mint a bearer token for the TCP listener; the token is shown once.",
+    ),
+    Method(
+        "token.list",
+        TokenListParams,
+        TokenListResult,
+        "List the TCP tokens (ids, labels, expiry; never the tokens); Unix socket only.",
+    ),
+    Method(
+        "token.revoke",
+        TokenRevokeParams,
+        TokenRevokeResult,
+        "Revoke a TCP token and close the connections using it; Unix socket only.",
     ),
     Method(
         "session.create",

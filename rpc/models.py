@@ -121,6 +121,10 @@ class RuntimeShutdownParams(Model):
 
 class TokenCreateParams(Model):
     label: Annotated[str, Field(max_length=200)] | None = None
+    #: the token stops working this many seconds after it is minted (none: never)
+    ttl_seconds: Annotated[int, Field(ge=1, le=10 * 366 * 86400)] | None = None
+    #: a one-time token: accepted by one ``GET /web/exchange`` only (``tether web``)
+    once: bool | None = None
 
 
 class SessionCreateParams(TurnOptions):
@@ -202,8 +206,9 @@ class RuntimeDescribeResult(Model):
     epoch: int
     pid: int
     capabilities: list[str]
-    #: every toolset a session or turn may name (SPEC §12); the default is all of them
-    toolsets: list[str] = []
+    #: the provider and toolset names turn options accept
+    providers: list[str]
+    toolsets: list[str]
 
 
 class PingResult(Model):

@@ -211,7 +211,13 @@ CREATE TABLE processes (
 CREATE INDEX processes_running ON processes(state) WHERE state = 'running';
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+# TCP tokens that expire, and one-time tokens (`tether web`); docs/protocol.md
+_V5 = """
+ALTER TABLE tokens ADD COLUMN expires_at REAL;
+ALTER TABLE tokens ADD COLUMN once INTEGER NOT NULL DEFAULT 0
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -17,7 +17,7 @@ from ..admissions import AdmissionService
 from ..config import Config
 from ..events import EventBus
 from ..journal import Journal
-from .app import ApiApp, ApiLimits
+from .app import ApiApp, ApiLimits, Pages
 from .request import DEFAULT_MODEL
 from .turn import ApiTurns
 
@@ -29,7 +29,7 @@ log = logging.getLogger("tether.http")
 class HttpFrontend:
     def __init__(self, journal: Journal, bus: EventBus, admission_service: AdmissionService,
                  config: Config, token_id: Callable[[str], Awaitable[str | None]],
-                 draining: Callable[[], bool]) -> None:
+                 draining: Callable[[], bool], pages: Pages | None = None) -> None:
         import uvicorn  # only an owner with a TCP listener pays for it
         from uvicorn.server import ServerState
 
@@ -39,7 +39,7 @@ class HttpFrontend:
                            max_text_chars=config.daemon.max_text_chars,
                            allowed_origins=config.daemon.tcp_allowed_origins)
         turns = ApiTurns(journal, bus, admission_service, config.http)
-        self.app = ApiApp(turns, token_id, limits, draining)
+        self.app = ApiApp(turns, token_id, limits, draining, pages)
         self._uv = uvicorn.Config(
             self.app, http="h11", ws="none", lifespan="off", log_config=None,
             access_log=False, proxy_headers=False, server_header=False,

@@ -27,6 +27,10 @@ from .turn import ApiTurns
 
 __all__ = ["ApiApp"]
 
+#: another app's pages on this port (the viewer, daemon/viewer.py): (status,
+#: headers, body) for a path it serves, None for any other
+Pages = Callable[[str, dict[str, str]], Awaitable[tuple[int, list[tuple[str, str]], bytes] | None]]
+
 #: what an Idempotency-Key or a session id may be: printable, no spaces
 _ID = re.compile(r"[\x21-\x7e]+")
 
@@ -43,8 +47,10 @@ class ApiApp:
     """An ASGI 3 application (served by uvicorn on the owner's TCP port)."""
 
     def __init__(self, turns: ApiTurns, token_id: Callable[[str], Awaitable[str | None]],
-                 limits: ApiLimits, draining: Callable[[], bool]) -> None:
+                 limits: ApiLimits, draining: Callable[[], bool],
+                 pages: Pages | None = None) -> None:
         self._turns = turns
+        self._pages = pages
         self._token_id = token_id
         self._limits = limits
         self._draining = draining
@@ -65,6 +71,13 @@ class ApiApp:
             "/v1/models": ("GET", self._models),
             "/v1/chat/completions": ("POST", self._chat),
         }
+        if self._pages is not None and method in ("GET", "HEAD") and \
+                (page := await self._pages(path, _lower_headers(scope))) is not None:
+            status, page_headers, body = page
+            await send({"type": "http.response.start", "status": status, "headers": [
+                (k.lower().encode(), v.encode()) for k, v in page_headers]})
+            await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
+            return
         if path == "/":
             raise ApiError(426, "this is tether's WebSocket endpoint (see docs/protocol.md); "
                            "the HTTP API is under /v1", code="upgrade_required",
@@ -76,8 +89,7 @@ class ApiApp:
         if method != allowed and not (allowed == "GET" and method == "HEAD"):
             raise ApiError(405, f"{path} takes {allowed}", code="method_not_allowed",
                            headers={"Allow": allowed})
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
-                   for k, v in scope["headers"]}
+        headers = _lower_headers(scope)
         origin = headers.get("origin")
         if origin is not None and origin not in self._limits.allowed_origins:
             raise ApiError(403, f"origin {origin} is not allowed", type_="permission_error",
@@ -164,6 +176,10 @@ async def _read_body(receive: Receive, headers: dict[str, str], limit: int) -> b
         chunks.append(part)
         if not message.get("more_body", False):
             return b"".join(chunks)
+
+
+def _lower_headers(scope: dict[str, Any]) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
 
 
 async def _respond(send: Send, status: int, body: bytes,

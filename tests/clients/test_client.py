@@ -215,7 +215,12 @@ def test_an_overflowing_inbox_becomes_a_replay_gap():
         inbox.put({"session_id": "s", "seq": seq, "type": "message.delta", "payload": {},
                    "admission_id": None})
     gap, last = inbox.items
-    assert gap == {"session_id": "s", "seq": 0, "type": "session.replay_gap",
+    assert gap == {"session_id": "s", "seq": None, "type": "session.replay_gap",
                    "payload": {"last_seq": 0, "reason": "client_queue_overflow"},
                    "admission_id": None}
     assert last["seq"] == MAX_BUFFERED_EVENTS + 1
+    # a second overflow keeps the first gap's last_seq: the hole still starts there
+    for seq in range(MAX_BUFFERED_EVENTS + 2, 2 * MAX_BUFFERED_EVENTS + 2):
+        inbox.put({"session_id": "s", "seq": seq, "type": "message.delta", "payload": {},
+                   "admission_id": None})
+    assert inbox.items[0]["payload"]["last_seq"] == 0 and inbox.items[0]["seq"] is None

@@ -126,6 +126,7 @@ def test_overflow_sends_replay_gap_and_unsubscribes_only_the_slow_viewer():
     gap = got[3]
     assert gap["type"] == "session.replay_gap"
     assert gap["payload"] == {"last_seq": 3, "reason": "viewer_queue_overflow"}
+    assert gap["seq"] is None  # a notice: it reuses no real event's seq
     assert len(got) == 4
     assert "S" not in slow.sessions
     bus.publish([ev(7)])
@@ -144,7 +145,7 @@ def test_overflow_while_releasing_held_events():
     bus.publish([ev(n) for n in range(1, 6)])
     bus.activate(v, "S", 0)
     got = frames(v)
-    assert [p["seq"] for p in got] == [1, 2, 2]
+    assert [p["seq"] for p in got] == [1, 2, None]
     assert got[-1]["type"] == "session.replay_gap"
     assert "S" not in v.sessions
 

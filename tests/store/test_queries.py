@@ -5,7 +5,7 @@ from contextlib import closing
 
 import pytest
 
-from tether.store import admissions, events, messages, runtime, sessions
+from tether.store import admissions, events, messages, runtime, sessions, tokens
 from tether.store.migrations import migrate
 
 # the statuses each statement may start from (daemon/ledger.py decides them)
@@ -241,11 +241,11 @@ def test_epoch_increments_per_start(conn):
 
 
 def test_tokens_are_found_by_hash_only(conn):
-    runtime.insert_token(conn, "tok_1", "hash-1", "laptop", 1.0)
-    assert runtime.token_exists(conn, "hash-1")
-    assert not runtime.token_exists(conn, "tok_1")
+    tokens.insert(conn, "tok_1", "hash-1", "laptop", 1.0)
+    assert tokens.valid_id(conn, "hash-1", 2.0) == "tok_1"
+    assert tokens.valid_id(conn, "tok_1", 2.0) is None
     with pytest.raises(sqlite3.IntegrityError):
-        runtime.insert_token(conn, "tok_2", "hash-1", None, 2.0)
+        tokens.insert(conn, "tok_2", "hash-1", None, 2.0)
 
 
 def test_insert_new_yields_the_row_or_none_for_an_existing_identity(conn):

@@ -1,0 +1,1217 @@
+/* eslint-disable */
+// Generated from `tether schema` (protocol tether/1) by scripts/gen-types.mjs.
+// Do not edit: run `npm run gen` after changing the protocol.
+
+/**
+ * One event: a union discriminated by ``type``
+ */
+export type AnyEvent = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | SessionReplayGapEvent)
+/**
+ * One entry of a session's durable event log (never the replay-gap notice).
+ */
+export type Event = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent)
+/**
+ * Look a receipt up by exactly one of admission_id or input_id.
+ */
+export type PromptReceiptParams = ({
+session_id: string
+admission_id?: (string | null)
+input_id?: (string | null)
+} & ({
+admission_id: string
+input_id?: null
+} | {
+input_id: string
+admission_id?: null
+}))
+
+export interface TetherProtocolTypes {
+AdmissionConflictErrorData?: AdmissionConflictErrorData
+AnyEvent?: AnyEvent
+Attachment?: Attachment
+DelegationCompleteEvent?: DelegationCompleteEvent
+DelegationCompletePayload?: DelegationCompletePayload
+DelegationDispatchedEvent?: DelegationDispatchedEvent
+DelegationDispatchedPayload?: DelegationDispatchedPayload
+DelegationTask?: DelegationTask
+ErrorData?: ErrorData
+ErrorObject?: ErrorObject
+Event?: Event
+EventNotification?: EventNotification
+EventsSinceResult?: EventsSinceResult
+FieldProblem?: FieldProblem
+InternalErrorErrorData?: InternalErrorErrorData
+InterruptResult?: InterruptResult
+InvalidParamsErrorData?: InvalidParamsErrorData
+InvalidRequestErrorData?: InvalidRequestErrorData
+JsonRpcError?: JsonRpcError
+JsonRpcRequest?: JsonRpcRequest
+JsonRpcResult?: JsonRpcResult
+MessageCompleteEvent?: MessageCompleteEvent
+MessageCompletePayload?: MessageCompletePayload
+MessageDeltaEvent?: MessageDeltaEvent
+MessageDeltaPayload?: MessageDeltaPayload
+MessageStartEvent?: MessageStartEvent
+MessageStartPayload?: MessageStartPayload
+MethodNotFoundErrorData?: MethodNotFoundErrorData
+NotFoundErrorData?: NotFoundErrorData
+OkResult?: OkResult
+OverloadedErrorData?: OverloadedErrorData
+ParseErrorErrorData?: ParseErrorErrorData
+PendingAdmission?: PendingAdmission
+PingParams?: PingParams
+PingResult?: PingResult
+PromptCancelParams?: PromptCancelParams
+PromptReceiptParams?: PromptReceiptParams
+PromptResolveUnknownParams?: PromptResolveUnknownParams
+PromptSubmitParams?: PromptSubmitParams
+ReasoningDeltaEvent?: ReasoningDeltaEvent
+ReasoningDeltaPayload?: ReasoningDeltaPayload
+Receipt?: Receipt
+ReplayGapPayload?: ReplayGapPayload
+RuntimeDescribeParams?: RuntimeDescribeParams
+RuntimeDescribeResult?: RuntimeDescribeResult
+RuntimeDrainingErrorData?: RuntimeDrainingErrorData
+RuntimeShutdownParams?: RuntimeShutdownParams
+SessionCreateParams?: SessionCreateParams
+SessionDetachParams?: SessionDetachParams
+SessionEventsSinceParams?: SessionEventsSinceParams
+SessionInfo?: SessionInfo
+SessionInfoEvent?: SessionInfoEvent
+SessionInfoPayload?: SessionInfoPayload
+SessionInterruptParams?: SessionInterruptParams
+SessionListParams?: SessionListParams
+SessionListResult?: SessionListResult
+SessionReplayGapEvent?: SessionReplayGapEvent
+SessionResumeParams?: SessionResumeParams
+SessionSummary?: SessionSummary
+ShutdownResult?: ShutdownResult
+Snapshot?: Snapshot
+StorageUnavailableErrorData?: StorageUnavailableErrorData
+SubagentCompleteEvent?: SubagentCompleteEvent
+SubagentCompletePayload?: SubagentCompletePayload
+SubagentStartEvent?: SubagentStartEvent
+SubagentStartPayload?: SubagentStartPayload
+TaskStatus?: TaskStatus
+TokenCreateParams?: TokenCreateParams
+TokenCreateResult?: TokenCreateResult
+TokenInfo?: TokenInfo
+TokenListParams?: TokenListParams
+TokenListResult?: TokenListResult
+TokenRevokeParams?: TokenRevokeParams
+TokenRevokeResult?: TokenRevokeResult
+ToolCompleteEvent?: ToolCompleteEvent
+ToolCompletePayload?: ToolCompletePayload
+ToolStartEvent?: ToolStartEvent
+ToolStartPayload?: ToolStartPayload
+TranscriptMessage?: TranscriptMessage
+TurnResult?: TurnResult
+UnknownExecutionErrorData?: UnknownExecutionErrorData
+}
+export interface AdmissionConflictErrorData {
+reason: "admission_conflict"
+detail: string
+/**
+ * invalid_params: every problem found (always sent with it)
+ */
+fields?: (FieldProblem[] | null)
+admission_id: (string | null)
+/**
+ * unknown_outcome and friends: the admissions concerned
+ */
+admission_ids?: (string[] | null)
+/**
+ * overloaded, invalid_request: the bound
+ */
+limit?: (number | null)
+/**
+ * storage_unavailable: full, locked, readonly, io, constraint
+ */
+storage_reason?: (string | null)
+/**
+ * internal_error: the id to find in the owner's log
+ */
+error_id?: (string | null)
+/**
+ * not_found: the session asked for
+ */
+session_id?: (string | null)
+/**
+ * method_not_found: the name asked for
+ */
+method?: (string | null)
+/**
+ * invalid_params for after_seq: the session's last seq
+ */
+last_seq?: (number | null)
+/**
+ * parse_error: lone_surrogate when the text was not Unicode
+ */
+problem?: (string | null)
+[k: string]: unknown | undefined
+}
+/**
+ * One problem ``invalid_params`` found: the dotted path, a message, a type tag.
+ */
+export interface FieldProblem {
+loc: string
+msg: string
+type: string
+}
+/**
+ * The session's queue changed: admissions waiting, and the running one.
+ */
+export interface SessionInfoEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "session.info"
+payload: SessionInfoPayload
+}
+/**
+ * The session's queue changed: admissions waiting, and the running one.
+ */
+export interface SessionInfoPayload {
+pending: string[]
+running: (string | null)
+[k: string]: unknown | undefined
+}
+/**
+ * A turn began: the admitted prompt's ``text`` is the user's message of this turn.
+ */
+export interface MessageStartEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "message.start"
+payload: MessageStartPayload
+}
+/**
+ * A turn began: the admitted prompt's ``text`` is the user's message of this turn.
+ */
+export interface MessageStartPayload {
+admission_id: string
+/**
+ * the admitted prompt's text, capped (added by the prompt-text change; absent from owners that predate it)
+ */
+text?: (string | null)
+[k: string]: unknown | undefined
+}
+/**
+ * A piece of the answer as the model streams it.
+ */
+export interface MessageDeltaEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "message.delta"
+payload: MessageDeltaPayload
+}
+/**
+ * A piece of the answer as the model streams it.
+ */
+export interface MessageDeltaPayload {
+text: string
+[k: string]: unknown | undefined
+}
+/**
+ * A piece of the model's reasoning, for models that stream it.
+ */
+export interface ReasoningDeltaEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "reasoning.delta"
+payload: ReasoningDeltaPayload
+}
+/**
+ * A piece of the model's reasoning, for models that stream it.
+ */
+export interface ReasoningDeltaPayload {
+text: string
+[k: string]: unknown | undefined
+}
+/**
+ * A tool call began. ``arguments`` is the JSON text the model wrote, verbatim:
+ * usually an object, but a model can write malformed JSON, so parse it defensively.
+ */
+export interface ToolStartEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "tool.start"
+payload: ToolStartPayload
+}
+/**
+ * A tool call began. ``arguments`` is the JSON text the model wrote, verbatim:
+ * usually an object, but a model can write malformed JSON, so parse it defensively.
+ */
+export interface ToolStartPayload {
+call_id: string
+name: string
+arguments: string
+[k: string]: unknown | undefined
+}
+/**
+ * A tool call ended; ``result`` is its (truncated) text, ``error`` set on failure.
+ */
+export interface ToolCompleteEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "tool.complete"
+payload: ToolCompletePayload
+}
+/**
+ * A tool call ended; ``result`` is its (truncated) text, ``error`` set on failure.
+ */
+export interface ToolCompletePayload {
+call_id: string
+name: string
+result: string
+error?: (string | null)
+[k: string]: unknown | undefined
+}
+/**
+ * A delegated task's child session started (``delegation_id`` only for background).
+ */
+export interface SubagentStartEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "subagent.start"
+payload: SubagentStartPayload
+}
+/**
+ * A delegated task's child session started (``delegation_id`` only for background).
+ */
+export interface SubagentStartPayload {
+task_index: number
+child_session_id: string
+goal: string
+delegation_id?: (string | null)
+[k: string]: unknown | undefined
+}
+/**
+ * The subagent.complete event.
+ */
+export interface SubagentCompleteEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "subagent.complete"
+payload: SubagentCompletePayload
+}
+export interface SubagentCompletePayload {
+task_index: (number | null)
+child_session_id: (string | null)
+status: string
+summary: string
+delegation_id?: (string | null)
+[k: string]: unknown | undefined
+}
+/**
+ * A background delegation was recorded; its children run while the turn goes on.
+ */
+export interface DelegationDispatchedEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "delegation.dispatched"
+payload: DelegationDispatchedPayload
+}
+/**
+ * A background delegation was recorded; its children run while the turn goes on.
+ */
+export interface DelegationDispatchedPayload {
+delegation_id: string
+tasks: DelegationTask[]
+[k: string]: unknown | undefined
+}
+export interface DelegationTask {
+goal: string
+[k: string]: unknown | undefined
+}
+/**
+ * A background delegation ended; ``admission_id`` is the admission delivering it.
+ */
+export interface DelegationCompleteEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "delegation.complete"
+payload: DelegationCompletePayload
+}
+/**
+ * A background delegation ended; ``admission_id`` is the admission delivering it.
+ */
+export interface DelegationCompletePayload {
+delegation_id: string
+state: string
+admission_id: (string | null)
+results: TaskStatus[]
+[k: string]: unknown | undefined
+}
+export interface TaskStatus {
+task_index: (number | null)
+status: (string | null)
+[k: string]: unknown | undefined
+}
+/**
+ * A turn ended with ``outcome``; ``text`` is the whole answer.
+ */
+export interface MessageCompleteEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "message.complete"
+payload: MessageCompletePayload
+}
+/**
+ * A turn ended with ``outcome``; ``text`` is the whole answer.
+ */
+export interface MessageCompletePayload {
+admission_id: string
+outcome: ("completed" | "failed" | "cancelled" | "interrupted")
+text: string
+error?: (string | null)
+[k: string]: unknown | undefined
+}
+/**
+ * Events after ``last_seq`` were not delivered: resume with ``after_seq`` = it.
+ */
+export interface SessionReplayGapEvent {
+session_id: string
+seq: null
+admission_id: null
+type: "session.replay_gap"
+payload: ReplayGapPayload
+}
+/**
+ * Events after ``last_seq`` were not delivered: resume with ``after_seq`` = it.
+ */
+export interface ReplayGapPayload {
+last_seq: number
+reason: ("viewer_queue_overflow" | "client_queue_overflow")
+[k: string]: unknown | undefined
+}
+export interface Attachment {
+name: string
+content: string
+mime_type: string
+}
+/**
+ * An error's ``data``: ``reason`` and ``detail`` always; the rest by reason.
+ */
+export interface ErrorData {
+reason: string
+detail: string
+/**
+ * invalid_params: every problem found (always sent with it)
+ */
+fields?: (FieldProblem[] | null)
+/**
+ * admission_conflict: the admission the input id belongs to
+ */
+admission_id?: (string | null)
+/**
+ * unknown_outcome and friends: the admissions concerned
+ */
+admission_ids?: (string[] | null)
+/**
+ * overloaded, invalid_request: the bound
+ */
+limit?: (number | null)
+/**
+ * storage_unavailable: full, locked, readonly, io, constraint
+ */
+storage_reason?: (string | null)
+/**
+ * internal_error: the id to find in the owner's log
+ */
+error_id?: (string | null)
+/**
+ * not_found: the session asked for
+ */
+session_id?: (string | null)
+/**
+ * method_not_found: the name asked for
+ */
+method?: (string | null)
+/**
+ * invalid_params for after_seq: the session's last seq
+ */
+last_seq?: (number | null)
+/**
+ * parse_error: lone_surrogate when the text was not Unicode
+ */
+problem?: (string | null)
+[k: string]: unknown | undefined
+}
+export interface ErrorObject {
+code: number
+message: string
+data: ErrorData
+}
+/**
+ * The ``event`` notification the owner sends a subscribed connection.
+ */
+export interface EventNotification {
+jsonrpc: "2.0"
+method: "event"
+params: AnyEvent
+}
+export interface EventsSinceResult {
+events: Event[]
+last_seq: number
+}
+export interface InternalErrorErrorData {
+reason: "internal_error"
+detail: string
+/**
+ * invalid_params: every problem found (always sent with it)
+ */
+fields?: (FieldProblem[] | null)
+/**
+ * admission_conflict: the admission the input id belongs to
+ */
+admission_id?: (string | null)
+/**
+ * unknown_outcome and friends: the admissions concerned
+ */
+admission_ids?: (string[] | null)
+/**
+ * overloaded, invalid_request: the bound
+ */
+limit?: (number | null)
+/**
+ * storage_unavailable: full, locked, readonly, io, constraint
+ */
+storage_reason?: (string | null)
+/**
+ * internal_error: the id to find in the owner's log
+ */
+error_id?: (string | null)
+/**
+ * not_found: the session asked for
+ */
+session_id?: (string | null)
+/**
+ * method_not_found: the name asked for
+ */
+method?: (string | null)
+/**
+ * invalid_params for after_seq: the session's last seq
+ */
+last_seq?: (number | null)
+/**
+ * parse_error: lone_surrogate when the text was not Unicode
+ */
+problem?: (string | null)
+[k: string]: unknown | undefined
+}
+export interface InterruptResult {
+interrupted: boolean
+admission_id: (string | null)
+}
+export interface InvalidParamsErrorData {
+reason: "invalid_params"
+detail: string
+fields: (FieldProblem[] | null)
+/**
+ * admission_conflict: the admission the input id belongs to
+ */
+admission_id?: (string | null)
+/**
+ * unknown_outcome and friends: the admissions concerned
+ */
+admission_ids?: (string[] | null)
+/**
+ * overloaded, invalid_request: the bound
+ */
+limit?: (number | null)
+/**
+ * storage_unavailable: full, locked, readonly, io, constraint
+ */
+storage_reason?: (string | null)
+/**
+ * internal_error: the id to find in the owner's log
+ */
+error_id?: (string | null)
+/**
+ * not_found: the session asked for
+ */
+session_id?: (string | null)
+/**
+ * method_not_found: the name asked for
+ */
+method?: (string | null)
+/**
+ * invalid_params for after_seq: the session's last seq
+ */
+last_seq?: (number | null)
+/**
+ * parse_error: lone_surrogate when the text was not Unicode
+ */
+problem?: (string | null)
+[k: string]: unknown | undefined
+}
+export interface InvalidRequestErrorData {
+reason: "invalid_request"
+detail: string
+/**
+ * invalid_params: every problem found (always sent with it)
+ */
+fields?: (FieldProblem[] | null)
+/**
+ * admission_conflict: the admission the input id belongs to
+ */
+admission_id?: (string | null)
+/**
+ * unknown_outcome and friends: the admissions concerned
+ */
+admission_ids?: (string[] | null)
+/**
+ * overloaded, invalid_request: the bound
+ */
+limit?: (number | null)
+/**
+ * storage_unavailable: full, locked, readonly, io, constraint
+ */
+storage_reason?: (string | null)
+/**
+ * internal_error: the id to find in the owner's log
+ */
+error_id?: (string | null)
+/**
+ * not_found: the session asked for
+ */
+session_id?: (string | null)
+/**
+ * method_not_found: the name asked for
+ */
+method?: (string | null)
+/**
+ * invalid_params for after_seq: the session's last seq
+ */
+last_seq?: (number | null)
+/**
+ * parse_error: lone_surrogate when the text was not Unicode
+ */
+problem?: (string | null)
+[k: string]: unknown | undefined
+}
+export interface JsonRpcError {
+jsonrpc: "2.0"
+id: (string | number | null)
+error: ErrorObject
+}
+/**
+ * A request a client sends (a notification has no ``id``).
+ */
+export interface JsonRpcRequest {
+jsonrpc: "2.0"
+id?: (string | number | null)
+method: string
+params?: ({
+[k: string]: unknown | undefined
+} | null)
+}
+export interface JsonRpcResult {
+jsonrpc: "2.0"
+id: (string | number | null)
+result: {
+[k: string]: unknown | undefined
+}
+}
+export interface MethodNotFoundErrorData {
+reason: "method_not_found"
+detail: string
+/**
+ * invalid_params: every problem found (always sent with it)
+ */
+fields?: (FieldProblem[] | null)
+/**
+ * admission_conflict: the admission the input id belongs to
+ */
+admission_id?: (string | null)
+/**
+ * unknown_outcome and friends: the admissions concerned
+ */
+admission_ids?: (string[] | null)
+/**
+ * overloaded, invalid_request: the bound
+ */
+limit?: (number | null)
+/**
+ * storage_unavailable: full, locked, readonly, io, constraint
+ */
+storage_reason?: (string | null)
+/**
+ * internal_error: the id to find in the owner's log
+ */
+error_id?: (string | null)
+/**
+ * not_found: the session asked for
+ */
+session_id?: (string | null)
+/**
+ * method_not_found: the name asked for
+ */
+method?: (string | null)
+/**
+ * invalid_params for after_seq: the session's last seq
+ */
+last_seq?: (number | null)
+/**
+ * parse_error: lone_surrogate when the text was not Unicode
+ */
+problem?: (string | null)
+[k: string]: unknown | undefined
+}
+export interface NotFoundErrorData {
+reason: "not_found"
+detail: string
+/**
+ * invalid_params: every problem found (always sent with it)
+ */
+fields?: (FieldProblem[] | null)
+/**
+ * admission_conflict: the admission the input id belongs to
+ */
+admission_id?: (string | null)
+/**
+ * unknown_outcome and friends: the admissions concerned
+ */
+admission_ids?: (string[] | null)
+/**
+ * overloaded, invalid_request: the bound
+ */
+limit?: (number | null)
+/**
+ * storage_unavailable: full, locked, readonly, io, constraint
+ */
+storage_reason?: (string | null)
+/**
+ * internal_error: the id to find in the owner's log
+ */
+error_id?: (string | null)
+/**
+ * not_found: the session asked for
+ */
+session_id?: (string | null)
+/**
+ * method_not_found: the name asked for
+ */
+method?: (string | null)
+/**
+ * invalid_params for after_seq: the session's last seq
+ */
+last_seq?: (number | null)
+/**
+ * parse_error: lone_surrogate when the text was not Unicode
+ */
+problem?: (string | null)
+[k: string]: unknown | undefined
+}
+export interface OkResult {
+ok: boolean
+}
+export interface OverloadedErrorData {
+reason: "overloaded"
+detail: string
+/**
+ * invalid_params: every problem found (always sent with it)
+ */
+fields?: (FieldProblem[] | null)
+/**
+ * admission_conflict: the admission the input id belongs to
+ */
+admission_id?: (string | null)
+/**
+ * unknown_outcome and friends: the admissions concerned
+ */
+admission_ids?: (string[] | null)
+/**
+ * overloaded, invalid_request: the bound
+ */
+limit?: (number | null)
+/**
+ * storage_unavailable: full, locked, readonly, io, constraint
+ */
+storage_reason?: (string | null)
+/**
+ * internal_error: the id to find in the owner's log
+ */
+error_id?: (string | null)
+/**
+ * not_found: the session asked for
+ */
+session_id?: (string | null)
+/**
+ * method_not_found: the name asked for
+ */
+method?: (string | null)
+/**
+ * invalid_params for after_seq: the session's last seq
+ */
+last_seq?: (number | null)
+/**
+ * parse_error: lone_surrogate when the text was not Unicode
+ */
+problem?: (string | null)
+[k: string]: unknown | undefined
+}
+export interface ParseErrorErrorData {
+reason: "parse_error"
+detail: string
+/**
+ * invalid_params: every problem found (always sent with it)
+ */
+fields?: (FieldProblem[] | null)
+/**
+ * admission_conflict: the admission the input id belongs to
+ */
+admission_id?: (string | null)
+/**
+ * unknown_outcome and friends: the admissions concerned
+ */
+admission_ids?: (string[] | null)
+/**
+ * overloaded, invalid_request: the bound
+ */
+limit?: (number | null)
+/**
+ * storage_unavailable: full, locked, readonly, io, constraint
+ */
+storage_reason?: (string | null)
+/**
+ * internal_error: the id to find in the owner's log
+ */
+error_id?: (string | null)
+/**
+ * not_found: the session asked for
+ */
+session_id?: (string | null)
+/**
+ * method_not_found: the name asked for
+ */
+method?: (string | null)
+/**
+ * invalid_params for after_seq: the session's last seq
+ */
+last_seq?: (number | null)
+/**
+ * parse_error: lone_surrogate when the text was not Unicode
+ */
+problem?: (string | null)
+[k: string]: unknown | undefined
+}
+/**
+ * A non-terminal admission as a snapshot shows it: its receipt and its prompt text.
+ */
+export interface PendingAdmission {
+receipt: Receipt
+text: string
+}
+/**
+ * Where an admission stands. ``outcome`` and ``result`` are set once ``terminal``.
+ * ``paused_by`` (sent only then) names the unknown admissions a queued one waits
+ * behind: it runs once they are settled (prompt.resolve_unknown, ``tether resolve``).
+ */
+export interface Receipt {
+admission_id: string
+session_id: string
+input_id: string
+status: ("queued" | "started" | "unknown" | "terminal")
+outcome: (("completed" | "failed" | "cancelled" | "interrupted") | null)
+result: (TurnResult | null)
+paused_by?: (string[] | null)
+}
+export interface TurnResult {
+text: string
+usage: {
+[k: string]: number | undefined
+}
+error: (string | null)
+}
+export interface PingParams {
+
+}
+export interface PingResult {
+pong: boolean
+}
+export interface PromptCancelParams {
+session_id: string
+admission_id: string
+}
+export interface PromptResolveUnknownParams {
+session_id: string
+admission_id: string
+}
+export interface PromptSubmitParams {
+/**
+ * one of the owner's providers
+ */
+provider?: (("custom" | "openai" | "demo") | null)
+model?: (string | null)
+base_url?: (string | null)
+/**
+ * toolsets the owner offers (runtime.describe)
+ */
+toolsets?: (("delegation")[] | null)
+reasoning?: (("none" | "low" | "medium" | "high") | null)
+max_turns?: (number | null)
+ignore_rules?: (boolean | null)
+session_id: string
+input_id: string
+text: string
+finite?: boolean
+attachments?: (Attachment[] | null)
+}
+export interface RuntimeDescribeParams {
+
+}
+export interface RuntimeDescribeResult {
+protocol: string
+version: string
+instance_id: string
+epoch: number
+pid: number
+capabilities: string[]
+providers: string[]
+toolsets: string[]
+}
+export interface RuntimeDrainingErrorData {
+reason: "runtime_draining"
+detail: string
+/**
+ * invalid_params: every problem found (always sent with it)
+ */
+fields?: (FieldProblem[] | null)
+/**
+ * admission_conflict: the admission the input id belongs to
+ */
+admission_id?: (string | null)
+/**
+ * unknown_outcome and friends: the admissions concerned
+ */
+admission_ids?: (string[] | null)
+/**
+ * overloaded, invalid_request: the bound
+ */
+limit?: (number | null)
+/**
+ * storage_unavailable: full, locked, readonly, io, constraint
+ */
+storage_reason?: (string | null)
+/**
+ * internal_error: the id to find in the owner's log
+ */
+error_id?: (string | null)
+/**
+ * not_found: the session asked for
+ */
+session_id?: (string | null)
+/**
+ * method_not_found: the name asked for
+ */
+method?: (string | null)
+/**
+ * invalid_params for after_seq: the session's last seq
+ */
+last_seq?: (number | null)
+/**
+ * parse_error: lone_surrogate when the text was not Unicode
+ */
+problem?: (string | null)
+[k: string]: unknown | undefined
+}
+export interface RuntimeShutdownParams {
+
+}
+export interface SessionCreateParams {
+/**
+ * one of the owner's providers
+ */
+provider?: (("custom" | "openai" | "demo") | null)
+model?: (string | null)
+base_url?: (string | null)
+/**
+ * toolsets the owner offers (runtime.describe)
+ */
+toolsets?: (("delegation")[] | null)
+reasoning?: (("none" | "low" | "medium" | "high") | null)
+max_turns?: (number | null)
+ignore_rules?: (boolean | null)
+request_id?: (string | null)
+source?: (string | null)
+title?: (string | null)
+cwd?: (string | null)
+}
+export interface SessionDetachParams {
+session_id: string
+}
+export interface SessionEventsSinceParams {
+session_id: string
+after_seq: number
+limit?: number
+}
+export interface SessionInfo {
+source: (string | null)
+title: (string | null)
+cwd: (string | null)
+model: (string | null)
+provider: (string | null)
+toolsets: (string[] | null)
+created_at: number
+parent_session_id: (string | null)
+}
+export interface SessionInterruptParams {
+session_id: string
+}
+export interface SessionListParams {
+limit?: number
+cursor?: (string | null)
+}
+export interface SessionListResult {
+sessions: SessionSummary[]
+next_cursor: (string | null)
+}
+export interface SessionSummary {
+session_id: string
+title: (string | null)
+source: (string | null)
+created_at: number
+updated_at: number
+message_count: number
+running: boolean
+parent_session_id: (string | null)
+}
+export interface SessionResumeParams {
+session_id: string
+after_seq?: (number | null)
+}
+export interface ShutdownResult {
+draining: boolean
+}
+/**
+ * A session as a viewer needs it on (re)attach; ``events`` only with ``after_seq``.
+ */
+export interface Snapshot {
+session_id: string
+stored_session_id: string
+info: SessionInfo
+messages: TranscriptMessage[]
+pending: PendingAdmission[]
+running: (string | null)
+last_seq: number
+events: (Event[] | null)
+}
+export interface TranscriptMessage {
+role: ("user" | "assistant" | "tool" | "system")
+content: (string | null)
+tool_calls: ({
+[k: string]: unknown | undefined
+}[] | null)
+tool_call_id: (string | null)
+name: (string | null)
+admission_id: (string | null)
+created_at: number
+}
+export interface StorageUnavailableErrorData {
+reason: "storage_unavailable"
+detail: string
+/**
+ * invalid_params: every problem found (always sent with it)
+ */
+fields?: (FieldProblem[] | null)
+/**
+ * admission_conflict: the admission the input id belongs to
+ */
+admission_id?: (string | null)
+/**
+ * unknown_outcome and friends: the admissions concerned
+ */
+admission_ids?: (string[] | null)
+/**
+ * overloaded, invalid_request: the bound
+ */
+limit?: (number | null)
+storage_reason: (string | null)
+/**
+ * internal_error: the id to find in the owner's log
+ */
+error_id?: (string | null)
+/**
+ * not_found: the session asked for
+ */
+session_id?: (string | null)
+/**
+ * method_not_found: the name asked for
+ */
+method?: (string | null)
+/**
+ * invalid_params for after_seq: the session's last seq
+ */
+last_seq?: (number | null)
+/**
+ * parse_error: lone_surrogate when the text was not Unicode
+ */
+problem?: (string | null)
+[k: string]: unknown | undefined
+}
+export interface TokenCreateParams {
+label?: (string | null)
+ttl_seconds?: (number | null)
+once?: (boolean | null)
+}
+/**
+ * The bearer token is shown once; the owner stores only its hash.
+ */
+export interface TokenCreateResult {
+token: string
+token_id: string
+}
+/**
+ * A token as listed: never the token itself (the owner keeps only its hash).
+ */
+export interface TokenInfo {
+token_id: string
+label: (string | null)
+created_at: number
+expires_at: (number | null)
+once: boolean
+}
+export interface TokenListParams {
+
+}
+export interface TokenListResult {
+tokens: TokenInfo[]
+}
+export interface TokenRevokeParams {
+token_id: string
+}
+export interface TokenRevokeResult {
+revoked: boolean
+closed_connections: number
+}
+export interface UnknownExecutionErrorData {
+reason: "unknown_execution"
+detail: string
+/**
+ * invalid_params: every problem found (always sent with it)
+ */
+fields?: (FieldProblem[] | null)
+/**
+ * admission_conflict: the admission the input id belongs to
+ */
+admission_id?: (string | null)
+/**
+ * unknown_outcome and friends: the admissions concerned
+ */
+admission_ids?: (string[] | null)
+/**
+ * overloaded, invalid_request: the bound
+ */
+limit?: (number | null)
+/**
+ * storage_unavailable: full, locked, readonly, io, constraint
+ */
+storage_reason?: (string | null)
+/**
+ * internal_error: the id to find in the owner's log
+ */
+error_id?: (string | null)
+/**
+ * not_found: the session asked for
+ */
+session_id?: (string | null)
+/**
+ * method_not_found: the name asked for
+ */
+method?: (string | null)
+/**
+ * invalid_params for after_seq: the session's last seq
+ */
+last_seq?: (number | null)
+/**
+ * parse_error: lone_surrogate when the text was not Unicode
+ */
+problem?: (string | null)
+[k: string]: unknown | undefined
+}
+
+export const PROTOCOL = "tether/1" as const;
+
+/** Every method: its params (what the owner accepts) and result (what it sends). */
+export interface Methods {
+  /** Identify the owner: protocol, version, instance id, epoch, pid, capabilities. */
+  "runtime.describe": { params: RuntimeDescribeParams; result: RuntimeDescribeResult };
+  /** Liveness check; answers {pong: true}. */
+  "ping": { params: PingParams; result: PingResult };
+  /** Ask the owner to drain (refuse new admissions, let running turns finish) and exit. */
+  "runtime.shutdown": { params: RuntimeShutdownParams; result: ShutdownResult };
+  /** Mint a bearer token for the TCP listener; the token is shown once. */
+  "token.create": { params: TokenCreateParams; result: TokenCreateResult };
+  /** List the TCP tokens (ids, labels, expiry; never the tokens); Unix socket only. */
+  "token.list": { params: TokenListParams; result: TokenListResult };
+  /** Revoke a TCP token and close the connections using it; Unix socket only. */
+  "token.revoke": { params: TokenRevokeParams; result: TokenRevokeResult };
+  /** Create a session (idempotent by request_id) and subscribe this connection to it. */
+  "session.create": { params: SessionCreateParams; result: Snapshot };
+  /** Snapshot a session, with events after after_seq, and subscribe this connection. */
+  "session.resume": { params: SessionResumeParams; result: Snapshot };
+  /** List sessions a page at a time; pass next_cursor back as cursor for the next page. */
+  "session.list": { params: SessionListParams; result: SessionListResult };
+  /** Replay a session's durable events after a seq. */
+  "session.events.since": { params: SessionEventsSinceParams; result: EventsSinceResult };
+  /** Stop receiving a session's events on this connection; the session lives on. */
+  "session.detach": { params: SessionDetachParams; result: OkResult };
+  /** Stop the session's running turn; its admission ends terminal/cancelled. */
+  "session.interrupt": { params: SessionInterruptParams; result: InterruptResult };
+  /** Admit a prompt durably (idempotent by input_id) and return its receipt. */
+  "prompt.submit": { params: PromptSubmitParams; result: Receipt };
+  /** Look up an admission's receipt by admission_id or input_id. */
+  "prompt.receipt": { params: PromptReceiptParams; result: Receipt };
+  /** Cancel a queued admission, or interrupt it if it has started. */
+  "prompt.cancel": { params: PromptCancelParams; result: Receipt };
+  /** Settle an unknown admission as interrupted so the session's queue resumes. */
+  "prompt.resolve_unknown": { params: PromptResolveUnknownParams; result: Receipt };
+}
+export type MethodName = keyof Methods;
+
+/** Event type -> its payload. */
+export interface EventPayloads {
+  "session.info": SessionInfoPayload;
+  "message.start": MessageStartPayload;
+  "message.delta": MessageDeltaPayload;
+  "reasoning.delta": ReasoningDeltaPayload;
+  "tool.start": ToolStartPayload;
+  "tool.complete": ToolCompletePayload;
+  "subagent.start": SubagentStartPayload;
+  "subagent.complete": SubagentCompletePayload;
+  "delegation.dispatched": DelegationDispatchedPayload;
+  "delegation.complete": DelegationCompletePayload;
+  "message.complete": MessageCompletePayload;
+  "session.replay_gap": ReplayGapPayload;
+}
+export type EventType = keyof EventPayloads;
+export const EVENT_TYPES: readonly EventType[] = ["session.info","message.start","message.delta","reasoning.delta","tool.start","tool.complete","subagent.start","subagent.complete","delegation.dispatched","delegation.complete","message.complete","session.replay_gap"];
+
+/** Error reason -> its data; the code of each is in ERROR_CODES. */
+export interface ErrorDataByReason {
+  "parse_error": ParseErrorErrorData;
+  "invalid_request": InvalidRequestErrorData;
+  "method_not_found": MethodNotFoundErrorData;
+  "invalid_params": InvalidParamsErrorData;
+  "internal_error": InternalErrorErrorData;
+  "not_found": NotFoundErrorData;
+  "admission_conflict": AdmissionConflictErrorData;
+  "runtime_draining": RuntimeDrainingErrorData;
+  "unknown_execution": UnknownExecutionErrorData;
+  "overloaded": OverloadedErrorData;
+  "storage_unavailable": StorageUnavailableErrorData;
+}
+export type ErrorReason = keyof ErrorDataByReason;
+export const ERROR_CODES: Readonly<Record<ErrorReason, number>> = {"parse_error":-32700,"invalid_request":-32600,"method_not_found":-32601,"invalid_params":-32602,"internal_error":-32603,"not_found":-32004,"admission_conflict":-32009,"runtime_draining":-32010,"unknown_execution":-32011,"overloaded":-32012,"storage_unavailable":-32013};

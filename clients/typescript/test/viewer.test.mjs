@@ -1,0 +1,141 @@
+// The viewer page in Debian's headless Chromium (playwright-core drives the
+// installed /usr/bin/chromium; nothing is downloaded), served by a real owner.
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { after, before, test } from "node:test";
+import { connect } from "../dist/index.js";
+import { RELEASE_DIR, TETHER, release, startOwner, until } from "./owner.mjs";
+
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const SCREENSHOT = process.env.TETHER_SCREENSHOT; // where to save one (docs/viewer.png)
+const skip = !existsSync(CHROMIUM) ? `no browser at ${CHROMIUM}` : !RELEASE_DIR ? "needs the scripted model" : false;
+
+let owner;
+let browser;
+before(async () => {
+  if (skip) return;
+  const { chromium } = await import("playwright-core");
+  owner = await startOwner();
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+});
+after(async () => {
+  await browser?.close();
+  await owner?.stop();
+});
+
+function webLink() {
+  const out = execFileSync(TETHER, ["web", "--no-open"], {
+    env: { ...process.env, TETHER_HOME: owner.home }, encoding: "utf8", timeout: 60000,
+  });
+  const url = out.trim().split("\n").pop();
+  assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/web\/#once=tt_/);
+  return url;
+}
+
+async function admissions(sessionId) {
+  const client = await connect({ home: owner.home });
+  try {
+    const snap = await client.resume(sessionId, 0);
+    return (snap.events ?? []).filter((e) => e.type === "message.start").length;
+  } finally {
+    client.close();
+  }
+}
+
+test("load, submit, watch a delegation stream, reload mid-turn: one admission", { skip }, async () => {
+  const page = await browser.newPage({ viewport: { width: 1100, height: 720 } });
+  const errors = [];
+  page.on("pageerror", (err) => errors.push(err.message));
+  await page.goto(webLink());
+  await page.waitForSelector('#status[data-state="connected"]');
+  assert.equal(new URL(page.url()).hash, "", "the one-time token left the address bar");
+
+  await page.click("#new-session");
+  await page.waitForSelector("#session:not([hidden])");
+  const sessionId = new URLSearchParams(new URL(page.url()).hash.slice(1)).get("session");
+  assert.ok(sessionId);
+
+  // a turn that delegates (in the background: the page's prompts are not finite):
+  // the helper's progress shows, then the results arrive as a turn of their own
+  await page.fill("#prompt", "Please delegate the research part.");
+  await page.click("#send");
+  await page.waitForSelector(".progress.subagent >> text=started");
+  await page.waitForSelector(".progress.subagent >> text=completed");
+  await page.waitForFunction(() => document.querySelectorAll(".outcome[data-outcome=completed]").length === 2);
+  const texts = await page.$$eval(".turn .assistant", (els) => els.map((e) => e.textContent));
+  assert.deepEqual(texts, ["Joined the helpers' results.", "Background results received."]);
+  assert.match(await page.textContent(".turn .user"), /delegate the research part/);
+  const before = await admissions(sessionId);
+  assert.equal(before, 2);
+
+  // a turn held mid-answer; reload while it streams
+  await page.fill("#prompt", "HOLD:viewer1 take your time");
+  await page.click("#send");
+  const held = () => {
+    const turn = [...document.querySelectorAll(".turn")].find((t) => t.querySelector(".user").textContent.includes("HOLD:viewer1"));
+    return turn !== undefined && turn.querySelector(".assistant").textContent.length > 0
+      && !turn.querySelector(".outcome").dataset.outcome;
+  };
+  await page.waitForFunction(held);
+  await page.reload();
+  await page.waitForSelector('#status[data-state="connected"]');
+  await page.waitForFunction(held); // the partial answer is back, the turn still running
+  assert.equal(await admissions(sessionId), before + 1, "the reload admitted nothing new");
+  release("viewer1");
+  await page.waitForFunction(() => document.querySelectorAll(".outcome[data-outcome=completed]").length === 3);
+  const answers = await page.$$eval(".turn .assistant", (els) => els.map((e) => e.textContent));
+  assert.equal(answers[2], "Held answer for viewer1, now done.");
+  assert.equal(await admissions(sessionId), before + 1);
+  if (SCREENSHOT) await page.screenshot({ path: SCREENSHOT });
+
+  // cancel a running turn from the page
+  await page.fill("#prompt", "HOLD:viewer2 this one gets cancelled");
+  await page.click("#send");
+  await page.waitForSelector("#cancel:not([disabled])");
+  await page.click("#cancel");
+  await page.waitForFunction(() => {
+    const outcomes = [...document.querySelectorAll(".outcome")].map((o) => o.dataset.outcome);
+    return outcomes.length === 4 && ["cancelled", "interrupted"].includes(outcomes[3]);
+  });
+  release("viewer2");
+  assert.deepEqual(errors, []);
+
+  // the link worked once: opening it again in a fresh context is refused, clearly
+  const used = webLink();
+  const fresh = await browser.newContext();
+  const other = await fresh.newPage();
+  await other.goto(used);
+  await other.waitForSelector('#status[data-state="connected"]');
+  const again = await fresh.newPage();
+  await again.goto(used);
+  await again.waitForSelector('#status[data-state="connected"]'); // kept its token
+  await fresh.close();
+  const stranger = await (await browser.newContext()).newPage();
+  await stranger.goto(used);
+  await stranger.waitForSelector('#status[data-state="refused"]');
+  assert.match(await stranger.textContent("#status"), /used already or has expired/);
+});
+
+test("a stopped owner and a refused token look different to the page", { skip }, async () => {
+  const page = await browser.newPage();
+  await page.goto(webLink());
+  await page.waitForSelector('#status[data-state="connected"]');
+  // revoke the page's token: refused, with the owner's reason
+  const client = await connect({ home: owner.home });
+  const { tokens } = await client.call("token.list");
+  for (const t of tokens.filter((t) => t.label === "web viewer")) await client.call("token.revoke", { token_id: t.token_id });
+  client.close();
+  await page.waitForSelector('#status[data-state="refused"]');
+  assert.match(await page.textContent("#status"), /not valid/);
+  // a new link, then the owner stops: "not running"
+  await page.goto(webLink());
+  await page.reload();
+  await page.waitForSelector('#status[data-state="connected"]');
+  const port = Number(new URL(owner.url).port);
+  await owner.stop();
+  await page.waitForSelector('#status[data-state="stopped"]');
+  assert.match(await page.textContent("#status"), /not running/);
+  owner = await startOwner({ home: owner.home, config: owner.config }, { port });
+  await until(async () => (await page.getAttribute("#status", "data-state")) === "connected", "the page to reconnect");
+});

@@ -1,0 +1,270 @@
+"""The schema of every event type's payload, and of the JSON-RPC frames around them.
+
+``models.Event`` keeps ``payload`` a free object so a client survives a newer
+owner's types; these models say what each type the owner sends carries. They
+exist for ``tether schema`` (and the code generated from it: a discriminated
+union on ``type``) and for tests that validate real traffic; the owner builds
+its events as plain dicts (envelope.py) and never pays for them.
+
+Payloads accept keys they do not list (``extra="allow"``): an owner may add a
+key to an event without breaking a client generated from an older schema.
+Envelopes and error data are closed where the owner's own code is the only writer.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, RootModel
+
+from .models import Outcome
+
+__all__ = ["EVENT_MODELS", "EVENT_PAYLOADS", "AnyEvent", "ErrorData", "ErrorObject",
+           "EventNotification", "FieldProblem", "JsonRpcError", "JsonRpcRequest",
+           "JsonRpcResult"]
+
+
+
+class Payload(BaseModel):
+    """An event payload: the keys listed are always sent unless marked optional."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class SessionInfoPayload(Payload):
+    """The session's queue changed: admissions waiting, and the running one."""
+
+    pending: list[str]
+    running: str | None
+
+
+class MessageStartPayload(Payload):
+    """A turn began: the admitted prompt's ``text`` is the user's message of this turn."""
+
+    admission_id: str
+    text: str | None = Field(default=None, description=(
+        "the admitted prompt's text, capped (added by the prompt-text change; absent "
+        "from owners that predate it)"))
+
+
+class DeltaPayload(Payload):
+    text: str
+
+
+class MessageDeltaPayload(DeltaPayload):
+    """A piece of the answer as the model streams it."""
+
+
+class ReasoningDeltaPayload(DeltaPayload):
+    """A piece of the model's reasoning, for models that stream it."""
+
+
+class ToolStartPayload(Payload):
+    """A tool call began. ``arguments`` is the JSON text the model wrote, verbatim:
+    usually an object, but a model can write malformed JSON, so parse it defensively."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+class ToolCompletePayload(Payload):
+    """A tool call ended; ``result`` is its (truncated) text, ``error`` set on failure."""
+
+    call_id: str
+    name: str
+    result: str
+    error: str | None = None
+
+
+class SubagentStartPayload(Payload):
+    """A delegated task's child session started (``delegation_id`` only for background)."""
+
+    task_index: int
+    child_session_id: str
+    goal: str
+    delegation_id: str | None = None
+
+
+class SubagentCompletePayload(Payload):
+    task_index: int | None
+    child_session_id: str | None
+    status: str
+    summary: str
+    delegation_id: str | None = None
+
+
+class DelegationTask(Payload):
+    goal: str
+
+
+class DelegationDispatchedPayload(Payload):
+    """A background delegation was recorded; its children run while the turn goes on."""
+
+    delegation_id: str
+    tasks: list[DelegationTask]
+
+
+class TaskStatus(Payload):
+    task_index: int | None
+    status: str | None
+
+
+class DelegationCompletePayload(Payload):
+    """A background delegation ended; ``admission_id`` is the admission delivering it."""
+
+    delegation_id: str
+    state: str
+    admission_id: str | None
+    results: list[TaskStatus]
+
+
+class MessageCompletePayload(Payload):
+    """A turn ended with ``outcome``; ``text`` is the whole answer."""
+
+    admission_id: str
+    outcome: Outcome
+    text: str
+    error: str | None = None
+
+
+class ReplayGapPayload(Payload):
+    """Events after ``last_seq`` were not delivered: resume with ``after_seq`` = it."""
+
+    last_seq: int
+    reason: Literal["viewer_queue_overflow", "client_queue_overflow"]
+
+
+#: event type -> its payload model (the order of envelope.EVENT_TYPES)
+EVENT_PAYLOADS: dict[str, type[Payload]] = {
+    "session.info": SessionInfoPayload,
+    "message.start": MessageStartPayload,
+    "message.delta": MessageDeltaPayload,
+    "reasoning.delta": ReasoningDeltaPayload,
+    "tool.start": ToolStartPayload,
+    "tool.complete": ToolCompletePayload,
+    "subagent.start": SubagentStartPayload,
+    "subagent.complete": SubagentCompletePayload,
+    "delegation.dispatched": DelegationDispatchedPayload,
+    "delegation.complete": DelegationCompletePayload,
+    "message.complete": MessageCompletePayload,
+    "session.replay_gap": ReplayGapPayload,
+}
+
+
+class _Envelope(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    session_id: str
+    seq: Annotated[int, Field(ge=1)]
+    admission_id: str | None
+
+
+def _event_model(type_: str, payload: type[Payload]) -> type[_Envelope]:
+    name = "".join(part.capitalize() for part in type_.replace("_", ".").split(".")) + "Event"
+    fields: dict[str, Any] = {"type": (Literal[type_], ...), "payload": (payload, ...)}
+    if type_ == "session.replay_gap":
+        # a notice, not a stored event: no seq of its own (envelope.replay_gap)
+        fields["seq"] = (None, ...)
+        fields["admission_id"] = (None, ...)
+    from pydantic import create_model
+
+    model: type[_Envelope] = create_model(name, __base__=_Envelope, **fields)
+    model.__doc__ = (payload.__doc__ or "").strip() or f"The {type_} event."
+    return model
+
+
+#: event type -> the model of its whole envelope
+EVENT_MODELS: dict[str, type[_Envelope]] = {t: _event_model(t, p)
+                                           for t, p in EVENT_PAYLOADS.items()}
+
+
+class AnyEvent(RootModel[Any]):
+    """One event: a union discriminated by ``type`` (filled in by schema.py)."""
+
+
+class EventNotification(BaseModel):
+    """The ``event`` notification the owner sends a subscribed connection."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    jsonrpc: Literal["2.0"]
+    method: Literal["event"]
+    params: AnyEvent
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class FieldProblem(BaseModel):
+    """One problem ``invalid_params`` found: the dotted path, a message, a type tag."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    loc: str
+    msg: str
+    type: str
+
+
+class ErrorData(BaseModel):
+    """An error's ``data``: ``reason`` and ``detail`` always; the rest by reason."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    reason: str
+    detail: str
+    fields: list[FieldProblem] | None = Field(
+        default=None, description="invalid_params: every problem found (always sent with it)")
+    admission_id: str | None = Field(
+        default=None, description="admission_conflict: the admission the input id belongs to")
+    admission_ids: list[str] | None = Field(
+        default=None, description="unknown_outcome and friends: the admissions concerned")
+    limit: int | None = Field(default=None, description="overloaded, invalid_request: the bound")
+    storage_reason: str | None = Field(
+        default=None, description="storage_unavailable: full, locked, readonly, io, constraint")
+    error_id: str | None = Field(
+        default=None, description="internal_error: the id to find in the owner's log")
+    session_id: str | None = Field(default=None, description="not_found: the session asked for")
+    method: str | None = Field(default=None, description="method_not_found: the name asked for")
+    last_seq: int | None = Field(
+        default=None, description="invalid_params for after_seq: the session's last seq")
+    problem: str | None = Field(
+        default=None, description="parse_error: lone_surrogate when the text was not Unicode")
+
+
+class ErrorObject(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    code: int
+    message: str
+    data: ErrorData
+
+
+RequestId = str | int | None
+
+
+class JsonRpcRequest(BaseModel):
+    """A request a client sends (a notification has no ``id``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    jsonrpc: Literal["2.0"]
+    id: str | int | None = None
+    method: str
+    params: dict[str, Any] | None = None
+
+
+class JsonRpcResult(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    jsonrpc: Literal["2.0"]
+    id: RequestId
+    result: dict[str, Any]
+
+
+class JsonRpcError(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    jsonrpc: Literal["2.0"]
+    id: RequestId
+    error: ErrorObject

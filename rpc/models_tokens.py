@@ -1,0 +1,40 @@
+"""Params and results of the token methods beyond token.create: list and revoke."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import StringConstraints
+
+from .models import Model
+
+__all__ = ["TokenInfo", "TokenListParams", "TokenListResult", "TokenRevokeParams",
+           "TokenRevokeResult"]
+
+
+class TokenListParams(Model):
+    pass
+
+
+class TokenInfo(Model):
+    """A token as listed: never the token itself (the owner keeps only its hash)."""
+
+    token_id: str
+    label: str | None
+    created_at: float
+    expires_at: float | None  # unix seconds; null: never
+    once: bool  # a one-time link token (`tether web`), not a bearer token
+
+
+class TokenListResult(Model):
+    tokens: list[TokenInfo]
+
+
+class TokenRevokeParams(Model):
+    token_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+class TokenRevokeResult(Model):
+    revoked: bool
+    #: TCP connections that were using the token, closed now
+    closed_connections: int

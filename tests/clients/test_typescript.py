@@ -1,0 +1,80 @@
+"""The TypeScript client's own tests (Node's test runner) against the real owner.
+
+``npm test`` in clients/typescript checks the generated types against ``tether
+schema``, compiles with ``tsc --strict`` and runs test/*.test.mjs, which start
+real owners on homes whose paths hold spaces. This test gives them a scripted
+model (the fake provider) and the Python that runs the owner; it is skipped
+where Node or the package's dependencies (``npm ci``) are missing, except in CI,
+where it fails instead: .ci/run installs both.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from fakeprovider import FakeProvider, Held, is_child, text_reply, tool_call_reply
+
+PACKAGE = Path(__file__).resolve().parents[2] / "clients" / "typescript"
+
+
+def model(release_dir: Path):
+    """Delegates when asked to; answers ``BIG`` prompts at length; holds an answer (``HOLD:<name>``) until the test
+    creates ``release_dir/<name>``; otherwise answers with the prompt quoted."""
+
+    def reply(req: dict):
+        msgs = req["messages"]
+        if is_child(req):
+            return text_reply("child finished its part")
+        if msgs[-1]["role"] == "tool":
+            return text_reply("Joined the helpers' results.")
+        prompt = [m for m in msgs if m["role"] == "user"][-1]["content"] or ""
+        if prompt.startswith("BIG"):
+            return text_reply(prompt + " " + "x" * 60_000)  # fills socket buffers fast
+        if prompt.startswith("[delegation results]"):
+            return text_reply("Background results received.")
+        if "delegate" in prompt and not any(m["role"] == "tool" for m in msgs):
+            return tool_call_reply("delegate_task", {"tasks": [{"goal": "a helper's part"}]})
+        if "HOLD:" in prompt:
+            name = prompt.split("HOLD:", 1)[1].split()[0]
+            gate = threading.Event()
+
+            def watch() -> None:
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline and not (release_dir / name).exists():
+                    time.sleep(0.05)
+                gate.set()
+
+            threading.Thread(target=watch, daemon=True).start()
+            return Held({"role": "assistant", "content": f"Held answer for {name}, now done."},
+                        gate, before=2)
+        return text_reply(f"You said: {prompt}")
+
+    return reply
+
+
+@pytest.mark.timeout(660)  # a whole suite of its own: owners, restarts, a browser
+def test_typescript_client_suite(tmp_path):
+    npm = shutil.which("npm")
+    if npm is None or not (PACKAGE / "node_modules").is_dir():
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the TypeScript tests: .ci/run installs node and runs npm ci")
+        pytest.skip("node/npm or clients/typescript/node_modules missing (run npm ci there)")
+    release = tmp_path / "release"
+    release.mkdir()
+    tether = Path(sys.executable).with_name("tether")
+    with FakeProvider(model(release)) as provider:
+        env = {**os.environ, "TETHER_PYTHON": sys.executable, "TETHER_BIN": str(tether),
+               "TETHER_TEST_PROVIDER_URL": provider.url, "TETHER_TEST_RELEASE_DIR": str(release)}
+        env.pop("TETHER_HOME", None)
+        proc = subprocess.run([npm, "test"], cwd=PACKAGE, env=env, capture_output=True,
+                              text=True, timeout=600, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    assert "# fail 0" in out, out[-3000:]

@@ -1,0 +1,87 @@
+"""`tether token list | revoke | create --ttl` and `tether web`, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+from harness import OwnerProcess, write_config
+
+
+def test_token_create_list_revoke(tmp_path, run_cli):
+    home = tmp_path / "home"
+    write_config(home)
+    with OwnerProcess(home, "--tcp", "127.0.0.1:0"):
+        plain = run_cli(home, "token", "--label", "plain")
+        assert plain.returncode == 0, plain.stderr
+        assert plain.stdout.strip().startswith("tt_")
+        short = run_cli(home, "token", "create", "--label", "short", "--ttl", "8h")
+        assert short.returncode == 0 and "valid for 28800 s" in short.stderr
+        listed = run_cli(home, "token", "list")
+        assert listed.returncode == 0, listed.stderr
+        rows = listed.stdout.strip().splitlines()
+        assert len(rows) == 2 and rows[0].endswith("plain") and rows[1].endswith("short")
+        assert "expires never" in rows[0] and "expires never" not in rows[1]
+        assert plain.stdout.strip() not in listed.stdout  # never shown again
+        token_id = rows[0].split()[0]
+        revoked = run_cli(home, "token", "revoke", token_id)
+        assert revoked.returncode == 0 and "revoked" in revoked.stderr
+        assert len(run_cli(home, "token", "list").stdout.strip().splitlines()) == 1
+        again = run_cli(home, "token", "revoke", token_id)
+        assert again.returncode != 0 and "not_found" in again.stderr
+        for bad in (["token", "create", "--ttl", "soon"], ["token", "revoke"],
+                    ["token", "list", "--ttl", "1h"], ["token", "create", "tok_x"]):
+            wrong = run_cli(home, *bad)
+            assert wrong.returncode == 2, (bad, wrong.stderr)
+        assert len(run_cli(home, "token", "list").stdout.strip().splitlines()) == 1
+
+
+def test_web_prints_a_link_that_works_once(tmp_path, run_cli):
+    home = tmp_path / "home"
+    write_config(home)
+    with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
+        out = run_cli(home, "web", "--no-open")
+        assert out.returncode == 0, out.stderr
+        link = out.stdout.strip()
+        base = owner.descriptor["tcp_url"].replace("ws://", "http://")
+        assert link.startswith(base + "web/#once=tt_")
+        once = link.split("#once=", 1)[1]
+        with urllib.request.urlopen(base + "web/", timeout=10) as page:
+            assert page.status == 200 and b"viewer.js" in page.read()
+            assert page.headers["Content-Security-Policy"].startswith("default-src 'self'")
+        req = urllib.request.Request(base + "web/exchange",
+                                     headers={"Authorization": f"Bearer {once}"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert json.loads(resp.read())["token"].startswith("tt_")
+        try:
+            urllib.request.urlopen(req, timeout=10)
+            raise AssertionError("a one-time link worked twice")
+        except urllib.error.HTTPError as err:
+            assert err.code == 401
+        try:
+            urllib.request.urlopen(base + "web/../state.db", timeout=10)
+            raise AssertionError("served a file outside daemon/web")
+        except urllib.error.HTTPError as err:
+            assert err.code == 404
+        listed = run_cli(home, "token", "list").stdout
+        assert "web viewer" in listed and "one-time link" not in listed
+
+
+def test_web_needs_an_owner_with_a_tcp_listener(tmp_path, run_cli):
+    home = tmp_path / "home"
+    write_config(home)
+    with OwnerProcess(home):
+        out = run_cli(home, "web", "--no-open")
+    assert out.returncode == 3
+    assert "no TCP listener" in out.stderr and "tether stop" in out.stderr
+
+
+def test_web_starts_an_owner_with_a_tcp_listener(tmp_path, run_cli, reap_owners):
+    home = tmp_path / "home"
+    write_config(home)
+    reap_owners(home)
+    out = run_cli(home, "web", "--tcp", "127.0.0.1:0", "--no-open")
+    assert out.returncode == 0, out.stderr
+    desc = json.loads((home / "daemon.json").read_text())
+    assert out.stdout.strip().startswith(desc["tcp_url"].replace("ws://", "http://") + "web/#once=")

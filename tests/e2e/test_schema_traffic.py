@@ -1,0 +1,164 @@
+"""``tether schema`` against real traffic: every frame the owner sends validates.
+
+A standard JSON Schema 2020-12 validator (jsonschema) is given the schema the CLI
+prints; a real owner with a fake model then serves every method, turns with
+reasoning, a tool call, inline and background delegation, and every error a
+client can provoke. Each reply is checked against its method's result schema
+(or the error frame and the per-reason data schema), each event against the
+event union, discriminated by type.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakeprovider import FakeProvider, Message, text_reply, tool_call_reply
+from harness import OwnerProcess, Peer, clean_env, until, write_config
+
+jsonschema = pytest.importorskip("jsonschema")
+
+CHILD = "CHILD_TASK"
+
+
+def model(req: dict) -> Any:
+    msgs = req["messages"]
+    users = [m.get("content") or "" for m in msgs if m["role"] == "user"]
+    first = users[0] if users else ""
+    if CHILD in first:
+        return text_reply("child finished")
+    if msgs[-1]["role"] == "tool":
+        return text_reply("all joined")
+    if "[delegation results]" in (users[-1] if users else ""):
+        return text_reply("background delivered")
+    if "delegate" in users[-1]:
+        return tool_call_reply("delegate_task", {"tasks": [{"goal": f"{CHILD} one"}]}, "c1")
+    return Message({"role": "assistant", "content": "plain answer",
+                    "reasoning_content": "thinking it over"})
+
+
+def schema_from_cli(home) -> dict[str, Any]:
+    out = subprocess.run([str(Path(sys.executable).with_name("tether")), "schema"], check=True,
+                         capture_output=True, env=clean_env(home), timeout=60)
+    return json.loads(out.stdout)
+
+
+class Checker:
+    def __init__(self, schema: dict[str, Any]) -> None:
+        jsonschema.Draft202012Validator.check_schema(schema)
+        self.schema = schema
+        self.checked: dict[str, int] = {}
+
+    def _validate(self, instance: Any, ref: dict[str, Any]) -> None:
+        sub = {"$schema": self.schema["$schema"], "$defs": self.schema["$defs"], **ref}
+        jsonschema.Draft202012Validator(sub).validate(instance)
+
+    def reply(self, method: str, frame: dict[str, Any]) -> None:
+        if "error" in frame:
+            self._validate(frame, self.schema["frames"]["error"])
+            reason = frame["error"]["data"]["reason"]
+            [entry] = [e for e in self.schema["errors"] if e["reason"] == reason]
+            self._validate(frame["error"]["data"], entry["data"])
+            self.checked["error:" + reason] = self.checked.get("error:" + reason, 0) + 1
+            return
+        self._validate(frame, self.schema["frames"]["result"])
+        self._validate(frame["result"], self.schema["methods"][method]["result"])
+        self.checked[method] = self.checked.get(method, 0) + 1
+
+    def event(self, event: dict[str, Any]) -> None:
+        self._validate({"jsonrpc": "2.0", "method": "event", "params": event},
+                       self.schema["events"]["notification"])
+        self.checked["event:" + event["type"]] = self.checked.get("event:" + event["type"], 0) + 1
+
+
+async def test_every_reply_and_event_of_real_traffic_validates(tmp_path):
+    home = tmp_path / "home"
+    checker = Checker(schema_from_cli(home))
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url)
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+
+                async def call(method: str, **params: Any) -> dict[str, Any]:
+                    frame = await peer.call(method, **params)
+                    checker.reply(method, frame)
+                    return frame
+
+                for method in ("runtime.describe", "ping"):
+                    await call(method)
+                minted = (await call("token.create", label="schema", ttl_seconds=60))["result"]
+                await call("token.list")
+                await call("token.revoke", token_id=minted["token_id"])
+                await call("token.revoke", token_id=minted["token_id"])  # not_found
+                sid = (await call("session.create", title="schema"))["result"]["session_id"]
+                await call("session.list")
+                for n, text in enumerate(("hello", "delegate inline")):
+                    r = (await call("prompt.submit", session_id=sid, input_id=f"i{n}",
+                                    text=text, finite=True))["result"]
+                    await peer.wait_terminal(sid, r["admission_id"])
+                r = (await call("prompt.submit", session_id=sid, input_id="bg",
+                                text="delegate in background"))["result"]
+                await peer.wait_terminal(sid, r["admission_id"])
+                await until(lambda: any(e["type"] == "delegation.complete"
+                                        for e in peer.events), what="the delivery")
+                await call("prompt.receipt", session_id=sid, input_id="i0")
+                await call("prompt.cancel", session_id=sid, admission_id=r["admission_id"])
+                await call("session.resume", session_id=sid, after_seq=0)
+                await call("session.events.since", session_id=sid, after_seq=0)
+                await call("session.interrupt", session_id=sid)
+                await call("session.detach", session_id=sid)
+                # errors of every kind a client can provoke
+                await call("prompt.submit", session_id=sid, input_id="i0", text="other")
+                await call("prompt.submit", session_id=sid, input_id="x", text=1)
+                await call("session.resume", session_id="nope")
+                await call("session.events.since", session_id=sid, after_seq=10_000)
+                await call("no.such.method")
+                await call("prompt.resolve_unknown", session_id=sid, admission_id=r["admission_id"])
+                await call("runtime.shutdown")
+                for event in peer.events:
+                    checker.event(event)
+    want = {f"event:{t}" for t in checker.schema["events"]["types"]} - {"event:session.replay_gap"}
+    want |= set(checker.schema["methods"])  # a success reply of every method
+    assert want <= set(checker.checked), sorted(want - set(checker.checked))
+    for reason in ("admission_conflict", "invalid_params", "not_found", "method_not_found"):
+        assert f"error:{reason}" in checker.checked
+
+
+def test_a_replay_gap_notice_validates_and_a_reused_seq_does_not(tmp_path):
+    from tether.rpc.envelope import replay_gap
+
+    checker = Checker(schema_from_cli(tmp_path / "home"))
+    checker.event(replay_gap("s", 4, "viewer_queue_overflow"))
+    with pytest.raises(jsonschema.ValidationError):
+        checker.event({**replay_gap("s", 4, "viewer_queue_overflow"), "seq": 4})
+    with pytest.raises(jsonschema.ValidationError):  # payload per type
+        checker.event({"session_id": "s", "seq": 1, "type": "message.delta",
+                       "payload": {"text": 3}, "admission_id": None})
+
+
+def test_the_schema_states_the_owners_rules(tmp_path):
+    checker = Checker(schema_from_cli(tmp_path / "home"))
+    s = checker.schema
+    receipt = s["methods"]["prompt.receipt"]["params"]
+    submit = s["methods"]["prompt.submit"]["params"]
+    ok = [{"session_id": "s", "input_id": "i"}, {"session_id": "s", "admission_id": "a"}]
+    bad = [{"session_id": "s"}, {"session_id": "s", "input_id": "i", "admission_id": "a"}]
+    for params in ok:
+        checker._validate(params, receipt)
+    for params in bad:
+        with pytest.raises(jsonschema.ValidationError):
+            checker._validate(params, receipt)
+    base = {"session_id": "s", "input_id": "i", "text": "t"}
+    checker._validate({**base, "provider": "openai", "toolsets": ["delegation"],
+                       "base_url": "http://127.0.0.1:9/v1"}, submit)
+    for wrong in ({"provider": "nope"}, {"toolsets": ["shell!"]}, {"base_url": "ftp://x"},
+                  {"finite": "true"}):
+        with pytest.raises(jsonschema.ValidationError):
+            checker._validate({**base, **wrong}, submit)
+    assert s["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    titles = [d["title"] for d in s["$defs"].values()]
+    assert len(titles) == len(set(titles))
