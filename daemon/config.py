@@ -199,7 +199,9 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
             model = replace(model, provider="custom")
     if env.get("OPENAI_API_KEY"):
         model = replace(model, api_key=env["OPENAI_API_KEY"])
-    from .provider import PROVIDER_NAMES, base_url_problem  # httpx: only when loading
+    from tether.rpc.names import PROVIDER_NAMES
+
+    from .provider import base_url_problem  # httpx: only when loading
 
     for name, section in (("model", model), ("delegation", delegation)):
         if section.provider is not None and section.provider not in PROVIDER_NAMES:

@@ -20,13 +20,13 @@ from typing import Any
 from tether.rpc import models as m
 from tether.rpc.dispatch import Dispatcher
 from tether.rpc.errors import InvalidParams, NotFound, RpcError, StorageUnavailable
+from tether.rpc.names import PROVIDER_NAMES
 from tether.rpc.protocol import PROTOCOL
 from tether.store import Database, StorageError
 from tether.store import tokens as token_rows
 
 from .admissions import AdmissionService
 from .events import EventBus
-from .provider import PROVIDER_NAMES
 from .server import Call
 from .sessions import SessionService
 from .settings import TOOLSETS

@@ -54,7 +54,6 @@ __all__ = [
     "Completion",
     "DeltaCallback",
     "OpenAIProvider",
-    "PROVIDER_NAMES",
     "Provider",
     "ProviderError",
     "SSEDecoder",
@@ -65,7 +64,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-PROVIDER_NAMES = ("custom", "openai", "demo")
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 #: the longest one model request may take, retries included, unless configured otherwise

@@ -14,9 +14,11 @@ from typing import Any
 
 import httpx
 
+from tether.rpc.names import PROVIDER_NAMES
+
 from .config import Config
 from .demo import DemoProvider
-from .provider import OPENAI_BASE_URL, PROVIDER_NAMES, OpenAIProvider, Provider
+from .provider import OPENAI_BASE_URL, OpenAIProvider, Provider
 from .settings import ResolveError, TurnSettings
 
 __all__ = ["Providers", "make_provider"]

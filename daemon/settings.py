@@ -12,19 +12,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.rpc.errors import InvalidParams
+from tether.rpc.names import PROVIDER_NAMES, TOOLSETS
 
 from .config import Config
-from .provider import OPENAI_BASE_URL, PROVIDER_NAMES, base_url_problem
+from .provider import OPENAI_BASE_URL, base_url_problem
 
 __all__ = ["TurnSettings", "resolve_turn", "resolve_child", "ResolveError",
            "check_turn_options", "TOOLSETS", "DEFAULT_TOOLSETS"]
 
 DEMO_MODEL = "tether-demo"
-#: every toolset a turn may name (SPEC §12); the owner registers their tools
-TOOLSETS: tuple[str, ...] = ("terminal", "files", "delegation")
-#: the toolsets of a session that names none
-DEFAULT_TOOLSETS: tuple[str, ...] = ("terminal", "files", "delegation")
-
+#: the toolsets of a session that names none: all of them (SPEC §12)
+DEFAULT_TOOLSETS: tuple[str, ...] = TOOLSETS
 
 class ResolveError(Exception):
     """The turn's settings cannot work (e.g. provider custom without base_url)."""

@@ -1,8 +1,8 @@
-"""Names the owner accepts in turn options, for the schema and for clients.
+"""Names the owner accepts in turn options, for the schema, clients and the owner.
 
-The owner's own tables (daemon/provider.py ``PROVIDER_NAMES``, daemon/settings.py
-``TOOLSETS``) are the ones it checks against; a test keeps these equal to them,
-since rpc/ may import nothing of the daemon.
+The one table of them: the owner checks turn options against these
+(daemon/settings.py, daemon/provider.py import them), the schema lists them as
+enums, and clients may offer them.
 """
 
 from __future__ import annotations
@@ -12,4 +12,4 @@ __all__ = ["PROVIDER_NAMES", "TOOLSETS"]
 #: the ``provider`` values session.create and prompt.submit accept
 PROVIDER_NAMES: tuple[str, ...] = ("custom", "openai", "demo")
 #: the ``toolsets`` values they accept (runtime.describe lists them too)
-TOOLSETS: tuple[str, ...] = ("delegation",)
+TOOLSETS: tuple[str, ...] = ("terminal", "files", "delegation")

@@ -70,10 +70,3 @@ def test_always_sent_fields_are_required_in_results():
     assert {"providers", "toolsets"} <= set(describe["required"])
 
 
-def test_the_owners_name_tables_match_the_schemas():
-    from tether.daemon.provider import PROVIDER_NAMES
-    from tether.daemon.settings import TOOLSETS
-    from tether.rpc import names
-
-    assert names.PROVIDER_NAMES == PROVIDER_NAMES
-    assert names.TOOLSETS == TOOLSETS
