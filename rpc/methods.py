@@ -35,6 +35,16 @@ from .models import (
     TokenCreateParams,
     TokenCreateResult,
 )
+from .models_sessions import (
+    SessionDeleteParams,
+    SessionDeleteResult,
+    SessionLookupParams,
+    SessionLookupResult,
+    SessionPruneParams,
+    SessionPruneResult,
+    SessionRenameParams,
+    SessionRenameResult,
+)
 
 __all__ = ["METHODS", "Method"]
 
@@ -130,5 +140,29 @@ METHODS: dict[str, Method] = _table(
         PromptResolveUnknownParams,
         Receipt,
         "Settle an unknown admission as interrupted so the session's queue resumes.",
+    ),
+    Method(
+        "session.rename",
+        SessionRenameParams,
+        SessionRenameResult,
+        "Set a session's title.",
+    ),
+    Method(
+        "session.delete",
+        SessionDeleteParams,
+        SessionDeleteResult,
+        "Delete an idle session and its delegation child sessions; refused while work is open.",
+    ),
+    Method(
+        "session.prune",
+        SessionPruneParams,
+        SessionPruneResult,
+        "Delete empty sessions (no message, admission or child) older than older_than_seconds.",
+    ),
+    Method(
+        "session.lookup",
+        SessionLookupParams,
+        SessionLookupResult,
+        "Find sessions by id prefix, or the most recently active top-level one (last).",
     ),
 )

@@ -281,7 +281,9 @@ class Event(Model):
 
     =====================  =========================================================
     session.info           pending: [admission_id], running: admission_id | null
-    message.start          admission_id
+    message.start          admission_id, input_id, principal, text (the prompt,
+                           first 4000 characters), text_truncated? (true when cut);
+                           see models_sessions.MessageStartPayload
     message.delta          text
     reasoning.delta        text
     tool.start             call_id, name, arguments
