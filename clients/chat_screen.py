@@ -22,21 +22,41 @@ SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
 class Lines:
-    """The renderer's output: whole lines go above the prompt; the line still being
-    streamed waits in ``tail`` (shown in the status area) until it is complete."""
+    """The renderer's output: whole lines are drawn above the input line; the line still
+    being streamed waits in ``tail`` (shown in the status area) until it is complete.
+
+    Drawing above the prompt is done here rather than with prompt_toolkit's
+    patch_stdout: that one switches the terminal back to cooked mode for every
+    write, and a key pressed in that moment (Ctrl-C, Ctrl-D) is taken by the
+    terminal driver instead of reaching the chat. Here the prompt is erased,
+    the lines written and the prompt drawn again, with the terminal left raw.
+    """
 
     def __init__(self) -> None:
         self.tail = ""
+        self.app: Any = None  # the running prompt_toolkit application, if any
 
     def write(self, text: str) -> int:
         data = self.tail + text
         if "\n" in data:
             head, self.tail = data.rsplit("\n", 1)
-            sys.stdout.write(head + "\n")  # patch_stdout's proxy: drawn above the prompt
-            sys.stdout.flush()
+            self.emit(head + "\n")
         else:
             self.tail = data
         return len(text)
+
+    def emit(self, text: str) -> None:
+        app = self.app
+        if app is None or not app.is_running or app.is_done:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            return
+        app.renderer.erase()  # the prompt (status and draft) goes; the cursor is where it began
+        app.output.write_raw(text)  # the terminal still maps \n to \r\n (output is cooked)
+        app.output.flush()
+        app.renderer.reset()
+        app.renderer.request_absolute_cursor_position()
+        app.invalidate()  # drawn again below, with the draft as it was
 
     def flush(self) -> None:
         pass

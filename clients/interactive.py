@@ -285,60 +285,20 @@ class Chat:
     async def run(self) -> int:
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory
-        from prompt_toolkit.patch_stdout import patch_stdout
 
-        history = FileHistory(str(self.home / "chat_history"))
         session: PromptSession[Any] = PromptSession(
-            history=history, key_bindings=key_bindings(self), enable_history_search=False)
+            history=FileHistory(str(self.home / "chat_history")),
+            key_bindings=key_bindings(self), enable_history_search=False)
         loop = asyncio.get_running_loop()
+        # SIGINT only comes while the terminal is not raw (before the input line is up)
         loop.add_signal_handler(signal.SIGINT, self.on_ctrl_c)
-        draft: Any = ""
         ticker = asyncio.ensure_future(self._tick())
         try:
-            with patch_stdout(raw=True):
-                if self.session_id is not None:
-                    if self.plan.resume:
-                        self.say(f"session {self.session_id}")
-                    await self.attach(self.session_id, transcript=bool(self.plan.resume))
-                    if self.running:
-                        self.renderer.progress("a turn is running; Ctrl-C interrupts it")
-                self.say("tether chat · Ctrl-D leaves · Ctrl-C interrupts a turn · /help")
-                if self.plan.query is not None:
-                    text = self.plan.query.strip()
-                    self.renderer.write(self.renderer.style("› ", "\x1b[1m") + text + "\n")
-                    self._spawn(self.submit(self.plan.query, self.plan.input_id))
-                while not self.leaving:
-                    if self.questions:
-                        draft = await self._answer(session, draft)
-                        continue
-                    try:
-                        self.app = session.app
-                        text = await session.prompt_async(lambda: prompt_message(self), default=draft,
-                                                          handle_sigint=False)
-                    except EOFError:  # Ctrl-D on an empty line
-                        break
-                    except KeyboardInterrupt:
-                        continue
-                    finally:
-                        self.app = None
-                    if text is _PREEMPTED:
-                        draft = session.default_buffer.document
-                        continue
-                    draft = ""
-                    if text is None:
-                        break
-                    self.armed_leave = False
-                    if not text.strip():
-                        continue
-                    if text.startswith("/") and not text.startswith("//"):
-                        await self.command(text.strip())
-                        continue
-                    if text.startswith("//"):
-                        text = text[1:]
-                    self._spawn(self.submit(text))
-                await self._settle_submits()
-                sys.stdout.write(self.lines.tail)
-                self.lines.tail = ""
+            await self._start()
+            await self._loop(session)
+            await self._settle_submits()
+            self.lines.emit(self.lines.tail)
+            self.lines.tail = ""
         finally:
             ticker.cancel()
             loop.remove_signal_handler(signal.SIGINT)
@@ -348,6 +308,54 @@ class Chat:
             await self.detach_quietly()
         return goodbye(self)
 
+    async def _start(self) -> None:
+        if self.session_id is not None:
+            if self.plan.resume or self.plan.last:
+                self.say(f"session {self.session_id}")
+            await self.attach(self.session_id,
+                              transcript=bool(self.plan.resume or self.plan.last))
+            if self.running:
+                self.renderer.progress("a turn is running; Ctrl-C interrupts it")
+        self.say("tether chat · Ctrl-D leaves · Ctrl-C interrupts a turn · /help")
+        if self.plan.query is not None:
+            text = self.plan.query.strip()
+            self.renderer.write(self.renderer.style("› ", "\x1b[1m") + text + "\n")
+            self._spawn(self.submit(self.plan.query, self.plan.input_id))
+
+    async def _loop(self, session: Any) -> None:
+        """Read prompts until the user leaves; output is drawn above the input line."""
+        draft: Any = ""
+        while not self.leaving:
+            if self.questions:
+                await self._answer(session)
+                continue
+            text = await self._read(session, lambda: prompt_message(self), draft)
+            if text is _PREEMPTED:  # ask() took the line: keep what was being typed
+                draft = session.default_buffer.document
+                continue
+            draft = ""
+            if text is None:
+                break
+            self.armed_leave = False
+            if not text.strip():
+                continue
+            if text.startswith("/") and not text.startswith("//"):
+                await self.command(text.strip())
+                continue
+            self._spawn(self.submit(text[1:] if text.startswith("//") else text))
+
+    async def _read(self, session: Any, message: Any, default: Any) -> Any:
+        """One input line; None on Ctrl-D (or when leaving)."""
+        self.app = self.lines.app = session.app
+        try:
+            return await session.prompt_async(message, default=default, handle_sigint=False)
+        except EOFError:
+            return None
+        except KeyboardInterrupt:
+            return ""
+        finally:
+            self.app = self.lines.app = None
+
     async def _tick(self) -> None:
         """Redraw the status line (spinner, elapsed time) while something runs."""
         while True:
@@ -355,16 +363,13 @@ class Chat:
             if self.running or self.lines.tail:
                 self.redraw()
 
-    async def _answer(self, session: Any, draft: Any) -> Any:
+    async def _answer(self, session: Any) -> None:
         question, fut = self.questions.popleft()
-        try:
-            answer = await session.prompt_async(question + " ", default="",
-                                                handle_sigint=False)
-        except (EOFError, KeyboardInterrupt):
-            answer = ""
+        answer = await self._read(session, question + " ", "")
         if not fut.done():
-            fut.set_result("" if answer is _PREEMPTED or answer is None else str(answer))
-        return draft
+            fut.set_result(answer if isinstance(answer, str) else "")
+        if answer is None:
+            self.leave()
 
     async def _settle_submits(self) -> None:
         """A prompt being sent when the user leaves is still sent (briefly waited for)."""

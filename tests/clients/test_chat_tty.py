@@ -16,7 +16,7 @@ import time
 from clihelp import CLI
 from fakeprovider import FakeProvider, Held, prompt_of, text_reply
 from harness import OwnerProcess, clean_env, db_rows, write_config
-from test_interactive_tty import PROMPT, Terminal
+from test_interactive_tty import PROMPT, WITH_CONTROLLING_TTY, Terminal
 
 LEFT, UP = b"\x1b[D", b"\x1b[A"
 CTRL_C, CTRL_D, ENTER = b"\x03", b"\x04", b"\r"
@@ -41,9 +41,11 @@ class Chat:
 
     def __init__(self, home, *args: str, env=None) -> None:
         master, slave = os.openpty()
-        self.proc = subprocess.Popen([*CLI, "chat", *args], stdin=slave, stdout=slave,
-                                     stderr=slave, env=env or tty_env(home), cwd=home.parent,
-                                     start_new_session=True)
+        # the pty is the chat's controlling terminal, as in a shell: a Ctrl-C typed while
+        # the terminal is not in raw mode reaches it as SIGINT
+        self.proc = subprocess.Popen([CLI[0], *WITH_CONTROLLING_TTY, "chat", *args],
+                                     stdin=slave, stdout=slave, stderr=slave,
+                                     env=env or tty_env(home), cwd=home.parent)
         os.close(slave)
         self.master = master
         self.term = Terminal(master)
