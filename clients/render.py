@@ -195,6 +195,12 @@ class Renderer:
             error = payload.get("error")
             self.progress(f"turn {outcome}" + (f": {shorten(error, 200)}" if error else ""))
 
+    def _on_model_retry(self, payload: dict[str, Any], aid: str | None) -> None:
+        delay = payload.get("delay_seconds")
+        wait = f" in {delay:.0f} s" if isinstance(delay, int | float) and delay >= 1 else ""
+        self.progress(f"retrying {payload.get('attempt', '?')}/{payload.get('attempts', '?')}"
+                      f"{wait}: {shorten(payload.get('detail'), 160)}")
+
     def _on_session_replay_gap(self, payload: dict[str, Any], aid: str | None) -> None:
         pass  # the stream catches up by itself; nothing for a human here
 

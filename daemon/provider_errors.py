@@ -39,6 +39,7 @@ __all__ = [
     "BUILD_FAILURES",
     "HTTP_FAILURES",
     "ProviderError",
+    "attempt_detail",
     "attempt_failure",
     "final_error",
     "scrub_key",
@@ -231,16 +232,25 @@ def final_error(
     detail = f"{failure.what} after {attempts} attempt{'s' if attempts != 1 else ''}"
     if why_not:
         detail += f" (not retried: {why_not})"
-    if failure.body:
-        detail += f": {failure.body}"
-    if failure.where:
-        detail += f" ({failure.where.removeprefix('; ')})"
+    detail += _said(failure)
     return ProviderError(
         failure.reason,
         scrub_key(detail, api_key),
         status=failure.status,
         retryable=failure.retryable,
     )
+
+
+def _said(failure: AttemptFailed) -> str:
+    out = f": {failure.body}" if failure.body else ""
+    if failure.where:
+        out += f" ({failure.where.removeprefix('; ')})"
+    return out
+
+
+def attempt_detail(failure: AttemptFailed, api_key: str | None) -> str:
+    """One attempt's failure for a person: what happened, the server's words, where."""
+    return scrub_key(failure.what + _said(failure), api_key)
 
 
 def scrub_key(text: str, api_key: str | None) -> str:

@@ -40,6 +40,7 @@ EVENT_TYPES: tuple[str, ...] = (
     "delegation.complete",
     "message.complete",
     REPLAY_GAP,
+    "model.retry",
 )
 
 #: replay_gap reasons: the owner unsubscribed a viewer whose event queue was full

@@ -296,6 +296,8 @@ class Event(Model):
                            results: [{task_index, status}]
     message.complete       admission_id, outcome, text, error?
     session.replay_gap     last_seq, reason
+    model.retry            attempt (the next, from 2), attempts, delay_seconds, reason,
+                           detail (why the last attempt failed)
     =====================  =========================================================
     """
 

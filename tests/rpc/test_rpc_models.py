@@ -149,6 +149,7 @@ def test_event_types_are_spec_section_6():
         "delegation.complete",
         "message.complete",
         "session.replay_gap",
+        "model.retry",
     )
     for name in EVENT_TYPES:
         assert name in Event.__doc__
