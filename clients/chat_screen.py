@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .exits import EXIT_OK, receipt_exit
 from .plan import RECEIPT_POLL_SECONDS
 from .render import shorten
 
-if TYPE_CHECKING:
-    from .interactive import Chat
+#: clients.interactive.Chat, which imports this module (so it is not imported back)
+Chat = Any
 
 __all__ = ["Lines", "SPINNER", "key_bindings", "prompt_message", "goodbye", "status",
            "note_failure_hint", "watch"]

@@ -79,8 +79,15 @@ async def _stop(home: Any, desc: dict[str, Any]) -> int:
             await client.shutdown()
         except ConnectionLost:
             pass  # it was already on its way out
-    deadline = time.monotonic() + STOP_TIMEOUT
+    started = time.monotonic()
+    deadline = started + STOP_TIMEOUT
+    said = False
     while pid_alive(pid) or HomeLayout(home).descriptor.exists():
+        if not said and time.monotonic() - started > 1.0:
+            said = True  # not a silent wait: the owner lets running turns finish first
+            print(f"tether: the owner (pid {pid}) is letting running turns finish before it "
+                  "exits (its grace is daemon.grace_seconds, 10 s by default)…",
+                  file=sys.stderr, flush=True)
         if time.monotonic() > deadline:
             raise CliError(EXIT_OWNER, "stop_timeout",
                            f"the owner (pid {pid}) did not exit within {STOP_TIMEOUT:g} s",

@@ -5,13 +5,13 @@ refused with the list, never sent to the model (``//text`` sends ``/text``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from .exits import CliError
 from .render import shorten
 
-if TYPE_CHECKING:
-    from .interactive import Chat
+#: clients.interactive.Chat, which imports this module (so it is not imported back)
+Chat = Any
 
 __all__ = ["HELP", "run_command"]
 
