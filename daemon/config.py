@@ -82,6 +82,11 @@ class Config:
     daemon: DaemonConfig = DaemonConfig()
 
 
+#: top-level sections read by other parts of the owner (SPEC §12), not by Config:
+#: known here so that naming them is not an unknown-key error; their own loaders
+#: check their keys
+OTHER_SECTIONS: tuple[str, ...] = ("approvals", "store")
+
 #: keys people write for another one (the model's name is `model.default`)
 _ALIASES = {"name": "default", "model": "default", "model_name": "default", "url": "base_url",
             "key": "api_key", "apikey": "api_key", "endpoint": "base_url"}
@@ -153,7 +158,7 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
         raw = loaded or {}
-    sections = [f.name for f in fields(Config)]
+    sections = [f.name for f in fields(Config)] + list(OTHER_SECTIONS)
     for key in raw:
         if key not in sections:
             raise _unknown(key, sections, "")
