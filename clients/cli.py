@@ -102,7 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "Chat with an agent. Finite (one turn, delegations joined before the "
                     "answer, then exit) with -Q, --oneshot, --json, or when stdout or stdin "
                     "is not a terminal; otherwise interactive (a -q query seeds the first "
-                    "prompt; background results arrive as new turns; Ctrl-D leaves)."),
+                    "prompt; background results arrive as new turns).\n\n"
+                    "Interactive keys: arrows edit and recall history; Alt-Enter inserts a "
+                    "newline; a paste stays one prompt; Ctrl-C clears the line, or "
+                    "interrupts the running turn; Ctrl-D leaves at once (a running turn "
+                    "goes on in the owner). /help lists the chat's commands (/new, /resume "
+                    "ID, /sessions, /cancel, /model M, /exit)."),
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     query = p.add_mutually_exclusive_group()
     query.add_argument("-q", "--query", dest="q", metavar="TEXT", help="the prompt")

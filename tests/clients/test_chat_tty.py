@@ -233,3 +233,25 @@ def test_a_refused_prompt_leaves_no_session(tmp_path):
     assert code == 0, chat.term.text
     assert "--resume" not in chat.term.text
     assert db_rows(home, "SELECT count(*) FROM sessions") == [(0,)]
+
+
+def test_a_failed_turn_in_the_chat_gets_the_url_and_a_hint(tmp_path):
+    from fakeprovider import Status
+
+    home = tmp_path / "home"
+    with FakeProvider(lambda req: Status(404, '{"detail": "Not Found"}')) as fake:
+        # the classic mistake: the server's address without /v1
+        write_config(home, fake.url.removesuffix("/v1"))
+        with OwnerProcess(home, env=tty_env(home)):
+            chat = Chat(home)
+            try:
+                chat.until(PROMPT, after=0)
+                chat.type(b"hi", ENTER)
+                at = chat.until("turn failed")
+                chat.until("hint: check the model settings", after=at)
+                code = chat.leave()
+            finally:
+                chat.close()
+    text = chat.term.text
+    assert code == 0, text
+    assert "missing `/v1`" in text and f"{home}/logs/owner.log" in text, text

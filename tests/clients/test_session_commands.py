@@ -200,3 +200,31 @@ def read_until(proc: subprocess.Popen, token: bytes, timeout: float = 20.0) -> b
             assert chunk, f"ended before {token!r}; got {out!r}"
             out += chunk
     return out
+
+
+def test_rm_takes_the_delegation_children_with_it(tmp_path, run_cli):
+    from fakeprovider import is_child, tool_call_reply
+
+    def model(req):
+        if is_child(req):
+            return text_reply("CHILD_DONE")
+        if req["messages"][-1]["role"] == "tool":
+            return text_reply("PARENT_DONE")
+        return tool_call_reply("delegate_task", {"tasks": [{"goal": "one"}, {"goal": "two"}]})
+
+    home = tmp_path / "home"
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url)
+        with OwnerProcess(home, env=clean_env(home)):
+            done = run_cli(home, "chat", "-Q", "-q", "split the work")
+            assert done.returncode == 0 and "PARENT_DONE" in done.stdout, done
+            everything = sessions(run_cli, home, "--all")
+            [parent] = [s for s in everything if not s["parent_session_id"]]
+            children = [s for s in everything if s["parent_session_id"]]
+            assert len(children) == 2
+            removed = run_cli(home, "sessions", "rm", parent["session_id"][4:10])
+            assert removed.returncode == 0, removed
+            assert "and 2 delegation child session(s)" in removed.stdout
+            assert sessions(run_cli, home, "--all") == []
+    for table in ("sessions", "messages", "events", "session_admissions"):
+        assert db_rows(home, f"SELECT count(*) FROM {table}") == [(0,)], table
