@@ -236,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except KeyboardInterrupt:
         hint = CONTEXT.resume_hint()
-        print("\ntether: interrupted" + (f"\nhint: {hint}" if hint else ""), file=sys.stderr)
+        going = "; a turn already sent goes on in the owner" if CONTEXT.input_id else ""
+        print(f"\ntether: interrupted: stopped by Ctrl-C{going}"
+              + (f"\nhint: {hint}" if hint else ""), file=sys.stderr)
         return EXIT_SIGINT
     except BrokenPipeError:
         # stdout closed early (`tether events ID | head`): not an error worth a message
