@@ -92,6 +92,7 @@ class Chat:
         self.event_hooks: list[Callable[[Chat, dict[str, Any]], Awaitable[None] | None]] = []
         self.tasks: set[asyncio.Task[Any]] = set()
         self.app: Any = None  # the prompt_toolkit application while the input line is up
+        self._asking: Any = None  # the PromptSession of ask()'s questions
 
     def _new_renderer(self) -> Renderer:
         return Renderer(self.lines, color=use_color(sys.stdout), mine=self.mine)  # type: ignore[arg-type]
@@ -364,8 +365,14 @@ class Chat:
                 self.redraw()
 
     async def _answer(self, session: Any) -> None:
+        """Show the oldest question of ask() on the input line (answers stay out of the
+        prompt history)."""
+        from prompt_toolkit import PromptSession
+
         question, fut = self.questions.popleft()
-        answer = await self._read(session, question + " ", "")
+        if self._asking is None:
+            self._asking = PromptSession(key_bindings=key_bindings(self))
+        answer = await self._read(self._asking, question + " ", "")
         if not fut.done():
             fut.set_result(answer if isinstance(answer, str) else "")
         if answer is None:
