@@ -39,7 +39,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from websockets.asyncio.client import connect, unix_connect
 from websockets.exceptions import InvalidHandshake, InvalidStatus
@@ -49,7 +49,7 @@ from tether.rpc.home import HomeLayout, resolve_home
 from tether.rpc.protocol import PROTOCOL
 
 from .connection import Connection, ConnectionLost
-from .discovery import START_TIMEOUT, OwnerUnavailable, ensure_owner
+from .discovery import START_TIMEOUT, OwnerUnavailable, ensure_owner, stopped_on_purpose
 from .stream import SessionStream
 
 __all__ = [
@@ -94,6 +94,7 @@ class TetherClient:
         self._conn: Connection | None = None
         self._reconnecting = asyncio.Lock()
         self._closed = False
+        self._instance = self._lost = cast("str | None", None)  # owner used last; lost
 
     # -- connecting -----------------------------------------------------------
 
@@ -133,14 +134,25 @@ class TetherClient:
                                compression=None, proxy=None, open_timeout=10)
             return Connection(ws, None)
         assert self.home is not None
-        desc = await ensure_owner(self.home, autostart=self.autostart,
-                                  timeout=max(budget, 1.0))
+        # an owner stopped on purpose is not started again by a client that lost it:
+        # a viewer never owns the owner's lifetime (a live new owner is still used)
+        stopped = self._lost is not None and stopped_on_purpose(self.home, self._lost)
+        try:
+            desc = await ensure_owner(self.home, autostart=self.autostart and not stopped,
+                                      timeout=max(budget, 1.0))
+        except OwnerUnavailable as exc:
+            if stopped and exc.reason == "not_running":
+                raise OwnerUnavailable("owner_stopped", f"the owner of {self.home} was stopped "
+                                       "(`tether stop` or a signal)",
+                                       "any new `tether` command starts it again") from None
+            raise
         if desc.get("protocol") != PROTOCOL:
             raise OwnerUnavailable(
                 "protocol_mismatch", f"the owner speaks {desc.get('protocol')!r}, this client "
                 f"speaks {PROTOCOL!r}", "install matching versions of tether")
         ws = await unix_connect(desc.get("socket") or str(HomeLayout(self.home).socket),
                                 max_size=MAX_FRAME_BYTES, compression=None, open_timeout=10)
+        self._instance, self._lost = desc.get("instance_id"), None
         return Connection(ws, desc)
 
     async def _connect_until(self, deadline: float) -> None:
@@ -189,6 +201,7 @@ class TetherClient:
             self._conn = None
             if current is not None and not current.closed:
                 await current.close()
+            self._lost = self._instance
             await self._connect_until(time.monotonic() + self.retry_seconds)
 
     async def resilient(self, operation: Callable[[], Awaitable[Any]],

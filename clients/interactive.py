@@ -119,6 +119,7 @@ class Chat:
             if p["receipt"]["admission_id"] != self.running:
                 self.renderer.progress(f"queued: {shorten(p.get('text'), 70)}")
         self.follower = asyncio.ensure_future(self.follow(stream))
+        self.follower.add_done_callback(self._task_done)  # the owner gone: say so, leave
 
     async def detach(self) -> None:
         if self.follower is not None:

@@ -157,6 +157,7 @@ async def _serve(home: Home, config: Config, tcp: str | None,
             for sig in STOP_SIGNALS:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, supervisor.stop_requested.set)
+            home.clear_stopped()  # an owner runs again: clients may start one once more
             home.write_descriptor({
                 "protocol": PROTOCOL, "version": identity.version, "pid": os.getpid(),
                 "instance_id": identity.instance_id, "epoch": epoch,
@@ -171,6 +172,7 @@ async def _serve(home: Home, config: Config, tcp: str | None,
             if ready is not None:
                 ready.set()
             await supervisor.stop_requested.wait()
+            home.mark_stopped(identity.instance_id)  # before any client can see us go
             log.info("draining: admitting nothing new, %d turn(s) running", len(turns.running))
             supervisor.draining = True
             await turns.stop_all(dcfg.grace_seconds)

@@ -255,3 +255,43 @@ def test_a_failed_turn_in_the_chat_gets_the_url_and_a_hint(tmp_path):
     text = chat.term.text
     assert code == 0, text
     assert "missing `/v1`" in text and f"{home}/logs/owner.log" in text, text
+
+
+def test_tether_stop_is_not_undone_by_an_open_chat_or_attach(tmp_path, run_cli):
+    from clihelp import owner_pid, pid_alive
+    from test_session_commands import read_until
+
+    home = tmp_path / "home"
+    with FakeProvider(answer) as fake:
+        write_config(home, fake.url)
+        env = tty_env(home)
+        assert run_cli(home, "serve", env=env).returncode == 0
+        first = owner_pid(home)
+        chat = Chat(home, env=env)
+        attach = None
+        try:
+            chat.until(PROMPT, after=0)
+            chat.type(b"hello", ENTER)
+            chat.until("ANSWER: hello")
+            attach = subprocess.Popen([*CLI, "attach", "--last"], env=env,
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT)
+            read_until(attach, b"following")
+            stopped = run_cli(home, "stop", env=env)
+            assert stopped.returncode == 0, stopped
+            # both viewers say the owner stopped, and leave
+            chat.until("owner_stopped")
+            assert chat.proc.wait(timeout=30) == 3
+            out, _ = attach.communicate(timeout=30)
+            assert attach.returncode == 3 and b"owner_stopped" in out, out
+        finally:
+            chat.close()
+            if attach is not None and attach.poll() is None:
+                attach.kill()
+                attach.communicate()
+        assert not pid_alive(first)
+        assert owner_pid(home) is None, "a viewer started a new owner"
+        # ... while any new command still starts one
+        again = run_cli(home, "chat", "-Q", "-q", "after the stop", env=clean_env(home))
+        assert again.returncode == 0 and "ANSWER: after the stop" in again.stdout, again
+        run_cli(home, "stop", env=env)
