@@ -27,9 +27,8 @@ Example (see docs/clients.md)::
         receipt = await client.submit_and_wait(snap["session_id"], "Say hi", finite=True)
         print(receipt["result"]["text"])
 
-Events and replies are plain dicts: this module deliberately avoids the
-pydantic models of ``tether.rpc.models`` (and so pydantic itself), which would
-double the CLI's start-up time; the owner validates everything anyway.
+Events and replies are plain dicts: this module avoids the pydantic models of
+``tether.rpc.models`` (and pydantic), which would double the CLI's start-up time.
 """
 
 from __future__ import annotations
@@ -88,8 +87,9 @@ class TetherClient:
                  token: str | None = None, retry_seconds: float = RETRY_SECONDS) -> None:
         self.home = home
         self.autostart = autostart
-        self.url = url
-        self.token = token
+        self.url, self.token = url, token
+        # a viewer (attach, interactive chat) never restarts an owner stopped on purpose
+        self.keep_owner_stopped = False
         self.retry_seconds = retry_seconds
         self._conn: Connection | None = None
         self._reconnecting = asyncio.Lock()
@@ -136,7 +136,7 @@ class TetherClient:
         assert self.home is not None
         # an owner stopped on purpose is not started again by a client that lost it:
         # a viewer never owns the owner's lifetime (a live new owner is still used)
-        stopped = self._lost is not None and stopped_on_purpose(self.home, self._lost)
+        stopped = bool(self.keep_owner_stopped and stopped_on_purpose(self.home, self._lost))
         try:
             desc = await ensure_owner(self.home, autostart=self.autostart and not stopped,
                                       timeout=max(budget, 1.0))

@@ -191,6 +191,7 @@ async def _attach(home: Any, given: str | None) -> int:
     from .session_cmds import resolve_session
 
     async with await TetherClient.connect(home) as client:
+        client.keep_owner_stopped = True  # a viewer: `tether stop` must stay stopped
         session_id = await resolve_session(client, given)
         # a running turn is replayed from its start: the answer so far, then live
         stream, snap, messages = await open_session(client, session_id)
@@ -239,6 +240,7 @@ async def _events(home: Any, args: Any) -> int:
             last = event["seq"]
         sys.stdout.flush()
         if args.follow:
+            client.keep_owner_stopped = True  # a viewer: `tether stop` must stay stopped
             stream = client.events(args.session_id, after_seq=last)
             async for event in stream:
                 sys.stdout.write(orjson.dumps(event).decode() + "\n")

@@ -232,14 +232,15 @@ class _StartReport:
             self.kept.clear()
 
 
-def stopped_on_purpose(home: Path, instance_id: str) -> bool:
+def stopped_on_purpose(home: Path, instance_id: str | None) -> bool:
     """Whether the owner ``instance_id`` left ``stopped.json``: it was stopped on purpose,
     and a client that lost it must not start another (HomeLayout.stopped)."""
     try:
         marker = json.loads(HomeLayout(home).stopped.read_bytes())
     except (OSError, ValueError):
         return False
-    return isinstance(marker, dict) and marker.get("instance_id") == instance_id
+    return isinstance(marker, dict) and instance_id is not None \
+        and marker.get("instance_id") == instance_id
 
 
 async def ensure_owner(home: Path, *, autostart: bool = True, tcp: str | None = None,

@@ -288,6 +288,7 @@ class Chat:
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory
 
+        self.client.keep_owner_stopped = True  # a viewer: `tether stop` must stay stopped
         session: PromptSession[Any] = PromptSession(
             history=FileHistory(str(self.home / "chat_history")),
             key_bindings=key_bindings(self), enable_history_search=False)
