@@ -29,6 +29,7 @@ import orjson
 from tether.rpc.errors import RpcError
 from tether.rpc.protocol import MAX_ID_CHARS
 
+from .approval_prompt import unattended_note
 from .client import TetherClient, new_input_id
 from .exits import CONTEXT, EXIT_OK, receipt_exit, report
 from .plan import ChatPlan, plan_chat
@@ -121,7 +122,9 @@ async def _finite(client: TetherClient, session_id: str, plan: ChatPlan) -> int:
         renderer = Renderer(sys.stdout, color=use_color(sys.stdout), mine=None, headers=False)
         on_event = renderer.event
     else:
-        on_event = None
+        def on_event(event: Any) -> None:  # only what the owner refused unattended
+            if (note := unattended_note(event)) is not None:
+                print(note, file=sys.stderr)
         # a new session's id, so a user can continue it; a resumed one they named
         if not plan.quiet and not (plan.resume or plan.last):
             print(f"[tether] session {session_id} (continue it with "

@@ -15,7 +15,7 @@ from .render import shorten
 #: clients.interactive.Chat, which imports this module (so it is not imported back)
 Chat = Any
 
-__all__ = ["Lines", "SPINNER", "key_bindings", "prompt_message", "goodbye", "status",
+__all__ = ["AskLines", "answer_question", "Lines", "SPINNER", "key_bindings", "prompt_message", "goodbye", "status",
            "note_failure_hint", "watch"]
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -171,3 +171,37 @@ async def watch(chat: Chat, sid: str, aid: str, receipt: dict[str, Any]) -> None
     if failure is not None and receipt["status"] != "terminal":
         chat.renderer.progress(f"{failure.reason}: {failure.detail}")
         chat.renderer.note(f"  hint: {failure.hint}")
+
+
+class AskLines:
+    """The queue of typed lines approval_prompt.InlineApprovals reads answers from:
+    here each ``get()`` asks on the input line (``Chat.ask``), with the choices it
+    just printed as the question."""
+
+    def __init__(self, chat: Chat) -> None:
+        self.chat = chat
+
+    async def get(self) -> str | None:
+        if self.chat.leaving:
+            return None
+        question = self.chat.lines.tail.strip() or "›"
+        self.chat.lines.tail = ""
+        return await self.chat.ask(question)
+
+    def put_nowait(self, item: object) -> None:
+        pass  # the terminal went away: nothing to hand on
+
+
+async def answer_question(chat: Chat) -> None:
+    """Show the oldest question of ask() on the input line (answers stay out of the
+    prompt history)."""
+    from prompt_toolkit import PromptSession
+
+    question, fut = chat.questions.popleft()
+    if chat.asking is None:
+        chat.asking = PromptSession(key_bindings=key_bindings(chat))
+    answer = await chat.read_line(chat.asking, question + " ", "")
+    if not fut.done():
+        fut.set_result(answer if isinstance(answer, str) else "")
+    if answer is None:
+        chat.leave()

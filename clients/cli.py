@@ -29,6 +29,7 @@ from .commands import (
     cmd_stop,
     cmd_token,
 )
+from .cron_cmd import add_cron_parser
 from .exits import CONTEXT, EXIT_OK, EXIT_SIGINT, EXIT_USAGE, CliError, from_exception, report
 
 __all__ = ["main", "build_parser"]
@@ -125,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", metavar="M", help="model name (this turn)")
     p.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint (this turn)")
     p.add_argument("--toolsets", metavar="a,b", type=_csv,
-                   help="comma-separated toolsets (e.g. delegation); empty for none")
+                   help="comma-separated toolsets: terminal, files, delegation (default: all)")
     p.add_argument("--max-turns", metavar="N", type=_max_turns,
                    help="model calls allowed in the turn (1-200)")
     p.add_argument("--reasoning", metavar="LEVEL", choices=("none", "low", "medium", "high"),
@@ -190,6 +191,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--admission", metavar="ADM", help="only this admission")
     p.set_defaults(func=cmd_resolve)
 
+    p = command("approvals", "list pending approval prompts of every session; `rules` lists "
+                             "the rules in force, `rm RULE_ID` forgets a remembered answer")
+    p.add_argument("action", nargs="?", choices=("list", "rules", "rm"), default="list")
+    p.add_argument("rule_id", nargs="?", metavar="RULE_ID")
+    p.add_argument("--json", action="store_true", help="print JSON lines")
+    p.set_defaults(func=_approvals_command("cmd_approvals"))
+
+    p = command("approve", "approve a pending prompt (once, unless --session or --always)")
+    p.add_argument("approval_id", metavar="ID")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("--session", action="store_true",
+                       help="also approve the same in this session without asking")
+    scope.add_argument("--always", action="store_true",
+                       help="also approve the same in every session (a stored rule)")
+    p.add_argument("--reason", metavar="R", help="a note recorded with the answer")
+    p.set_defaults(func=_approvals_command("cmd_approve"))
+
+    p = command("deny", "deny a pending prompt; the agent is told (with the reason)")
+    p.add_argument("approval_id", metavar="ID")
+    p.add_argument("--reason", metavar="R", help="why; the agent sees it")
+    p.set_defaults(func=_approvals_command("cmd_deny"))
+    add_cron_parser(command, _Parser)
+
     p = command("schema", "print the JSON Schema of the whole protocol")
     p.set_defaults(func=cmd_schema)
 
@@ -204,6 +228,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_bench)
     return parser
+
+
+def _approvals_command(name: str) -> Any:
+    """A command of approvals_cmd.py, imported only when it runs."""
+    def run(args: Any) -> int:
+        from . import approvals_cmd
+
+        return int(getattr(approvals_cmd, name)(args))
+
+    return run
 
 
 def _csv(value: str) -> list[str]:

@@ -41,12 +41,15 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tether.rpc.errors import RpcError
 
+from .approval_prompt import InlineApprovals
 from .chat_screen import (
+    AskLines,
     Lines,
+    answer_question,
     goodbye,
     key_bindings,
     note_failure_hint,
@@ -92,7 +95,8 @@ class Chat:
         self.event_hooks: list[Callable[[Chat, dict[str, Any]], Awaitable[None] | None]] = []
         self.tasks: set[asyncio.Task[Any]] = set()
         self.app: Any = None  # the prompt_toolkit application while the input line is up
-        self._asking: Any = None  # the PromptSession of ask()'s questions
+        self.asking: Any = None  # the PromptSession of ask()'s questions
+        self.approvals: InlineApprovals | None = None
 
     def _new_renderer(self) -> Renderer:
         return Renderer(self.lines, color=use_color(sys.stdout), mine=self.mine)  # type: ignore[arg-type]
@@ -118,6 +122,9 @@ class Chat:
         for p in snap.get("pending") or ():
             if p["receipt"]["admission_id"] != self.running:
                 self.renderer.progress(f"queued: {shorten(p.get('text'), 70)}")
+        # approval prompts of our turns are asked on the input line (approval_prompt.py)
+        self.approvals = InlineApprovals(self.client, session_id, self.renderer,
+                                         lambda: cast(Any, AskLines(self)))
         self.follower = asyncio.ensure_future(self.follow(stream))
         self.follower.add_done_callback(self._task_done)  # the owner gone: say so, leave
 
@@ -173,6 +180,8 @@ class Chat:
             self.renderer.event(event)
             if kind == "message.complete" and aid in self.mine:
                 note_failure_hint(self, payload)
+            if self.approvals is not None:
+                self.approvals.on_event(event, own_turn_running=self.running in self.mine)
             for hook in list(self.event_hooks):
                 out = hook(self, event)
                 if out is not None:
@@ -330,9 +339,9 @@ class Chat:
         draft: Any = ""
         while not self.leaving:
             if self.questions:
-                await self._answer(session)
+                await answer_question(self)
                 continue
-            text = await self._read(session, lambda: prompt_message(self), draft)
+            text = await self.read_line(session, lambda: prompt_message(self), draft)
             if text is _PREEMPTED:  # ask() took the line: keep what was being typed
                 draft = session.default_buffer.document
                 continue
@@ -347,7 +356,7 @@ class Chat:
                 continue
             self._spawn(self.submit(text[1:] if text.startswith("//") else text))
 
-    async def _read(self, session: Any, message: Any, default: Any) -> Any:
+    async def read_line(self, session: Any, message: Any, default: Any) -> Any:
         """One input line; None on Ctrl-D (or when leaving)."""
         self.app = self.lines.app = session.app
         try:
@@ -365,20 +374,6 @@ class Chat:
             await asyncio.sleep(0.2)
             if self.running or self.lines.tail:
                 self.redraw()
-
-    async def _answer(self, session: Any) -> None:
-        """Show the oldest question of ask() on the input line (answers stay out of the
-        prompt history)."""
-        from prompt_toolkit import PromptSession
-
-        question, fut = self.questions.popleft()
-        if self._asking is None:
-            self._asking = PromptSession(key_bindings=key_bindings(self))
-        answer = await self._read(self._asking, question + " ", "")
-        if not fut.done():
-            fut.set_result(answer if isinstance(answer, str) else "")
-        if answer is None:
-            self.leave()
 
     async def _settle_submits(self) -> None:
         """A prompt being sent when the user leaves is still sent (briefly waited for)."""

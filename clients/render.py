@@ -117,7 +117,7 @@ class Renderer:
             results = isinstance(text, str) and text.startswith(_RESULTS_MARKER)
             if self._delivered or results:
                 self._delivered = max(0, self._delivered - 1)
-                self.header("background delegation results arrived: new turn")
+                self.header("background results arrived: new turn")
             elif self.mine is None:
                 self.header(f"turn {aid}")
             else:
@@ -149,11 +149,33 @@ class Renderer:
             detail = f" ({len(args['tasks'])} tasks)"
         elif isinstance(args, dict) and args.get("goal"):
             detail = f": {shorten(args['goal'], 60)}"
+        elif payload.get("subject"):  # the command or path a tool acts on
+            detail = f": {shorten(payload['subject'], 100)}"
         self.progress(f"tool {name}{detail}")
 
     def _on_tool_complete(self, payload: dict[str, Any], aid: str | None) -> None:
         if payload.get("error"):
             self.progress(f"tool {payload.get('name', '?')} failed: {shorten(payload['error'])}")
+        elif payload.get("summary"):
+            self.progress(f"  → {shorten(payload['summary'], 160)}")
+
+    def _on_approval_requested(self, payload: dict[str, Any], aid: str | None) -> None:
+        verb = "run" if payload.get("kind") == "command" else "write"
+        self.progress(f"approval {payload.get('approval_id')} needed to {verb}: "
+                      f"{shorten(payload.get('subject'), 100)}")
+
+    def _on_approval_resolved(self, payload: dict[str, Any], aid: str | None) -> None:
+        how = payload.get("decision") or payload.get("cause")
+        self.progress(f"approval {payload.get('approval_id')} {payload.get('status')} ({how})"
+                      + (f": {shorten(payload['reason'], 100)}" if payload.get("reason")
+                         else ""))
+
+    def _on_process_complete(self, payload: dict[str, Any], aid: str | None) -> None:
+        self._delivered += 1
+        state = payload.get("state")
+        what = f"exited {payload.get('exit_code')}" if state == "exited" else state
+        self.progress(f"background process {payload.get('process_id')} "
+                      f"`{shorten(payload.get('command'), 60)}` {what}")
 
     def _on_subagent_start(self, payload: dict[str, Any], aid: str | None) -> None:
         index = payload.get("task_index")

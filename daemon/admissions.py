@@ -98,13 +98,15 @@ class AdmissionService:
 
     async def admit(self, principal: str, session_id: str, request_id: str,
                     payload_json: str, extra_unit: Callable[[Tx], None] | None = None,
-                    internal: bool = False) -> dict[str, Any]:
+                    internal: bool = False,
+                    prepare: Callable[[Tx], None] | None = None) -> dict[str, Any]:
         """Record (or find) the admission and return its receipt.
 
         ``extra_unit(tx)`` runs in the same transaction as a new row (delegation
         delivery marks its row delivered there). ``internal`` admissions (the
         owner's own producers) bypass draining and the per-session queue bound:
-        a result that is already computed must not be dropped.
+        a result that is already computed must not be dropped. ``prepare(tx)``
+        runs first in that transaction (a cron fire creates the run's session there).
         """
         digest = ledger.digest(payload_json)
         existing = await self._find(principal, session_id, request_id)
@@ -126,6 +128,8 @@ class AdmissionService:
         def unit(tx: Tx) -> tuple[bool, dict[str, Any]]:
             # the common case is two statements: the bound, then an insert that
             # yields the row, or nothing when a concurrent duplicate got there first
+            if prepare is not None:
+                prepare(tx)
             open_now = admissions.open_count(tx.conn, session_id)
             if open_now is None:
                 raise NotFound(f"no session {session_id!r}", session_id=session_id)

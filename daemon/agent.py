@@ -116,7 +116,8 @@ async def run_agent(*, provider: Provider, model: str, reasoning: str | None,
             await sink.tool_start(call.id, call.name, call.arguments)
             text, error = await _run_tool(tools, call.name, call.arguments,
                                           tool_context(call.id))
-            await sink.tool_complete(call.id, call.name, text[:EVENT_RESULT_CHARS], error)
+            # the whole result: the sink cuts it to EVENT_RESULT_CHARS for the event
+            await sink.tool_complete(call.id, call.name, text, error)
             replies.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
                             "content": text})
         messages.extend(replies)

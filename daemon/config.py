@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "ConfigError", "load_config"]
+__all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "CronConfig", "HttpConfig",
+           "ApprovalsConfig", "ToolsConfig", "ConfigError", "load_config"]
 
 
 #: the smallest daemon.max_db_bytes accepted: room for the schema and a little more
@@ -76,10 +77,60 @@ class DaemonConfig:
 
 
 @dataclass(frozen=True)
+class ApprovalsConfig:
+    """What a tool call may do without asking (daemon/approvals/policy.py)."""
+
+    mode: str = "ask"  # ask | auto | never
+    unattended: str = "deny"  # deny | allow: finite turns and child agents
+    allow: tuple[str, ...] = ()  # command patterns, or path:GLOB for file writes
+    deny: tuple[str, ...] = ()
+    timeout_seconds: float = 300.0
+
+
+@dataclass(frozen=True)
+class ToolsConfig:
+    """Limits of the terminal and file tools (docs/tools.md)."""
+
+    command_timeout_seconds: float = 120.0
+    max_command_timeout_seconds: float = 3600.0
+    output_chars: int = 20_000  # of a command's output shown to the model
+    read_lines: int = 2000  # lines read_file returns at most
+    read_chars: int = 100_000
+    max_processes: int = 64  # background processes running at once
+    process_ring_bytes: int = 200_000  # output kept per background process
+
+
+@dataclass(frozen=True)
+class CronConfig:
+    # false: jobs can be managed and run by hand, but nothing fires on schedule
+    enabled: bool = True
+    # the zone of jobs created without --tz; None = the owner's local zone
+    timezone: str | None = None
+    max_jobs: int = 256
+    # run history kept per job (older run rows are deleted; their sessions stay)
+    max_runs_kept: int = 1000
+
+
+@dataclass(frozen=True)
+class HttpConfig:
+    """The HTTP endpoint on the TCP listener (docs/http.md)."""
+
+    max_concurrent_requests: int = 8
+    max_body_bytes: int = 4 * 1024 * 1024
+    keepalive_seconds: float = 10.0
+    retry_after_seconds: int = 1
+    models: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Config:
     model: ModelConfig = ModelConfig()
     delegation: DelegationConfig = DelegationConfig()
     daemon: DaemonConfig = DaemonConfig()
+    approvals: ApprovalsConfig = ApprovalsConfig()
+    tools: ToolsConfig = ToolsConfig()
+    cron: CronConfig = CronConfig()
+    http: HttpConfig = HttpConfig()
 
 
 #: top-level sections read by other parts of the owner (SPEC §12), not by Config:
@@ -165,6 +216,13 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
     model = _section(ModelConfig, raw.get("model"), "model")
     delegation = _section(DelegationConfig, raw.get("delegation"), "delegation")
     daemon = _section(DaemonConfig, raw.get("daemon"), "daemon")
+    approvals = _section(ApprovalsConfig, raw.get("approvals"), "approvals")
+    tools = _section(ToolsConfig, raw.get("tools"), "tools")
+    cron = _section(CronConfig, raw.get("cron"), "cron")
+    http = _section(HttpConfig, raw.get("http"), "http")
+    if http.max_concurrent_requests < 1 or http.keepalive_seconds <= 0:
+        raise ConfigError("config.yaml: `http.max_concurrent_requests` must be at least 1 "
+                          "and `http.keepalive_seconds` more than 0")
     if env.get("OPENAI_BASE_URL"):
         model = replace(model, base_url=env["OPENAI_BASE_URL"])
         if "provider" not in (raw.get("model") or {}):
@@ -198,4 +256,25 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
         raise ConfigError("config.yaml: daemon limits must be at least 1")
     if daemon.max_db_bytes is not None and daemon.max_db_bytes < MIN_DB_BYTES:
         raise ConfigError(f"config.yaml: `daemon.max_db_bytes` must be at least {MIN_DB_BYTES}")
-    return Config(model=model, delegation=delegation, daemon=daemon)
+    if cron.timezone is not None:
+        from zoneinfo import ZoneInfo
+
+        try:
+            ZoneInfo(cron.timezone)
+        except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
+            raise ConfigError(f"config.yaml: `cron.timezone` {cron.timezone!r} is not an "
+                              "IANA time zone") from None
+    if cron.max_jobs < 1 or cron.max_runs_kept < 1:
+        raise ConfigError("config.yaml: `cron.max_jobs` and `cron.max_runs_kept` must be at "
+                          "least 1")
+    if approvals.mode not in ("ask", "auto", "never"):
+        raise ConfigError("config.yaml: `approvals.mode` must be ask, auto or never")
+    if approvals.unattended not in ("deny", "allow"):
+        raise ConfigError("config.yaml: `approvals.unattended` must be deny or allow")
+    if not approvals.timeout_seconds > 0:
+        raise ConfigError("config.yaml: `approvals.timeout_seconds` must be more than 0")
+    if not tools.command_timeout_seconds > 0 or tools.max_processes < 1 \
+            or tools.output_chars < 1000 or tools.process_ring_bytes < 1000:
+        raise ConfigError("config.yaml: a `tools` limit is too small (see docs/configuration.md)")
+    return Config(model=model, delegation=delegation, daemon=daemon, cron=cron, http=http,
+                  approvals=approvals, tools=tools)

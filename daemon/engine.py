@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .agent import AgentResult, run_agent
+from .approvals.policy import Verdict
+from .approvals.service import ApprovalCall, ApprovalService
 from .providers import Providers
 from .settings import TurnSettings
 from .sink import EventSink
@@ -31,12 +33,18 @@ class AgentRun:
     depth: int
     #: whether a result may be delivered after the run (see ToolContext.late_delivery)
     late_delivery: bool
+    #: the session's working directory
+    cwd: str | None = None
+    #: whether a person can answer approval prompts (an interactive turn; never a child)
+    attended: bool = False
 
 
 class Engine:
-    def __init__(self, providers: Providers, tools: ToolRegistry) -> None:
+    def __init__(self, providers: Providers, tools: ToolRegistry,
+                 approvals: ApprovalService | None = None) -> None:
         self._providers = providers
         self._tools = tools
+        self._approvals = approvals
 
     async def run(self, run: AgentRun, settings: TurnSettings, messages: list[dict[str, Any]],
                   sink: EventSink) -> AgentResult:
@@ -44,10 +52,20 @@ class Engine:
         StorageError if what it reported could not be written."""
         provider = self._providers.for_settings(settings)
 
+        approvals = self._approvals
+
         def context(call_id: str) -> ToolContext:
+            async def approve(tool: str, kind: str, subject: str) -> Verdict:
+                if approvals is None:
+                    return Verdict(False, "denied: this owner has no approval service")
+                call = ApprovalCall(run.session_id, run.admission_id, call_id, tool, run.cwd,
+                                    run.attended)
+                return await approvals.check(call, kind, subject)
+
             return ToolContext(session_id=run.session_id, admission_id=run.admission_id,
                                call_id=call_id, depth=run.depth, settings=settings,
-                               late_delivery=run.late_delivery, emit=sink.event)
+                               late_delivery=run.late_delivery, emit=sink.event, cwd=run.cwd,
+                               attended=run.attended, approve=approve)
 
         result = await run_agent(
             provider=provider, model=settings.model, reasoning=settings.reasoning,

@@ -8,15 +8,20 @@ one dict lookup. Hooks, by name:
 - ``pause_before_delivery``: a background delegation has just been recorded
   finished (delivery pending) and is about to be delivered into its origin
   session (``daemon/delegation.py``). See docs/recovery.md.
+- ``pause_before_process_notice``: a background process with
+  ``notify_on_complete`` has just been recorded ended (notice pending) and its
+  notice is about to be delivered (``daemon/toolsets/processes.py``).
 
 ``TETHER_FAULT_STORAGE=PATH`` arms the storage fault hook for the storage-fault
-suite: before each write group the store reads PATH, and its content switches
-the writer into a failure SQLite itself produces — ``readonly`` (``PRAGMA
-query_only``: every write fails with SQLITE_READONLY) or ``full`` (the file is
-capped at its current size: SQLITE_FULL on the next page it needs). A missing or
-empty file is normal operation, so a test can break and heal the store while the
-owner runs (root ignores file modes, so chmod cannot do this). Unset, the store
-is not even asked.
+suite. `wrap_storage` installs it on the owner's `Database` from outside,
+through the store's generic ``before_group`` seam: before each write group it
+reads PATH, and its content switches the writer connection into a failure
+SQLite itself produces — ``readonly`` (``PRAGMA query_only``: every write fails
+with SQLITE_READONLY) or ``full`` (the file is capped at its current size:
+SQLITE_FULL on the next page it needs). A missing or empty file is normal
+operation, so a test can break and heal the store while the owner runs (root
+ignores file modes, so chmod cannot do this). Unset, nothing is installed and
+the store is not even asked.
 """
 
 from __future__ import annotations
@@ -24,9 +29,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+import sqlite3
 
-__all__ = ["FAULT_ENV", "STORAGE_FAULT_ENV", "parse_faults", "pause", "storage_fault"]
+from tether.store import Database
+
+__all__ = ["FAULT_ENV", "STORAGE_FAULT_ENV", "StorageFault", "parse_faults", "pause",
+           "wrap_storage"]
 
 FAULT_ENV = "TETHER_FAULT"
 STORAGE_FAULT_ENV = "TETHER_FAULT_STORAGE"
@@ -57,19 +65,48 @@ async def pause(name: str) -> None:
         await asyncio.sleep(seconds)
 
 
-def storage_fault() -> Callable[[], str | None] | None:
-    """The store's fault hook if TETHER_FAULT_STORAGE is set, else None."""
-    path = os.environ.get(STORAGE_FAULT_ENV)
-    if not path:
-        return None
-    log.warning("storage fault hook armed: %s (%s is set)", path, STORAGE_FAULT_ENV)
+class StorageFault:
+    """The storage fault hook: puts the writer into the failure PATH names.
 
-    def mode() -> str | None:
+    Called with the writer connection before each write group; changes the
+    connection only when the named failure changes, and clearing it restores
+    the quota the owner configured (``daemon.max_db_bytes``).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.mode: str | None = None
+        self._quota_pages: int | None = None  # max_page_count before any fault
+
+    def wanted(self) -> str | None:
+        """The failure the file names now (None: normal operation)."""
         try:
-            with open(path, encoding="utf-8") as f:
+            with open(self.path, encoding="utf-8") as f:
                 value = f.read().strip()
         except OSError:
             return None
         return value if value in STORAGE_FAULTS else None
 
-    return mode
+    def __call__(self, conn: sqlite3.Connection) -> None:
+        mode = self.wanted()
+        if mode == self.mode:
+            return
+        if self._quota_pages is None:
+            (self._quota_pages,) = conn.execute("PRAGMA max_page_count").fetchone()
+        conn.execute(f"PRAGMA query_only={int(mode == 'readonly')}")
+        if mode == "full":
+            (pages,) = conn.execute("PRAGMA page_count").fetchone()
+            conn.execute(f"PRAGMA max_page_count={pages}")
+        else:
+            conn.execute(f"PRAGMA max_page_count={self._quota_pages}")
+        log.warning("storage fault hook: %s", mode or "cleared")
+        self.mode = mode
+
+
+def wrap_storage(db: Database) -> Database:
+    """``db``, with the storage fault hook installed if TETHER_FAULT_STORAGE is set."""
+    path = os.environ.get(STORAGE_FAULT_ENV)
+    if path:
+        log.warning("storage fault hook armed: %s (%s is set)", path, STORAGE_FAULT_ENV)
+        db.before_group = StorageFault(path)
+    return db

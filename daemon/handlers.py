@@ -13,6 +13,7 @@ import os
 import secrets
 import sqlite3
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,13 +30,15 @@ from .events import EventBus
 from .server import Call
 from .session_admin import SessionAdmin
 from .sessions import SessionService
+from .settings import TOOLSETS
 from .supervisor import Supervisor
 from .turns import TurnRunner
 
 __all__ = ["Identity", "build_dispatcher", "token_hash", "translate", "CAPABILITIES"]
 
 CAPABILITIES = ["admissions.v1", "events.replay", "delegation.inline", "delegation.background",
-                "prompt.cancel", "tokens"]
+                "prompt.cancel", "tokens", "approvals", "tools.terminal", "tools.files",
+                "process.notify"]
 #: how long session.interrupt waits for the stopped turn to record its outcome
 INTERRUPT_WAIT_SECONDS = 10.0
 
@@ -69,14 +72,17 @@ def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
                      sessions: SessionService, admissions: AdmissionService,
                      turns: TurnRunner, supervisor: Supervisor,
                      check_results: bool = False,
-                     admin: SessionAdmin | None = None) -> Dispatcher:
+                     admin: SessionAdmin | None = None,
+                     register: Sequence[Callable[[Dispatcher], None]] = ()) -> Dispatcher:
+    """The dispatcher with every method's handler; ``register`` adds the handlers a
+    feature keeps in its own package (cron/handlers.py)."""
     d = Dispatcher(check_results=check_results, translate=translate)
 
     @d.register("runtime.describe")
     async def describe(p: m.RuntimeDescribeParams, call: Call) -> dict[str, Any]:
         return {"protocol": PROTOCOL, "version": identity.version,
                 "instance_id": identity.instance_id, "epoch": identity.epoch,
-                "pid": os.getpid(), "capabilities": CAPABILITIES}
+                "pid": os.getpid(), "capabilities": CAPABILITIES, "toolsets": list(TOOLSETS)}
 
     @d.register("ping")
     async def ping(p: m.PingParams, call: Call) -> dict[str, Any]:
@@ -177,6 +183,8 @@ def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
     async def session_lookup(p: ms.SessionLookupParams, call: Call) -> dict[str, Any]:
         return await session_admin.lookup(p.prefix, p.last)
 
+    for add in register:
+        add(d)
     missing = d.unhandled()
     if missing:
         raise RuntimeError(f"methods without a handler: {missing}")

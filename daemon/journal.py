@@ -39,17 +39,21 @@ RETRY_MAX_SECONDS = 2.0
 class Tx:
     """What a journal unit gets: the connection, a timestamp, and ``event()``."""
 
-    __slots__ = ("conn", "now", "events")
+    __slots__ = ("conn", "now", "events", "_last")
 
     def __init__(self, conn: sqlite3.Connection, now: float) -> None:
         self.conn = conn
         self.now = now
         self.events: list[EventRecord] = []
+        # each session's last seq as this unit wrote it: a unit's second event in a
+        # session needs no SELECT (a unit is one savepoint, so nothing moves meanwhile)
+        self._last: dict[str, int] = {}
 
     def event(self, session_id: str, type_: str, payload: dict[str, Any],
               admission_id: str | None = None) -> int:
         seq = event_rows.append(self.conn, session_id, type_, orjson.dumps(payload).decode(),
-                                admission_id, self.now)
+                                admission_id, self.now, self._last.get(session_id))
+        self._last[session_id] = seq
         self.events.append(EventRecord(session_id, seq, type_, payload, admission_id))
         return seq
 

@@ -26,6 +26,7 @@ import signal
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -35,7 +36,12 @@ from tether.store import runtime as runtime_rows
 
 from . import faults
 from .admissions import AdmissionService
+from .approvals.handlers import approval_handlers
+from .approvals.service import ApprovalService
 from .config import Config, load_config
+from .cron.handlers import cron_handlers
+from .cron.jobs import CronJobs
+from .cron.service import CronService
 from .delegation.background import BackgroundDelegations
 from .delegation.children import ChildRunner
 from .delegation.tool import delegate_task_tool
@@ -52,7 +58,14 @@ from .server import Listeners, parse_hostport, tcp_address
 from .sessions import SessionService
 from .supervisor import Supervisor
 from .tools import ToolRegistry
+from .toolsets.env import scrubbed_env
+from .toolsets.files import file_tools
+from .toolsets.processes import ProcessTable
+from .toolsets.terminal import process_tool, terminal_tool
 from .turns import TurnRunner
+
+if TYPE_CHECKING:
+    from .http import HttpFrontend
 
 __all__ = ["run_owner", "tether_version", "setup_logging"]
 
@@ -110,11 +123,24 @@ async def run_owner(home: Home, *, tcp: str | None = None, config: Config | None
         os.close(lock_fd)
 
 
+def _http_frontend(journal: Journal, bus: EventBus, admissions_svc: AdmissionService,
+                   config: Config, db: Database, supervisor: Supervisor) -> HttpFrontend:
+    """The HTTP endpoint served on the TCP port beside the WebSocket protocol."""
+    from .http import HttpFrontend
+
+    async def token_id(token: str) -> str | None:
+        digest = token_hash(token)
+        return await db.lookup(lambda c: runtime_rows.token_id_for(c, digest))
+
+    return HttpFrontend(journal, bus, admissions_svc, config, token_id,
+                        lambda: supervisor.draining)
+
+
 async def _serve(home: Home, config: Config, tcp: str | None,
                  overrides: Mapping[str, Provider], ready: asyncio.Event | None) -> None:
     dcfg = config.daemon
-    db = await Database.open(home.db, busy_timeout_ms=dcfg.busy_timeout_ms,
-                             max_bytes=dcfg.max_db_bytes, fault=faults.storage_fault())
+    db = faults.wrap_storage(await Database.open(home.db, busy_timeout_ms=dcfg.busy_timeout_ms,
+                                                 max_bytes=dcfg.max_db_bytes))
     try:
         epoch = await db.write(runtime_rows.bump_epoch)
         scheduler = Scheduler(dcfg.max_running_turns)
@@ -127,8 +153,11 @@ async def _serve(home: Home, config: Config, tcp: str | None,
                                 instance_id="own_" + secrets.token_hex(8), epoch=epoch)
             supervisor = Supervisor(tasks)
             tools = ToolRegistry()
+            approvals = ApprovalService(journal, scheduler, supervisor, config.approvals,
+                                        epoch=epoch)
+            await approvals.recover()
             engine = Engine(Providers(config, http, overrides=overrides,
-                                      config_path=home.config), tools)
+                                      config_path=home.config), tools, approvals)
             turns = TurnRunner(engine, journal, scheduler, supervisor, config, epoch=epoch)
             admissions_svc = AdmissionService(journal, scheduler, supervisor, turns, dcfg,
                                               epoch=epoch)
@@ -137,6 +166,17 @@ async def _serve(home: Home, config: Config, tcp: str | None,
             background = BackgroundDelegations(children, journal, supervisor, config,
                                                admissions_svc.admit, epoch=epoch)
             tools.add(delegate_task_tool(children, background, config.delegation))
+            # commands never see the owner's secrets (docs/tools.md)
+            command_env = scrubbed_env(os.environ, (config.model.api_key,
+                                                    config.delegation.api_key))
+            processes = ProcessTable(journal, supervisor, admissions_svc.admit, config.tools,
+                                     command_env, epoch=epoch)
+            tools.add(terminal_tool(processes, config.tools))
+            tools.add(process_tool(processes))
+            for tool in file_tools(config.tools):
+                tools.add(tool)
+            cron = CronService(journal, admissions_svc.admit, supervisor, config)
+            cron_jobs = CronJobs(journal, cron, config)
 
             async def token_ok(token: str) -> bool:
                 digest = token_hash(token)
@@ -144,16 +184,21 @@ async def _serve(home: Home, config: Config, tcp: str | None,
 
             dispatcher = build_dispatcher(identity=identity, db=db, bus=bus, sessions=sessions,
                                           admissions=admissions_svc, turns=turns,
-                                          supervisor=supervisor)
+                                          supervisor=supervisor,
+                                          register=[cron_handlers(cron_jobs, cron),
+                                                    approval_handlers(approvals)])
             listeners = Listeners(
                 dispatcher, bus, max_connections=dcfg.max_connections,
                 max_frame_bytes=dcfg.max_frame_bytes, viewer_queue=dcfg.viewer_queue_events,
                 max_subscriptions=dcfg.max_subscriptions_per_connection, token_check=token_ok,
                 allowed_origins=dcfg.tcp_allowed_origins)
             await listeners.start_unix(home.socket)
+            api = None
             if tcp:
                 host, port = parse_hostport(tcp)
-                await listeners.start_tcp(host, port, allow_remote=dcfg.tcp_allow_remote)
+                api = _http_frontend(journal, bus, admissions_svc, config, db, supervisor)
+                await listeners.start_tcp(host, port, allow_remote=dcfg.tcp_allow_remote,
+                                          http=api.protocol)
             for sig in STOP_SIGNALS:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, supervisor.stop_requested.set)
@@ -169,16 +214,21 @@ async def _serve(home: Home, config: Config, tcp: str | None,
                      f" and {listeners.tcp_url}" if listeners.tcp_url else "")
             turns.pump()
             supervisor.spawn(background.recover(), "delegation-recovery")
+            supervisor.spawn(processes.recover(), "process-recovery")
+            cron.start()
             if ready is not None:
                 ready.set()
             await supervisor.stop_requested.wait()
             home.mark_stopped(identity.instance_id)  # before any client can see us go
             log.info("draining: admitting nothing new, %d turn(s) running", len(turns.running))
             supervisor.draining = True
+            await cron.stop()  # fires nothing more; a fire being written still commits
             await turns.stop_all(dcfg.grace_seconds)
             await background.stop_all()
+            await processes.stop_all()
             home.remove_runtime_files()
-            await listeners.close()
+            # together: on Python 3.12+ closing the port waits for its HTTP connections too
+            await asyncio.gather(listeners.close(), *([api.close()] if api else []))
             for sig in STOP_SIGNALS:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.remove_signal_handler(sig)

@@ -1,4 +1,4 @@
-"""The WebSocket transport: the only module that imports the websockets server.
+"""The WebSocket transport: the owner's only module that imports the websockets server.
 
 Two listeners share one connection handler: the Unix socket ``daemon.sock``
 (mode 0600, peer uid checked with SO_PEERCRED) and an optional loopback TCP
@@ -11,6 +11,9 @@ and a slow socket only backs up its own outbox. Events are bounded per viewer
 (events.py); requests are bounded by backpressure: with MAX_IN_FLIGHT requests
 running or waiting for their replies to leave, the connection is not read until
 one does.
+
+The TCP port also serves HTTP (daemon/http/): a WebSocket upgrade goes on as
+here, any other request goes to the HTTP protocol the owner gave ``start_tcp``.
 
 Sending has a fast path. While nothing is queued ahead and the peer keeps up
 (the transport holds at most ``WRITE_LIMIT`` unsent bytes), a frame is written
@@ -47,9 +50,10 @@ from tether.rpc import protocol
 from tether.rpc.dispatch import Dispatcher
 
 from .events import EventBus, Viewer
+from .http.port import HeadRouter
 
-__all__ = ["Call", "Listeners", "SUBPROTOCOL", "TOKEN_PREFIX", "parse_hostport", "serve_echo",
-           "tcp_address", "ws_options"]
+__all__ = ["Call", "Listeners", "SUBPROTOCOL", "TOKEN_PREFIX", "parse_hostport", "tcp_address",
+           "ws_options"]
 
 log = logging.getLogger("tether.server")
 
@@ -82,22 +86,6 @@ def ws_options(max_frame_bytes: int) -> dict[str, Any]:
     # no compression: frames are small JSON, and deflate costs more CPU than it saves
     return {"max_size": max_frame_bytes, "compression": None, "ping_interval": 20,
             "ping_timeout": 20, "close_timeout": 5, "max_queue": MAX_QUEUE}
-
-
-async def serve_echo(path: Path, max_frame_bytes: int = 4 * 1024 * 1024) -> Server:
-    """A bare websockets echo server on a Unix socket, with the listeners' options.
-
-    The baseline ``tether bench`` divides the ping round trip by: what the same
-    library costs per round trip with no dispatcher, store or fan-out behind it.
-    """
-    async def echo(conn: ServerConnection) -> None:
-        try:
-            async for frame in conn:
-                await conn.send(frame)
-        except ConnectionClosed:
-            pass
-
-    return await unix_serve(echo, str(path), **ws_options(max_frame_bytes))
 
 
 def parse_hostport(value: str) -> tuple[str, int]:
@@ -174,12 +162,19 @@ class Listeners:
         os.chmod(path, 0o600)
         self._servers.append(server)
 
-    async def start_tcp(self, host: str, port: int, *, allow_remote: bool) -> str:
+    async def start_tcp(self, host: str, port: int, *, allow_remote: bool,
+                        http: Callable[[], asyncio.Protocol] | None = None) -> str:
+        """Listen on TCP; ``http()`` serves a request that is not a WebSocket upgrade."""
         tcp_address(f"{host}:{port}", allow_remote=allow_remote)
+        extra: dict[str, Any] = {}
+        if http is not None:
+            def shared(protocol: Any, server: Server, **kwargs: Any) -> ServerConnection:
+                return _SharedPort(http, protocol, server, **kwargs)
+            extra["create_connection"] = shared
         server = await serve(
             lambda c: self._handle(c, "tcp"), host, port,
             process_request=self._check_tcp, select_subprotocol=self._subprotocol,
-            **self._ws_options())
+            **self._ws_options(), **extra)
         sock = next(iter(server.sockets))
         bound = sock.getsockname()
         shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
@@ -339,3 +334,22 @@ class Listeners:
                     await conn.send(frame, text=True)  # writes, then drains
         except ConnectionClosed:
             viewer.close()  # wakes a receive loop held back by wait_room
+
+
+class _SharedPort(ServerConnection):
+    """A TCP connection routed once its request head is in (http/port.py decides):
+    an upgrade goes on as this websockets connection, anything else to ``http()``.
+    Until then the transport's callbacks are the instance overrides below; routing
+    removes them, so a WebSocket connection pays nothing per frame."""
+
+    def __init__(self, http: Callable[[], asyncio.Protocol], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._router = HeadRouter(http, self._to_websocket)
+        for name in ("connection_made", "data_received", "eof_received", "connection_lost"):
+            setattr(self, name, getattr(self._router, name))
+
+    def _to_websocket(self, transport: asyncio.Transport, head: bytes) -> None:
+        for name in ("connection_made", "data_received", "eof_received", "connection_lost"):
+            delattr(self, name)
+        self.connection_made(transport)
+        self.data_received(head)

@@ -25,6 +25,7 @@ from tether.rpc.errors import (
 )
 from tether.rpc.models import TURN_OPTION_FIELDS, SessionCreateParams
 from tether.store import admissions, events, messages, sessions
+from tether.store import approvals as approval_rows
 
 from . import ledger
 from .events import EventBus, Viewer
@@ -41,6 +42,12 @@ RESUME_EVENTS_MAX = 10_000
 #: a reply stays about this size however large the events, so a peer that
 #: pipelines pages without reading them holds the owner to 64 of these
 PAGE_BYTES = 1024 * 1024
+
+
+#: the columns of an approval prompt a snapshot shows (rpc ApprovalPrompt)
+APPROVAL_FIELDS = ("approval_id", "session_id", "admission_id", "call_id", "tool", "kind",
+                   "subject", "why", "cwd", "status", "decision", "cause", "answered_by",
+                   "reason", "created_at", "expires_at", "resolved_at")
 
 
 def new_session_id() -> str:
@@ -183,6 +190,9 @@ class SessionService:
                 "session_id": session_id, "stored_session_id": session_id, "info": _info(row),
                 "messages": messages.list_for(c, session_id), "pending": pending,
                 "last_seq": events.last_seq(c, session_id), "events": None,
+                # pending approval prompts: a viewer that attaches late can answer them
+                "approvals": [{k: r[k] for k in APPROVAL_FIELDS}
+                              for r in approval_rows.pending(c, session_id)],
             }
             if after_seq is not None:
                 snap["events"] = event_dicts(

@@ -21,9 +21,9 @@ __all__ = ["TurnSettings", "resolve_turn", "resolve_child", "ResolveError",
 
 DEMO_MODEL = "tether-demo"
 #: every toolset a turn may name (SPEC §12); the owner registers their tools
-TOOLSETS: tuple[str, ...] = ("delegation",)
+TOOLSETS: tuple[str, ...] = ("terminal", "files", "delegation")
 #: the toolsets of a session that names none
-DEFAULT_TOOLSETS: tuple[str, ...] = ("delegation",)
+DEFAULT_TOOLSETS: tuple[str, ...] = ("terminal", "files", "delegation")
 
 
 class ResolveError(Exception):

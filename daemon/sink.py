@@ -12,11 +12,27 @@ import asyncio
 import contextlib
 from typing import Any
 
+import orjson
+
 from tether.store import StorageError, messages
 
 from .journal import Journal, Unit
 
 __all__ = ["EventSink", "DELTA_SECONDS", "DELTA_CHARS"]
+
+#: tool results shown in tool.complete events are cut to this many characters
+EVENT_RESULT_CHARS = 2000
+#: tool.start's subject and tool.complete's summary are cut to this many characters
+SUBJECT_CHARS = 500
+
+
+def _object(text: str) -> dict[str, Any]:
+    """``text`` as a JSON object, or {} if it is not one."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 #: deltas are coalesced into one event per this many seconds or characters
 DELTA_SECONDS = 0.05
@@ -119,14 +135,23 @@ class EventSink:
         await self._write(lambda tx: messages.append(tx.conn, sid, rows, tx.now))
 
     async def tool_start(self, call_id: str, name: str, arguments: str) -> None:
-        await self.event("tool.start", {"call_id": call_id, "name": name,
-                                        "arguments": arguments})
+        payload = {"call_id": call_id, "name": name, "arguments": arguments}
+        # what the call acts on, for viewers: the command, or the path
+        args = _object(arguments)
+        subject = args.get("command") or args.get("path") or args.get("pattern")
+        if isinstance(subject, str):
+            payload["subject"] = subject[:SUBJECT_CHARS]
+        await self.event("tool.start", payload)
 
     async def tool_complete(self, call_id: str, name: str, result: str,
                             error: str | None) -> None:
-        payload: dict[str, Any] = {"call_id": call_id, "name": name, "result": result}
+        payload: dict[str, Any] = {"call_id": call_id, "name": name,
+                                   "result": result[:EVENT_RESULT_CHARS]}
         if error:
             payload["error"] = error
+        summary = _object(result).get("summary")  # a tool's own one-line account
+        if isinstance(summary, str):
+            payload["summary"] = summary[:SUBJECT_CHARS]
         await self.event("tool.complete", payload)
 
     async def settle(self) -> None:

@@ -15,12 +15,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .approvals.policy import Verdict
 from .settings import TOOLSETS, TurnSettings
 
-__all__ = ["Tool", "ToolContext", "ToolRegistry", "Emit"]
+__all__ = ["Tool", "ToolContext", "ToolRegistry", "Emit", "Approve", "Verdict"]
 
 #: write one event into the calling agent's session (in order with its other events)
 Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
+#: ask whether this call may run a command / write a path: ``approve(tool, kind, subject)``
+#: with kind ``command`` or ``file``; may wait for a person (daemon/approvals)
+Approve = Callable[[str, str, str], Awaitable[Verdict]]
+
+
+async def no_approval(tool: str, kind: str, subject: str) -> Verdict:
+    """The approval capability of a context built without one: nothing risky runs."""
+    return Verdict(False, "denied: no approval service is available to this agent")
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,11 @@ class ToolContext:
     #: promise a later delivery must finish inside the call or refuse
     late_delivery: bool
     emit: Emit
+    #: the session's working directory (commands run and relative paths resolve there)
+    cwd: str | None = None
+    #: whether a person can answer an approval prompt (an interactive turn)
+    attended: bool = False
+    approve: Approve = no_approval
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,10 @@ RULES_FILES = ("AGENTS.md", ".tether/rules.md")
 RULES_MAX_BYTES = 64 * 1024
 SYSTEM_PROMPT = (
     "You are an agent running inside tether, a persistent session daemon. "
-    "Answer the user's request. Use delegate_task to hand independent pieces of work "
+    "Answer the user's request. Use the tools you are given: read_file, search_files and "
+    "list_dir to look at the project, edit_file and write_file to change it, terminal to "
+    "run commands (risky ones wait for the user's approval; a denial tells you why). "
+    "Use delegate_task to hand independent pieces of work "
     "to helper agents when that helps; their results come back to you as tool results "
     "(or, for background delegations, as a later message)."
 )
@@ -96,7 +99,10 @@ def turn_messages(history: list[dict[str, Any]], cwd: str | None,
                   ignore_rules: bool) -> list[dict[str, Any]]:
     """A parent turn's messages: the system prompt, the project rules (unless
     ``ignore_rules``), then the session's transcript (its new user message last)."""
-    msgs = [{"role": "system", "content": SYSTEM_PROMPT}]
+    system = SYSTEM_PROMPT
+    if cwd:  # relative paths and commands work there
+        system += f"\nThe session's working directory is {cwd}."
+    msgs = [{"role": "system", "content": system}]
     if not ignore_rules and (rules := rules_message(cwd)):
         msgs.append(rules)
     msgs.extend(chat_history(history))

@@ -174,7 +174,8 @@ class TurnRunner:
                                     payload.get(TURN_OPTION_KEY, {}))
             msgs = turn_messages(history, session.get("cwd"), settings.ignore_rules)
             agent = AgentRun(session_id=sid, admission_id=aid, depth=0,
-                             late_delivery=not payload.get("finite"))
+                             late_delivery=not payload.get("finite"), cwd=session.get("cwd"),
+                             attended=not payload.get("finite"))
             # the model's retries are shown to viewers as model.retry events
             RETRY_LISTENER.set(lambda info: sink.event("model.retry", info))
             result = await self._engine.run(agent, settings, msgs, sink)

@@ -39,7 +39,11 @@ EVENT_TYPES: tuple[str, ...] = (
     "delegation.dispatched",
     "delegation.complete",
     "message.complete",
+    "approval.requested",
+    "approval.resolved",
+    "process.complete",
     REPLAY_GAP,
+    "cron.notice",
     "model.retry",
 )
 

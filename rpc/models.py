@@ -60,7 +60,8 @@ __all__ = [
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
 Timestamp = float  # unix seconds
-ToolsetName = Annotated[str, Field(max_length=64)]
+ToolsetName = Annotated[str, Field(max_length=64, description=(
+    "terminal, files or delegation (runtime.describe lists them)"))]
 
 Reasoning = Literal["none", "low", "medium", "high"]
 Status = Literal["queued", "started", "unknown", "terminal"]
@@ -201,6 +202,8 @@ class RuntimeDescribeResult(Model):
     epoch: int
     pid: int
     capabilities: list[str]
+    #: every toolset a session or turn may name (SPEC §12); the default is all of them
+    toolsets: list[str] = []
 
 
 class PingResult(Model):
@@ -280,14 +283,16 @@ class Event(Model):
     by type (``?`` = may be absent):
 
     =====================  =========================================================
-    session.info           pending: [admission_id], running: admission_id | null
+    session.info           pending: [admission_id], running: admission_id | null,
+                           awaiting_approval?: approval_id | null
     message.start          admission_id, input_id, principal, text (the prompt,
                            first 4000 characters), text_truncated? (true when cut);
                            see models_sessions.MessageStartPayload
     message.delta          text
     reasoning.delta        text
-    tool.start             call_id, name, arguments
-    tool.complete          call_id, name, result (str, truncated), error?
+    tool.start             call_id, name, arguments, subject? (command or path)
+    tool.complete          call_id, name, result (str, truncated), error?,
+                           summary? (one short line)
     subagent.start         delegation_id?, task_index, goal, child_session_id
     subagent.complete      delegation_id?, task_index, status, summary,
                            child_session_id
@@ -295,7 +300,14 @@ class Event(Model):
     delegation.complete    delegation_id, state, admission_id (of the delivery),
                            results: [{task_index, status}]
     message.complete       admission_id, outcome, text, error?
+    approval.requested     approval_id, call_id, tool, kind, subject, why, cwd,
+                           choices, expires_at
+    approval.resolved      approval_id, status, decision, cause, reason
+    process.complete       process_id, state, exit_code, command (its notice
+                           was admitted as a new turn)
     session.replay_gap     last_seq, reason
+    cron.notice            job, run_id, scheduled_for, session_id, admission_id,
+                           outcome, text, error (a scheduled job's delivered answer)
     model.retry            attempt (the next, from 2), attempts, delay_seconds, reason,
                            detail (why the last attempt failed)
     =====================  =========================================================
@@ -308,8 +320,34 @@ class Event(Model):
     admission_id: str | None = None
 
 
+class ApprovalPrompt(Model):
+    """An approval prompt: what a tool call asks to do, and how it was resolved.
+
+    ``kind`` command (``subject`` is the command) or file (``subject`` is the
+    absolute path written); ``why`` says why it needs an answer."""
+
+    approval_id: str
+    session_id: str
+    admission_id: str | None
+    call_id: str
+    tool: str
+    kind: Literal["command", "file"]
+    subject: str
+    why: str
+    cwd: str | None
+    status: Literal["pending", "approved", "denied", "expired", "cancelled"]
+    decision: Literal["once", "session", "always", "deny"] | None
+    cause: Literal["answered", "timeout", "interrupted", "shutdown"] | None
+    answered_by: str | None
+    reason: str | None
+    created_at: Timestamp
+    expires_at: Timestamp
+    resolved_at: Timestamp | None
+
+
 class Snapshot(Model):
-    """A session as a viewer needs it on (re)attach; ``events`` only with ``after_seq``."""
+    """A session as a viewer needs it on (re)attach; ``events`` only with ``after_seq``;
+    ``approvals``: its pending approval prompts, for a viewer that attaches late."""
 
     session_id: str
     stored_session_id: str
@@ -319,6 +357,7 @@ class Snapshot(Model):
     running: str | None  # admission_id of the running turn
     last_seq: int
     events: list[Event] | None = None
+    approvals: list[ApprovalPrompt] = []
 
 
 class SessionSummary(Model):

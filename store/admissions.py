@@ -6,9 +6,8 @@ import sqlite3
 from typing import Any
 
 __all__ = [
-    "COLUMNS", "insert", "insert_new", "find", "get", "mark_started", "finish",
-    "open_for_session", "all_open", "mark_unknown_before", "count_open", "open_count",
-    "all_rows",
+    "COLUMNS", "insert_new", "find", "get", "mark_started", "finish", "open_for_session",
+    "all_open", "mark_unknown_before", "open_count",
 ]
 
 COLUMNS = (
@@ -31,24 +30,13 @@ _INSERT = (
 _RETURNING = " RETURNING " + ", ".join(COLUMNS)
 
 
-def insert(conn: sqlite3.Connection, *, admission_id: str, target_session_id: str,
-           principal_id: str, request_id: str, payload_json: str, payload_digest: str,
-           owner_epoch: int, now: float) -> dict[str, Any]:
-    """Insert a queued admission and return the stored row.
-
-    Raises sqlite3.IntegrityError when the identity (principal, session,
-    request_id) already exists; callers look the existing row up instead.
-    """
-    return _row(conn.execute(_INSERT + _RETURNING, (
-        admission_id, target_session_id, principal_id, request_id, payload_json,
-        payload_digest, owner_epoch, now)).fetchone())  # type: ignore[return-value]
-
-
 def insert_new(conn: sqlite3.Connection, *, admission_id: str, target_session_id: str,
                principal_id: str, request_id: str, payload_json: str, payload_digest: str,
                owner_epoch: int, now: float) -> dict[str, Any] | None:
-    """Like `insert`, but None when the identity already exists (the caller then
-    finds that row); other constraints still raise.
+    """Insert a queued admission and return the stored row; None when the
+    identity (principal, session, request_id) already exists (the caller then
+    finds that row). Other constraints (the session must exist) still raise
+    sqlite3.IntegrityError.
 
     The row is built here rather than read back with RETURNING, which makes
     SQLite materialise the result and costs about a third of the insert; the
@@ -132,23 +120,10 @@ def mark_unknown_before(conn: sqlite3.Connection, epoch: int,
 
 
 def open_count(conn: sqlite3.Connection, session_id: str) -> int | None:
-    """`count_open` for a session that exists; None when there is no such session."""
+    """The session's open (non-terminal) admissions; None when there is no such session."""
     (exists, n) = conn.execute(
         "SELECT EXISTS(SELECT 1 FROM sessions WHERE session_id = ?), (SELECT COUNT(*) FROM "
         "session_admissions WHERE target_session_id = ? AND status != 'terminal')",
         (session_id, session_id),
     ).fetchone()
     return int(n) if exists else None
-
-
-def count_open(conn: sqlite3.Connection, session_id: str) -> int:
-    (n,) = conn.execute(
-        "SELECT COUNT(*) FROM session_admissions WHERE target_session_id = ? "
-        "AND status != 'terminal'",
-        (session_id,),
-    ).fetchone()
-    return int(n)
-
-
-def all_rows(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    return [dict(r) for r in conn.execute(_SELECT + " ORDER BY seq")]

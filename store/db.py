@@ -22,10 +22,16 @@ transaction open, and a unit that was already submitted still commits (the
 caller just does not hear about it), exactly like a request whose reply was lost
 on the wire.
 
-Reads: ``read(fn)`` runs ``fn`` on the reader thread (anything that may be large:
-a transcript, a page of events, a listing); ``lookup(fn)`` runs it on the loop
+Reads: ``read(fn)`` runs ``fn`` on the reader connection, an aiosqlite
+connection with a worker thread of its own (anything that may be large: a
+transcript, a page of events, a listing); ``lookup(fn)`` runs it on the loop
 against a connection of its own, for a few rows by key (a receipt, an
 idempotency check), with no thread hop. Both see only committed data.
+
+The commit thread is this module's own, not aiosqlite's: aiosqlite's model is
+a connection used only from its thread, while the writer's units run on the
+loop and only its COMMIT on the thread, started and finished by loop callbacks
+with no task awaiting it (docs/dependencies.md).
 """
 
 from __future__ import annotations
@@ -39,6 +45,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiosqlite
+
+from .errors import StorageError, is_busy, translate
 from .migrations import migrate
 
 __all__ = ["Database", "StorageError"]
@@ -49,50 +58,12 @@ log = logging.getLogger("tether.store")
 #: Upper bound on units folded into one transaction; bounds commit latency and
 #: how long one group keeps the loop busy.
 MAX_GROUP = 256
-#: SQLite's own ceiling on max_page_count: "no quota"
-SQLITE_MAX_PAGES = 4294967294
 
 
-class StorageError(Exception):
-    """SQLite failed (disk full, locked past the timeout, read-only, corrupt).
-
-    ``reason`` is a short snake_case word, ``detail`` the driver's message.
-    """
-
-    def __init__(self, detail: str, reason: str = "storage_error") -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.reason = reason
-
-
-def _translate(exc: BaseException) -> BaseException:
-    """Map sqlite3 failures to StorageError; leave the unit's own errors alone."""
-    if isinstance(exc, sqlite3.IntegrityError):
-        return exc
-    if isinstance(exc, sqlite3.Error):
-        msg = str(exc)
-        if "locked" in msg or "busy" in msg:
-            reason = "database_locked"
-        elif "full" in msg:
-            reason = "disk_full"
-        elif "readonly" in msg or "read-only" in msg:
-            reason = "read_only"
-        elif "malformed" in msg or "not a database" in msg:
-            reason = "corrupt"
-        else:
-            reason = "storage_error"
-        return StorageError(msg, reason)
-    return exc
-
-
-def _is_busy(exc: sqlite3.Error) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and (
-        "locked" in str(exc) or "busy" in str(exc))
-
-
-def _connect(path: str, *, busy_timeout_ms: int, readonly: bool = False) -> sqlite3.Connection:
+def _connect(path: str, *, busy_timeout_ms: int, readonly: bool = False,
+             one_thread: bool = False) -> sqlite3.Connection:
     uri = f"file:{path}?mode=ro" if readonly else f"file:{path}"
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=one_thread)
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     if not readonly:
@@ -150,7 +121,7 @@ class _Worker:
             try:
                 ok, value = True, fn()
             except BaseException as exc:  # noqa: BLE001 - every failure goes to its caller
-                ok, value = False, _translate(exc)
+                ok, value = False, translate(exc)
             try:
                 loop.call_soon_threadsafe(done, ok, value)
             except RuntimeError:  # the loop is gone: nobody is waiting any more
@@ -166,50 +137,45 @@ class Database:
 
     ``await Database.open(path)`` creates or migrates the file. ``write(unit)``
     returns the unit's value after its group committed (raises the unit's own
-    exception, or StorageError). ``read(fn)`` runs ``fn(conn)`` on the reader
+    exception, or StorageError). ``read(fn)`` runs ``fn(conn)`` on the reader's
     thread and ``lookup(fn)`` on the loop; each call sees one consistent WAL
     snapshot of committed data.
+
+    ``before_group``, when set, is called on the loop with the writer
+    connection right before each group's BEGIN: a seam for whoever wraps the
+    database to put connection settings (PRAGMAs) in force for the group. What
+    it raises fails that group's units: a ``sqlite3.Error`` as StorageError.
     """
 
-    def __init__(self, path: Path, writer: sqlite3.Connection, reader: sqlite3.Connection,
-                 looker: sqlite3.Connection, busy_timeout_ms: int, *,
-                 max_pages: int = SQLITE_MAX_PAGES,
-                 fault: Callable[[], str | None] | None = None) -> None:
+    def __init__(self, path: Path, writer: sqlite3.Connection, reader: aiosqlite.Connection,
+                 reader_conn: sqlite3.Connection, looker: sqlite3.Connection,
+                 busy_timeout_ms: int) -> None:
         self.path = path
         self._writer = writer
-        self._reader = reader
+        self._reader = reader  # runs read(fn) on its thread, one call at a time
+        self._reader_conn = reader_conn  # its sqlite3 connection: used on that thread only
         self._looker = looker
         self._busy_timeout_ms = busy_timeout_ms
-        self._max_pages = max_pages
-        self._fault = fault
-        self._fault_mode: str | None = None
+        self.before_group: Callable[[sqlite3.Connection], None] | None = None
         self._pending: list[_Job] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._active = False  # a group is being run or committed
         self._idle: asyncio.Event | None = None  # close() waits on it
         self._committer = _Worker("tether-commit")
-        self._read_thread = _Worker("tether-reader")
         self._closed = False
-        self.commits = 0  # groups committed, for the bench and tests
+        self.commits = 0  # groups committed (the tests check grouping with it)
 
     @classmethod
     async def open(cls, path: Path | str, *, busy_timeout_ms: int = 5000,
-                   max_bytes: int | None = None,
-                   fault: Callable[[], str | None] | None = None) -> Database:
+                   max_bytes: int | None = None) -> Database:
         """Open (create, migrate) the file.
 
         ``max_bytes``: a quota on the file (``PRAGMA max_page_count`` on the
         writer); at the quota, writes fail as on a full disk (``disk_full``).
-        ``fault``: a test hook, asked before every group: ``"readonly"`` runs the
-        group with ``PRAGMA query_only`` (SQLite then refuses each write with
-        SQLITE_READONLY), ``"full"`` caps the file at its current size (SQLITE_FULL
-        on the next page it needs), None is normal operation.
         """
         path = Path(path)
-        max_pages = SQLITE_MAX_PAGES
 
         def _open() -> tuple[sqlite3.Connection, ...]:
-            nonlocal max_pages
             try:
                 writer = _connect(str(path), busy_timeout_ms=busy_timeout_ms)
                 migrate(writer)
@@ -220,15 +186,28 @@ class Database:
                 # the loop must never sleep in SQLite's busy handler: the writer
                 # and the loop's reader fail fast instead, and take a slower path
                 writer.execute("PRAGMA busy_timeout=0")
-                reader = _connect(str(path), busy_timeout_ms=busy_timeout_ms)
                 looker = _connect(str(path), busy_timeout_ms=0)
-                return writer, reader, looker
+                return writer, looker
             except sqlite3.Error as exc:
-                raise _translate(exc) from exc
+                raise translate(exc) from exc
 
-        writer, reader, looker = await asyncio.to_thread(_open)
-        return cls(path, writer, reader, looker, busy_timeout_ms, max_pages=max_pages,
-                   fault=fault)
+        writer, looker = await asyncio.to_thread(_open)
+        opened: list[sqlite3.Connection] = []
+
+        def connect_reader() -> sqlite3.Connection:
+            # runs on the aiosqlite connection's thread, the only one that may use it
+            conn = _connect(str(path), busy_timeout_ms=busy_timeout_ms, one_thread=True)
+            opened.append(conn)
+            return conn
+
+        reader = aiosqlite.Connection(connect_reader, iter_chunk_size=64)
+        try:
+            await reader
+        except sqlite3.Error as exc:
+            writer.close()
+            looker.close()
+            raise translate(exc) from exc
+        return cls(path, writer, reader, opened[0], looker, busy_timeout_ms)
 
     # -- writes -----------------------------------------------------------
 
@@ -267,12 +246,12 @@ class Database:
                 self._idle.set()
             return
         try:
-            if self._fault is not None:
-                self._apply_fault(self._fault())
+            if self.before_group is not None:
+                self.before_group(self._writer)
             self._writer.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            if not _is_busy(exc):
-                self._finish(group, [], False, _translate(exc))
+            if not is_busy(exc):
+                self._finish(group, [], False, translate(exc))
                 return
             # another process holds the write lock: wait for it off the loop
             assert self._loop is not None
@@ -280,20 +259,10 @@ class Database:
                                  lambda ok, err: self._run_group(group) if ok
                                  else self._finish(group, [], False, err))
             return
-        self._run_group(group)
-
-    def _apply_fault(self, mode: str | None) -> None:
-        if mode == self._fault_mode:
+        except Exception as exc:  # noqa: BLE001 - a before_group bug fails its group, not the loop
+            self._finish(group, [], False, exc)
             return
-        conn = self._writer
-        conn.execute(f"PRAGMA query_only={int(mode == 'readonly')}")
-        if mode == "full":
-            (pages,) = conn.execute("PRAGMA page_count").fetchone()
-            conn.execute(f"PRAGMA max_page_count={pages}")
-        else:
-            conn.execute(f"PRAGMA max_page_count={self._max_pages}")
-        log.warning("storage fault hook: %s", mode or "cleared")
-        self._fault_mode = mode
+        self._run_group(group)
 
     def _begin_waiting(self) -> None:
         conn = self._writer
@@ -313,7 +282,7 @@ class Database:
                 conn.execute("RELEASE unit")
                 outcomes.append((True, value))
             except BaseException as exc:  # noqa: BLE001 - every failure goes to its caller
-                err = _translate(exc)
+                err = translate(exc)
                 if not conn.in_transaction:
                     # SQLite rolled the whole transaction back (SQLITE_FULL, an I/O
                     # error): the units before this one are gone too, and the ones
@@ -356,23 +325,21 @@ class Database:
     # -- reads ------------------------------------------------------------
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """``fn(conn)`` on the reader thread, in one read transaction."""
+        """``fn(conn)`` on the reader's thread, in one read transaction."""
         if self._closed:
             raise StorageError("database is closed", "closed")
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[T] = loop.create_future()
-
-        def done(ok: bool, value: Any) -> None:
-            if not fut.done():
-                fut.set_result(value) if ok else fut.set_exception(value)
-
-        self._read_thread.call(lambda: self._snapshot(self._reader, fn), loop, done)
-        return await fut
+        try:
+            # aiosqlite's public calls each run one statement; a read here is a
+            # function of several in one snapshot, so it joins the same queue of
+            # calls to the connection's thread that they use (``_execute``)
+            return await self._reader._execute(self._snapshot, self._reader_conn, fn)
+        except sqlite3.Error as exc:
+            raise translate(exc) from None
 
     async def lookup(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """``fn(conn)`` on the loop, for a few rows by key: no thread hop.
 
-        Falls back to the reader thread in the rare case SQLite answers busy.
+        Falls back to ``read`` in the rare case SQLite answers busy.
         Never for anything that may be large: that is ``read``.
         """
         if self._closed:
@@ -380,8 +347,8 @@ class Database:
         try:
             return self._snapshot(self._looker, fn)
         except sqlite3.Error as exc:
-            if not _is_busy(exc):
-                raise _translate(exc) from None
+            if not is_busy(exc):
+                raise translate(exc) from None
         return await self.read(fn)
 
     @staticmethod
@@ -396,7 +363,9 @@ class Database:
     # -- lifecycle --------------------------------------------------------
 
     async def close(self) -> None:
-        """Refuse new work, let submitted units commit, then close the file."""
+        """Refuse new work, let submitted units commit and reads finish, then close
+        the file. Await it before the loop ends: until then the reader's thread
+        (not a daemon thread) keeps the process alive."""
         if self._closed:
             return
         self._closed = True
@@ -404,8 +373,11 @@ class Database:
             self._idle = asyncio.Event()
             await self._idle.wait()
         await self._committer.stop()
-        await self._read_thread.stop()
-        for conn in (self._writer, self._reader, self._looker):
+        try:
+            await self._reader.close()
+        except sqlite3.Error:
+            pass
+        for conn in (self._writer, self._looker):
             try:
                 conn.close()
             except sqlite3.Error:

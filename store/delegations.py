@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-__all__ = ["insert", "get", "finish", "mark_delivered", "interrupt_running", "undelivered",
-           "record_progress", "running_before"]
+__all__ = ["insert", "get", "finish", "mark_delivered", "undelivered", "record_progress",
+           "running_before"]
 
 _SELECT = (
     "SELECT delegation_id, origin_session_id, origin_admission_id, state, task_json, "
@@ -66,16 +66,6 @@ def mark_delivered(conn: sqlite3.Connection, delegation_id: str, now: float) -> 
         (now, delegation_id),
     )
     return cur.rowcount == 1
-
-
-def interrupt_running(conn: sqlite3.Connection, result_json: str, now: float) -> list[str]:
-    """Every row still running (its children died with the previous owner) → interrupted."""
-    rows = conn.execute(
-        "UPDATE async_delegations SET state = 'interrupted', result_json = ?, finished_at = ? "
-        "WHERE state = 'running' RETURNING delegation_id",
-        (result_json, now),
-    ).fetchall()
-    return [r[0] for r in rows]
 
 
 def undelivered(conn: sqlite3.Connection) -> list[dict[str, Any]]:

@@ -5,19 +5,22 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-__all__ = ["append", "since", "last_seq", "last_seqs", "payloads_of_type", "of_admission"]
+__all__ = ["append", "since", "last_seq", "payloads_of_type", "of_admission"]
 
 
 def append(conn: sqlite3.Connection, session_id: str, type_: str, payload_json: str,
-           admission_id: str | None, now: float) -> int:
+           admission_id: str | None, now: float, last_seq: int | None = None) -> int:
     """Append one event and return its seq (previous max + 1, so gap-free even
-    when a surrounding unit rolls back)."""
+    when a surrounding unit rolls back). ``last_seq``: the session's last seq,
+    when the caller knows it in this same transaction (it saves a SELECT)."""
     # Two plain statements: one INSERT with the MAX as a scalar subquery and a
     # RETURNING clause costs two to three times as much (an event is appended for
     # every step of every turn). The caller's transaction keeps the pair atomic.
-    (last,) = conn.execute("SELECT MAX(seq) FROM events WHERE session_id = ?",
-                           (session_id,)).fetchone()
-    seq = (last or 0) + 1
+    if last_seq is None:
+        (last,) = conn.execute("SELECT MAX(seq) FROM events WHERE session_id = ?",
+                               (session_id,)).fetchone()
+        last_seq = last or 0
+    seq = last_seq + 1
     conn.execute(
         "INSERT INTO events(session_id, seq, type, admission_id, payload_json, created_at) "
         "VALUES (?, ?, ?, ?, ?, ?)",
@@ -53,11 +56,6 @@ def last_seq(conn: sqlite3.Connection, session_id: str) -> int:
         "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?", (session_id,)
     ).fetchone()
     return int(seq)
-
-
-def last_seqs(conn: sqlite3.Connection) -> dict[str, int]:
-    rows = conn.execute("SELECT session_id, MAX(seq) FROM events GROUP BY session_id")
-    return {r[0]: int(r[1]) for r in rows}
 
 
 def payloads_of_type(conn: sqlite3.Connection, session_id: str, type_: str) -> list[str]:

@@ -108,7 +108,110 @@ DROP INDEX sessions_updated;
 CREATE INDEX sessions_created ON sessions(created_at, session_id);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+# scheduled jobs and their runs (docs/cron.md): one run row per job and scheduled time
+_V3 = """
+CREATE TABLE cron_jobs (
+    job_id        TEXT PRIMARY KEY,
+    name          TEXT NOT NULL UNIQUE,
+    schedule      TEXT NOT NULL,
+    tz            TEXT NOT NULL,
+    anchor_at     REAL NOT NULL,
+    prompt        TEXT NOT NULL,
+    options_json  TEXT NOT NULL,
+    cwd           TEXT,
+    enabled       INTEGER NOT NULL DEFAULT 1,
+    paused_at     REAL,
+    overlap       TEXT NOT NULL CHECK (overlap IN ('skip', 'queue')),
+    missed        TEXT NOT NULL CHECK (missed IN ('catch_up', 'skip')),
+    grace_seconds REAL,
+    deliver       TEXT,
+    next_run_at   REAL,
+    created_at    REAL NOT NULL,
+    updated_at    REAL NOT NULL
+);
+
+CREATE TABLE cron_runs (
+    run_id          TEXT PRIMARY KEY,
+    job_id          TEXT NOT NULL,
+    scheduled_for   REAL NOT NULL,
+    fired_at        REAL NOT NULL,
+    kind            TEXT NOT NULL
+                    CHECK (kind IN ('scheduled', 'late', 'catch_up', 'manual')),
+    status          TEXT NOT NULL CHECK (status IN ('skipped', 'admitted')),
+    skip_reason     TEXT CHECK (skip_reason IN ('still_running', 'missed', 'paused')),
+    missed_count    INTEGER NOT NULL DEFAULT 0,
+    session_id      TEXT,
+    admission_id    TEXT,
+    delivery_status TEXT CHECK (delivery_status IN ('pending', 'delivered', 'failed')),
+    delivery_error  TEXT,
+    delivered_at    REAL,
+    UNIQUE (job_id, scheduled_for),
+    CHECK ((status = 'skipped') = (skip_reason IS NOT NULL)),
+    CHECK ((status = 'admitted') = (admission_id IS NOT NULL))
+);
+CREATE INDEX cron_runs_pending_delivery ON cron_runs(job_id)
+    WHERE delivery_status = 'pending';
+"""
+
+# tools and approvals: approval prompts, remembered answers, background processes
+# (docs/tools.md)
+_V4 = """
+CREATE TABLE approvals (
+    approval_id   TEXT PRIMARY KEY,
+    session_id    TEXT NOT NULL REFERENCES sessions(session_id),
+    admission_id  TEXT,
+    call_id       TEXT NOT NULL,
+    tool          TEXT NOT NULL,
+    kind          TEXT NOT NULL CHECK (kind IN ('command', 'file')),
+    subject       TEXT NOT NULL,
+    why           TEXT NOT NULL,
+    cwd           TEXT,
+    status        TEXT NOT NULL DEFAULT 'pending'
+                  CHECK (status IN ('pending', 'approved', 'denied', 'expired', 'cancelled')),
+    decision      TEXT CHECK (decision IN ('once', 'session', 'always', 'deny')),
+    cause         TEXT CHECK (cause IN ('answered', 'timeout', 'interrupted', 'shutdown')),
+    answered_by   TEXT,
+    reason        TEXT,
+    owner_epoch   INTEGER NOT NULL,
+    created_at    REAL NOT NULL,
+    expires_at    REAL NOT NULL,
+    resolved_at   REAL,
+    CHECK ((status = 'pending') = (cause IS NULL))
+);
+CREATE INDEX approvals_pending ON approvals(session_id, created_at) WHERE status = 'pending';
+
+CREATE TABLE approval_rules (
+    rule_id     TEXT PRIMARY KEY,
+    kind        TEXT NOT NULL CHECK (kind IN ('command', 'file')),
+    pattern     TEXT NOT NULL,
+    session_id  TEXT NOT NULL DEFAULT '',
+    approval_id TEXT,
+    created_at  REAL NOT NULL,
+    UNIQUE (kind, pattern, session_id)
+);
+
+CREATE TABLE processes (
+    process_id     TEXT PRIMARY KEY,
+    session_id     TEXT NOT NULL REFERENCES sessions(session_id),
+    admission_id   TEXT,
+    command        TEXT NOT NULL,
+    cwd            TEXT,
+    pid            INTEGER,
+    pid_started    TEXT,
+    state          TEXT NOT NULL CHECK (state IN ('running', 'exited', 'killed', 'lost')),
+    exit_code      INTEGER,
+    output_tail    TEXT,
+    notify         INTEGER NOT NULL CHECK (notify IN (0, 1)),
+    delivery_state TEXT NOT NULL CHECK (delivery_state IN ('none', 'pending', 'delivered')),
+    owner_epoch    INTEGER NOT NULL,
+    created_at     REAL NOT NULL,
+    finished_at    REAL,
+    delivered_at   REAL
+);
+CREATE INDEX processes_running ON processes(state) WHERE state = 'running';
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-__all__ = ["bump_epoch", "current_epoch", "insert_token", "token_exists"]
+__all__ = ["bump_epoch", "current_epoch", "insert_token", "token_exists", "token_id_for"]
 
 
 def current_epoch(conn: sqlite3.Connection) -> int:
@@ -34,3 +34,10 @@ def insert_token(conn: sqlite3.Connection, token_id: str, token_hash: str, label
 def token_exists(conn: sqlite3.Connection, token_hash: str) -> bool:
     row = conn.execute("SELECT 1 FROM tokens WHERE token_hash = ?", (token_hash,)).fetchone()
     return row is not None
+
+
+def token_id_for(conn: sqlite3.Connection, token_hash: str) -> str | None:
+    """The id of the token with this hash (what an HTTP request is admitted under)."""
+    row = conn.execute("SELECT token_id FROM tokens WHERE token_hash = ?",
+                       (token_hash,)).fetchone()
+    return None if row is None else str(row[0])

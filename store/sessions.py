@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["insert", "get", "get_by_request", "list_page", "touch", "children_of"]
+__all__ = ["insert", "get", "get_by_request", "list_page", "touch"]
 
 _COLUMNS = (
     "session_id, request_id, params_digest, parent_session_id, source, title, cwd, "
@@ -70,9 +70,3 @@ def touch(conn: sqlite3.Connection, session_id: str, now: float, added_messages:
         "WHERE session_id = ?",
         (now, added_messages, session_id),
     )
-
-
-def children_of(conn: sqlite3.Connection, session_id: str) -> list[str]:
-    rows = conn.execute("SELECT session_id FROM sessions WHERE parent_session_id = ?",
-                        (session_id,))
-    return [r[0] for r in rows]

@@ -154,3 +154,19 @@ def test_no_module_is_longer_than_a_few_hundred_lines():
         for path in (ROOT / pkg).rglob("*.py"):
             lines = len(path.read_text(encoding="utf-8").splitlines())
             assert lines <= MAX_MODULE_LINES, f"{path.relative_to(ROOT)} has {lines} lines"
+
+
+def test_every_subpackage_is_installed():
+    """A subpackage missing from pyproject works from a checkout and is absent
+    from a real install (CI installs the project for real)."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    setuptools = config["tool"]["setuptools"]
+    listed = set(setuptools["packages"])
+    for pkg in PACKAGES:
+        for init in (ROOT / pkg).rglob("__init__.py"):
+            folder = init.parent.relative_to(ROOT).as_posix()
+            name = "tether." + folder.replace("/", ".")
+            assert name in listed, f"{name} is not in [tool.setuptools] packages"
+            assert setuptools["package-dir"][name] == folder

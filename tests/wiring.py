@@ -72,10 +72,13 @@ async def wired(path: Path, providers: Mapping[str, Provider], *, epoch: int = 1
             background = BackgroundDelegations(children, journal, supervisor, config,
                                                admissions.admit, epoch=epoch)
             tools.add(delegate_task_tool(children, background, config.delegation))
-            yield Parts(db, journal, scheduler, supervisor, turns, admissions,
-                        SessionService(journal, bus, scheduler, supervisor), background, epoch)
-            supervisor.draining = True
-            await turns.stop_all(0)
-            supervisor.cancel_spawned()
+            try:
+                yield Parts(db, journal, scheduler, supervisor, turns, admissions,
+                            SessionService(journal, bus, scheduler, supervisor), background,
+                            epoch)
+            finally:
+                supervisor.draining = True  # no new turn starts while the group ends
+                await turns.stop_all(0)
+                supervisor.cancel_spawned()
     finally:
         await db.close()

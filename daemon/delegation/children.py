@@ -45,6 +45,7 @@ class Parent:
     admission_id: str | None
     settings: TurnSettings
     depth: int
+    cwd: str | None = None  # the session's working directory, which children share
 
 
 Done = Callable[[int, dict[str, Any], dict[str, Any]], None]
@@ -139,7 +140,7 @@ class ChildRunner:
         def create(tx: Tx) -> None:
             sessions.insert(tx.conn, session_id=child_id, request_id=None, params_digest=None,
                             parent_session_id=parent.session_id, source="delegation",
-                            title=task.goal[:200], cwd=None,
+                            title=task.goal[:200], cwd=parent.cwd,
                             options={"provider": settings.provider, "model": settings.model,
                                      "toolsets": list(toolsets)}, now=tx.now)
             tx.event(parent.session_id, "subagent.start", {**child, "goal": task.goal},
@@ -154,8 +155,9 @@ class ChildRunner:
             sink = EventSink(self._journal, child_id, None, durable=True)
             await sink.record([{"role": "user", "content": prompt}])
             # no late delivery: a child's own delegations join inside the child
+            # unattended: nobody watches a child's session to answer its prompts
             run = AgentRun(session_id=child_id, admission_id=None, depth=parent.depth + 1,
-                           late_delivery=False)
+                           late_delivery=False, cwd=parent.cwd, attended=False)
             out = await self._engine.run(run, settings, [
                 {"role": "system", "content": CHILD_SYSTEM_PROMPT},
                 {"role": "user", "content": prompt}], sink)

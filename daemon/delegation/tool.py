@@ -36,7 +36,7 @@ def delegate_task_tool(children: ChildRunner, background: BackgroundDelegations,
             tasks = parse_tasks(args, config.max_tasks)
         except ValueError as exc:
             return orjson.dumps({"error": f"{TOOL_NAME}: {exc}"}).decode()
-        parent = Parent(ctx.session_id, ctx.admission_id, ctx.settings, ctx.depth)
+        parent = Parent(ctx.session_id, ctx.admission_id, ctx.settings, ctx.depth, ctx.cwd)
         if not ctx.late_delivery or ctx.admission_id is None:
             started = time.monotonic()
             results = await children.run(parent, tasks)

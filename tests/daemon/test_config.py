@@ -97,3 +97,13 @@ def test_a_config_symlink_to_a_missing_file_is_an_error_not_the_demo(tmp_path):
     with pytest.raises(ConfigError, match="is a symlink to .*elsewhere/config.yaml, which does "
                                           "not exist"):
         load_config(link, env={})
+
+
+def test_the_http_section_is_read_and_checked(tmp_path):
+    cfg = load_config(write(tmp_path, "http:\n  max_concurrent_requests: 3\n"
+                                      "  models: [small, large]\n"), env={})
+    assert cfg.http.max_concurrent_requests == 3 and cfg.http.models == ("small", "large")
+    assert load_config(None, env={}).http.max_concurrent_requests == 8
+    for bad in ("max_concurrent_requests: 0", "keepalive_seconds: 0", "models: small"):
+        with pytest.raises(ConfigError, match="http"):
+            load_config(write(tmp_path, f"http:\n  {bad}\n"), env={})

@@ -148,7 +148,12 @@ def test_event_types_are_spec_section_6():
         "delegation.dispatched",
         "delegation.complete",
         "message.complete",
+        # SPEC §12: approvals, and the notice of a background process
+        "approval.requested",
+        "approval.resolved",
+        "process.complete",
         "session.replay_gap",
+        "cron.notice",  # SPEC §12: a scheduled job's answer delivered to a session
         "model.retry",
     )
     for name in EVENT_TYPES:

@@ -153,6 +153,39 @@ async def test_reads_see_only_committed_data(db, monkeypatch):
     assert await db.lookup(lambda c: [r[0] for r in c.execute("SELECT k FROM t")]) == ["pending"]
 
 
+async def test_a_failing_read_is_a_storage_error_and_the_reader_goes_on(db):
+    await db.write(insert("a"))
+    for read in (db.read, db.lookup):
+        with pytest.raises(StorageError) as err:
+            await read(lambda c: c.execute("SELECT * FROM no_such_table").fetchall())
+        assert err.value.reason == "storage_error" and "no_such_table" in err.value.detail
+
+        def own_error(c):
+            raise KeyError("the caller's own")
+
+        with pytest.raises(KeyError):  # not a storage failure: left as it is
+            await read(own_error)
+    assert await keys(db) == ["a"]  # the read transaction of each failure was ended
+
+
+async def test_a_read_sees_one_snapshot_while_writes_commit(db):
+    await db.write(insert("a"))
+    started, go_on = threading.Event(), threading.Event()
+
+    def two_queries(c):
+        first = c.execute("SELECT COUNT(*) FROM t").fetchone()[0]
+        started.set()
+        go_on.wait(10)
+        return first, c.execute("SELECT COUNT(*) FROM t").fetchone()[0]
+
+    reading = asyncio.ensure_future(db.read(two_queries))
+    assert await asyncio.to_thread(started.wait, 10)
+    await db.write(insert("b"))  # commits while the read is between its queries
+    go_on.set()
+    assert await reading == (1, 1)
+    assert await keys(db) == ["a", "b"]
+
+
 async def test_a_write_lock_held_elsewhere_is_waited_for_off_the_loop(db, tmp_path):
     other = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
     try:
@@ -180,6 +213,39 @@ async def test_closed_database_refuses_work(tmp_path):
         await db.read(lambda c: None)
     with pytest.raises(StorageError):
         await db.lookup(lambda c: None)
+
+
+async def test_before_group_sets_the_writer_up_for_each_group(db):
+    read_only = False
+    calls = []
+
+    def before_group(conn):
+        calls.append(conn.in_transaction)
+        conn.execute(f"PRAGMA query_only={int(read_only)}")
+
+    db.before_group = before_group
+    assert await db.write(insert("a")) == "a"
+    read_only = True
+    with pytest.raises(StorageError) as err:
+        await db.write(insert("b"))
+    assert err.value.reason == "read_only"
+    assert await keys(db) == ["a"]  # reads are not the writer's business
+    read_only = False
+    assert await db.write(insert("c")) == "c"
+    assert await keys(db) == ["a", "c"]
+    assert calls == [False, False, False]  # once per group, before its BEGIN
+
+
+async def test_a_failing_before_group_fails_its_group_only(db):
+    def broken(conn):
+        raise RuntimeError("hook bug")
+
+    db.before_group = broken
+    with pytest.raises(RuntimeError, match="hook bug"):
+        await db.write(insert("lost"))
+    db.before_group = None
+    assert await db.write(insert("kept")) == "kept"
+    assert await keys(db) == ["kept"]
 
 
 def user_version(path):

@@ -31,7 +31,7 @@ def new_session(conn, sid, now=1.0, **over):
 
 
 def admit(conn, aid, sid="S", request_id=None, principal="local", now=1.0):
-    return admissions.insert(
+    return admissions.insert_new(
         conn, admission_id=aid, target_session_id=sid, principal_id=principal,
         request_id=request_id or aid, payload_json='{"finite":false,"text":"t"}',
         payload_digest="d", owner_epoch=1, now=now)
@@ -76,12 +76,13 @@ def test_session_pages_are_newest_created_first_and_complete(conn):
     assert "sessions_created" in plan and "TEMP B-TREE" not in plan, plan
 
 
-def test_children_of(conn):
+def test_a_child_session_names_its_parent(conn):
     new_session(conn, "P")
     new_session(conn, "C1", parent_session_id="P")
-    new_session(conn, "C2", parent_session_id="P")
-    assert sorted(sessions.children_of(conn, "P")) == ["C1", "C2"]
-    assert sessions.children_of(conn, "C1") == []
+    assert sessions.get(conn, "C1")["parent_session_id"] == "P"
+    assert sessions.get(conn, "P")["parent_session_id"] is None
+    with pytest.raises(sqlite3.IntegrityError):  # a parent that does not exist
+        new_session(conn, "C2", parent_session_id="missing")
 
 
 # -- messages -----------------------------------------------------------------------
@@ -123,8 +124,8 @@ def test_admission_identity_is_unique_per_principal_and_session(conn):
     row = admit(conn, "a1", request_id="in")
     assert row["status"] == "queued" and row["outcome"] is None and row["seq"] >= 1
     assert admissions.find(conn, "local", "S", "in")["admission_id"] == "a1"
-    with pytest.raises(sqlite3.IntegrityError):
-        admit(conn, "a2", request_id="in")
+    assert admit(conn, "a2", request_id="in") is None  # the identity is taken
+    assert admissions.get(conn, "a2") is None
     # the same request_id is another identity in another session or for another principal
     admit(conn, "a3", sid="T", request_id="in")
     admit(conn, "a4", request_id="in", principal="delegation")
@@ -160,7 +161,7 @@ def test_started_admissions_of_older_epochs_become_unknown(conn):
     admissions.mark_started(conn, "done", epoch=1, now=1.0, from_statuses=QUEUED)
     admissions.finish(conn, "done", "completed", None, 2.0, OPEN)
     assert admissions.mark_unknown_before(conn, 3, STARTED) == ["old"]
-    statuses = {r["admission_id"]: r["status"] for r in admissions.all_rows(conn)}
+    statuses = {a: admissions.get(conn, a)["status"] for a in ("old", "new", "queued", "done")}
     assert statuses == {"old": "unknown", "new": "started", "queued": "queued",
                         "done": "terminal"}
     assert admissions.finish(conn, "old", "interrupted", None, 4.0, OPEN)  # unknown → interrupted
@@ -174,8 +175,9 @@ def test_open_admissions_in_ledger_order(conn):
     admissions.finish(conn, "a2", "cancelled", None, 1.0, OPEN)
     assert [r["admission_id"] for r in admissions.open_for_session(conn, "S")] == ["a1", "a3"]
     assert [r["admission_id"] for r in admissions.all_open(conn)] == ["a1", "b1", "a3"]
-    assert admissions.count_open(conn, "S") == 2 and admissions.count_open(conn, "T") == 1
-    assert [r["admission_id"] for r in admissions.all_rows(conn)] == ["a1", "b1", "a2", "a3"]
+    assert admissions.open_count(conn, "S") == 2 and admissions.open_count(conn, "T") == 1
+    seqs = [admissions.get(conn, a)["seq"] for a in ("a1", "b1", "a2", "a3")]
+    assert seqs == sorted(seqs)  # seq is the ledger's order, across sessions
 
 
 def test_an_admission_needs_its_session(conn):
@@ -197,7 +199,7 @@ def test_event_seqs_are_per_session_and_gap_free(conn):
     conn.execute("RELEASE unit")
     conn.execute("COMMIT")
     assert events.append(conn, "S", "t", '{"k":1}', "a", 2.0) == 4  # the rollback left no gap
-    assert events.last_seqs(conn) == {"S": 4, "T": 1}
+    assert (events.last_seq(conn, "S"), events.last_seq(conn, "T")) == (4, 1)
     tail = events.since(conn, "S", 2, 10)
     assert [(r["seq"], r["type"]) for r in tail] == [(3, "t"), (4, "t")]
     assert tail[1]["payload_json"] == '{"k":1}' and tail[1]["admission_id"] == "a"
@@ -253,7 +255,8 @@ def test_insert_new_yields_the_row_or_none_for_an_existing_identity(conn):
     row = admissions.insert_new(conn, admission_id="a1", **fields)
     assert row == admissions.get(conn, "a1") and row["status"] == "queued"
     assert admissions.insert_new(conn, admission_id="a2", **fields) is None
-    assert [r["admission_id"] for r in admissions.all_rows(conn)] == ["a1"]
+    assert admissions.get(conn, "a2") is None
+    assert admissions.find(conn, "local", "S", "in")["admission_id"] == "a1"
     with pytest.raises(sqlite3.IntegrityError):  # other constraints still raise
         admissions.insert_new(conn, admission_id="a3", **{**fields, "target_session_id": "X"})
 

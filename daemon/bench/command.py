@@ -1,35 +1,8 @@
-"""``tether bench``: measure a private owner against the baselines that bound it.
+"""``tether bench``'s command line: the targets, the sizes, the report.
 
-The bench starts its own owner as a subprocess (so the measuring clients never
-share its GIL or loop) on a temporary home, or on ``--home``, with inference
-replaced by `InstantProvider`, which answers at once: every figure is the cost
-of tether itself. Each figure is measured in the same run as the baseline that
-bounds it, so the ratio holds on a noisy machine:
-
-- ``ping``: round trip of ``ping`` vs. a bare websockets echo server (same
-  library, same options) on a Unix socket, measured in interleaved blocks;
-- ``submit`` / ``retry``: a new ``prompt.submit`` to its durable receipt, and a
-  resubmission of a terminal input_id (a read);
-- ``admissions_per_s``: 64 clients on their own connections submitting at once
-  (their turns held at the provider, as behind a model still thinking), vs. one
-  writer making sequential single-row commits (WAL, synchronous=FULL) in the
-  same directory: what group commit has to beat. Rounds of the two alternate;
-  ``echo_floor`` is the same 64 clients against the echo server;
-- ``turns_per_s``: finite turns from submit to terminal across 64 sessions;
-- ``fanout``: 100 viewers of one session while turns stream deltas; latency is
-  from the event's append (its ``created_at``, stamped in the committing
-  transaction, read back from state.db afterwards) to its arrival at the last
-  viewer, so it includes the commit's fsync;
-- ``oneshot_ms``: ``tether chat --oneshot`` against the warm owner vs.
-  ``python -c pass``;
-- ``owner_rss_mib``: VmRSS of the owner after the run.
-
-With ``--json`` the last line of stdout is one JSON object; otherwise a table
-with the targets. Progress goes to stderr. docs/performance.md records runs.
-
-The parts: bench_owner.py (the owner and baseline processes measured),
-bench_clients.py (the measuring clients), bench_phases.py (the phases); this
-module holds the targets, the report and the command line.
+``main`` parses the bench's own flags, runs the phases (phases.py) against a
+private owner (processes.py) and prints the figures: a table with the targets,
+or with ``--json`` one JSON object as the last line of stdout.
 """
 
 from __future__ import annotations
@@ -48,10 +21,11 @@ from typing import Any
 
 import orjson
 
-from .bench_owner import InstantProvider, serve_echo_process, serve_owner
-from .bench_phases import Bench
+from .phases import Bench
+from .processes import Processes
+from .servers import serve_echo_process, serve_owner
 
-__all__ = ["InstantProvider", "TARGETS", "judge", "main"]
+__all__ = ["SIZES", "TARGETS", "judge", "main"]
 
 #: (key path, comparison, limit): this round's targets (docs/performance.md)
 TARGETS: list[tuple[str, str, float]] = [
@@ -170,11 +144,12 @@ def main(argv: list[str] | None = None) -> int:
     temp = args.home is None
     home = Path(tempfile.mkdtemp(prefix="tether-bench-") if temp else args.home).absolute()
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
-    bench = Bench(home, SIZES[mode])
+    procs = Processes(home)
+    bench = Bench(procs, SIZES[mode])
     t0 = time.monotonic()
     try:
         try:
-            bench.start_owner()
+            procs.start_owner()
         except RuntimeError as exc:
             print(f"tether bench: {exc}", file=sys.stderr)
             return 3
@@ -183,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tether bench: failed: {exc}", file=sys.stderr)
         return 1
     finally:
-        bench.stop_echo()
-        bench.stop_owner()
+        procs.stop_echo()
+        procs.stop_owner()
         if temp:
             shutil.rmtree(home, ignore_errors=True)
     data["mode"] = mode
@@ -201,7 +176,3 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(_table(data))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,7 +3,9 @@
 Each runs in its own process (``python -m tether.daemon.bench --serve-owner
 HOME`` / ``--serve-echo SOCK``), so the measuring clients never share its GIL or
 loop. The owner is a real one with default limits; only inference is replaced,
-by `InstantProvider`, so every figure is the cost of tether itself.
+by `InstantProvider`, so every figure is the cost of tether itself. The echo
+server is the same websockets library with the listeners' options and nothing
+behind it: the floor the owner's round trip is divided by.
 """
 
 from __future__ import annotations
@@ -13,9 +15,13 @@ import signal
 import sys
 from pathlib import Path
 
-from .provider import Completion, DeltaCallback
+from websockets.asyncio.server import Server, ServerConnection, unix_serve
+from websockets.exceptions import ConnectionClosed
 
-__all__ = ["HOLD_PREFIX", "InstantProvider", "STREAM_PREFIX", "serve_echo_process",
+from ..provider import Completion, DeltaCallback
+from ..server import ws_options
+
+__all__ = ["HOLD_PREFIX", "InstantProvider", "STREAM_PREFIX", "serve_echo", "serve_echo_process",
            "serve_owner"]
 
 #: prompt text that makes InstantProvider stream this many small chunks
@@ -66,9 +72,9 @@ class InstantProvider:
 
 def serve_owner(home_dir: str) -> int:
     """The bench's private owner: default limits, the demo provider replaced."""
-    from .config import Config
-    from .home import Home, OwnerRunning
-    from .owner import run_owner, setup_logging
+    from ..config import Config
+    from ..home import Home, OwnerRunning
+    from ..owner import run_owner, setup_logging
 
     home = Home(Path(home_dir))
     home.ensure()
@@ -88,9 +94,24 @@ def serve_owner(home_dir: str) -> int:
     return 0
 
 
-def serve_echo_process(path: str) -> int:
-    from .server import serve_echo
+async def serve_echo(path: Path, max_frame_bytes: int = 4 * 1024 * 1024) -> Server:
+    """A bare websockets echo server on a Unix socket, with the listeners' options.
 
+    The baseline ``tether bench`` divides the ping round trip by: what the same
+    library costs per round trip with no dispatcher, store or fan-out behind it.
+    """
+    async def echo(conn: ServerConnection) -> None:
+        try:
+            async for frame in conn:
+                await conn.send(frame)
+        except ConnectionClosed:
+            pass
+
+    return await unix_serve(echo, str(path), **ws_options(max_frame_bytes))
+
+
+def serve_echo_process(path: str) -> int:
+    """The echo baseline as a process: serve until SIGTERM."""
     async def run() -> None:
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)

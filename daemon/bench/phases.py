@@ -1,9 +1,9 @@
 """The phases of ``tether bench``: each figure measured against its baseline.
 
-`Bench` starts the private owner and the echo baseline (bench_owner.py) as
-subprocesses, drives them with the clients of bench_clients.py, and collects
-one dict of figures; bench.py judges and prints it. What each phase measures
-and why is in bench.py's docstring and docs/performance.md.
+`Bench` drives the private owner and the echo baseline (started by
+processes.py) with the clients of clients.py, and collects one dict of
+figures; command.py judges and prints it. What each phase measures and why is
+in the package docstring and docs/performance.md.
 """
 
 from __future__ import annotations
@@ -12,18 +12,17 @@ import asyncio
 import contextlib
 import functools
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import orjson
 
-from .bench_clients import Conn, RawViewer, pct, progress, timed
-from .bench_owner import HOLD_PREFIX, STREAM_PREFIX
+from .clients import Conn, RawViewer, pct, progress, timed
+from .processes import Processes
+from .servers import HOLD_PREFIX, STREAM_PREFIX
 
 __all__ = ["Bench", "PER_SESSION"]
 
@@ -36,59 +35,16 @@ async def _ping(conn: Conn, _i: int) -> Any:
 
 
 class Bench:
-    def __init__(self, home: Path, sizes: dict[str, int]) -> None:
-        self.home = home
-        self.sock = home / "daemon.sock"
+    """The phases, run against ``procs`` (its owner already started) with ``sizes``."""
+
+    def __init__(self, procs: Processes, sizes: dict[str, int]) -> None:
+        self.procs = procs
+        self.home = procs.home
+        self.sock = procs.sock
+        self.echo_sock = procs.echo_sock
         self.n = sizes
-        self.owner: subprocess.Popen[bytes] | None = None
-        self.echo: subprocess.Popen[bytes] | None = None
-        self.echo_sock = home / "bench-echo.sock"
         self.admin: Conn | None = None
         self.out: dict[str, Any] = {}
-
-    # -- processes --------------------------------------------------------
-
-    def start_owner(self) -> None:
-        desc = self.home / "daemon.json"
-        self.owner = subprocess.Popen(
-            [sys.executable, "-m", "tether.daemon.bench", "--serve-owner", str(self.home)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=open(self.home / "bench-owner.log", "ab"))  # noqa: SIM115
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.owner.poll() is not None:
-                log = (self.home / "bench-owner.log").read_text(errors="replace").strip()
-                why = log.splitlines()[-1] if log else f"exit status {self.owner.returncode}"
-                raise RuntimeError(f"the bench owner did not start: {why}")
-            try:
-                if orjson.loads(desc.read_bytes()).get("pid") == self.owner.pid:
-                    return
-            except (FileNotFoundError, orjson.JSONDecodeError):
-                pass
-            time.sleep(0.02)
-        raise RuntimeError("the bench owner did not start within 30 s")
-
-    def stop_owner(self) -> None:
-        if self.owner is not None and self.owner.poll() is None:
-            self.owner.send_signal(signal.SIGTERM)
-            try:
-                self.owner.wait(30)
-            except subprocess.TimeoutExpired:
-                self.owner.kill()
-                self.owner.wait()
-
-    def owner_cpu_s(self) -> float:
-        """CPU seconds (user + system) the owner has used so far."""
-        assert self.owner is not None
-        fields = Path(f"/proc/{self.owner.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def owner_rss_mib(self) -> float:
-        assert self.owner is not None
-        for line in Path(f"/proc/{self.owner.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024, 1)
-        return float("nan")
 
     # -- shared steps -----------------------------------------------------
 
@@ -119,23 +75,6 @@ class Bench:
                 await asyncio.sleep(0.02)
 
     # -- phases -----------------------------------------------------------
-
-    async def start_echo(self) -> None:
-        """The baseline server: bare websockets echo, same options, own process."""
-        self.echo_sock = self.home / "bench-echo.sock"
-        self.echo = subprocess.Popen([sys.executable, "-m", "tether.daemon.bench",
-                                      "--serve-echo", str(self.echo_sock)],
-                                     stdin=subprocess.DEVNULL)
-        for _ in range(1000):
-            if self.echo_sock.exists():
-                return
-            await asyncio.sleep(0.01)
-        raise RuntimeError("the echo server did not start")
-
-    def stop_echo(self) -> None:
-        if self.echo is not None and self.echo.poll() is None:
-            self.echo.send_signal(signal.SIGTERM)
-            self.echo.wait(10)
 
     async def ping(self) -> None:
         progress("ping vs. websockets echo")
@@ -244,18 +183,17 @@ class Bench:
 
         for r in range(rounds):
             spent["sqlite"] += self.sqlite_baseline(clients * per_round)
-            t0, cpu0, own0 = time.perf_counter(), self.owner_cpu_s(), time.process_time()
+            t0, cpu0, own0 = time.perf_counter(), self.procs.owner_cpu_s(), time.process_time()
             await asyncio.gather(*(client(k, c, r * per_round) for k, c in enumerate(conns)))
             spent["tether"] += time.perf_counter() - t0
-            cpu += self.owner_cpu_s() - cpu0
+            cpu += self.procs.owner_cpu_s() - cpu0
             own_cpu += time.process_time() - own0
             t0 = time.perf_counter()
             await asyncio.gather(*(echo(c) for c in echoes))
             spent["echo"] += time.perf_counter() - t0
         for c in (*conns, *echoes):
             await c.close()
-        assert self.owner is not None
-        self.owner.send_signal(signal.SIGUSR1)  # let the held turns run
+        self.procs.release_held_turns()
         await self.wait_terminal(last)
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
@@ -294,12 +232,12 @@ class Bench:
 
         tasks = [asyncio.create_task(session(c, s)) for c, s in zip(conns, sids, strict=True)]
         await asyncio.sleep(0.05)
-        t0, cpu0 = time.perf_counter(), self.owner_cpu_s()
+        t0, cpu0 = time.perf_counter(), self.procs.owner_cpu_s()
         go.set()
         await asyncio.wait_for(asyncio.gather(*tasks), 300)
         self.out["turns_per_s"] = round(n_sessions * each / (max(done_at) - t0), 1)
         self.out["turn_owner_cpu_us_each"] = round(
-            (self.owner_cpu_s() - cpu0) / (n_sessions * each) * 1e6)
+            (self.procs.owner_cpu_s() - cpu0) / (n_sessions * each) * 1e6)
         for c in conns:
             await c.close()
 
@@ -410,7 +348,7 @@ class Bench:
     async def run(self, phases: set[str] | None = None) -> dict[str, Any]:
         """Every phase in order (``phases``: only these, for profiling one)."""
         self.admin = await Conn.open(self.sock)
-        await self.start_echo()
+        await self.procs.start_echo()
         for name, phase in (("ping", self.ping), ("submit", self.submit_and_retry),
                             ("admissions", self.admissions), ("turns", self.turns),
                             ("fanout", self.fanout)):
@@ -419,5 +357,5 @@ class Bench:
         await self.admin.close()
         if phases is None or "oneshot" in phases:
             self.oneshot()
-        self.out["owner_rss_mib"] = self.owner_rss_mib()
+        self.out["owner_rss_mib"] = self.procs.owner_rss_mib()
         return self.out

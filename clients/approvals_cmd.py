@@ -1,0 +1,114 @@
+"""``tether approvals``, ``tether approve`` and ``tether deny``: answering the agent's prompts.
+
+A prompt can be answered from any terminal, not only from the chat that
+caused it: ``tether approvals`` lists what is pending across sessions,
+``tether approve ID`` (``--session``: and the same in this session without
+asking; ``--always``: in every session) and ``tether deny ID [--reason R]``
+answer it. The first answer wins; a later one is told the prompt was already
+resolved, and how. ``tether approvals rules`` lists the rules in force and
+``tether approvals rm RULE_ID`` forgets a remembered answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+import orjson
+
+from .exits import CONTEXT, EXIT_OK, EXIT_TURN, CliError
+from .render import format_time, shorten
+
+__all__ = ["cmd_approvals", "cmd_approve", "cmd_deny", "describe"]
+
+
+def _home(args: Any) -> Any:
+    from tether.rpc.home import resolve_home
+
+    CONTEXT.home = resolve_home(args.home)
+    return CONTEXT.home
+
+
+def describe(prompt: dict[str, Any]) -> str:
+    """One line: what the prompt asks to do."""
+    verb = "run" if prompt.get("kind") == "command" else "write"
+    return f"{prompt.get('tool', '?')} wants to {verb}: {prompt.get('subject', '')}"
+
+
+def cmd_approvals(args: Any) -> int:
+    return asyncio.run(_approvals(_home(args), args))
+
+
+async def _approvals(home: Any, args: Any) -> int:
+    from .client import TetherClient
+
+    async with await TetherClient.connect(home) as client:
+        if args.action == "rules":
+            rules = (await client.call("approval.rules"))["rules"]
+            if args.json:
+                for r in rules:
+                    print(orjson.dumps(r).decode())
+            elif not rules:
+                print("no approval rules (approvals.allow/deny in config.yaml, or answer a "
+                      "prompt with --session/--always)")
+            for r in rules if not args.json else ():
+                scope = f"session {r['session_id']}" if r["session_id"] else "all sessions"
+                print(f"{r['rule_id'] or '(config)':<22} {r['effect']:<5} {r['kind']:<7} "
+                      f"{r['pattern']}  [{r['source']}, {scope}]")
+            return EXIT_OK
+        if args.action == "rm":
+            if not args.rule_id:
+                raise CliError(2, "usage", "tether approvals rm RULE_ID",
+                               "see `tether approvals rules` for the ids")
+            removed = (await client.call("approval.rule_remove", rule_id=args.rule_id))
+            if not removed["removed"]:
+                raise CliError(EXIT_TURN, "not_found", f"no stored rule {args.rule_id}",
+                               "see `tether approvals rules`")
+            print(f"removed {args.rule_id}")
+            return EXIT_OK
+        pending = (await client.call("approval.list"))["approvals"]
+    if args.json:
+        for p in pending:
+            print(orjson.dumps(p).decode())
+        return EXIT_OK
+    if not pending:
+        print("no pending approvals")
+    for p in pending:
+        print(f"{p['approval_id']}  session {p['session_id']}  {format_time(p['created_at'])}\n"
+              f"  {describe(p)}\n  why: {shorten(p['why'], 200)}")
+    return EXIT_OK
+
+
+def cmd_approve(args: Any) -> int:
+    decision = "always" if args.always else "session" if args.session else "once"
+    return asyncio.run(_answer(_home(args), args.approval_id, decision, args.reason))
+
+
+def cmd_deny(args: Any) -> int:
+    return asyncio.run(_answer(_home(args), args.approval_id, "deny", args.reason))
+
+
+async def _answer(home: Any, approval_id: str, decision: str, reason: str | None) -> int:
+    from .client import TetherClient
+
+    async with await TetherClient.connect(home) as client:
+        pending = (await client.call("approval.list"))["approvals"]
+        found = next((p for p in pending if p["approval_id"] == approval_id), None)
+        if found is None:
+            raise CliError(EXIT_TURN, "not_pending",
+                           f"no pending approval {approval_id} (it was answered, timed out, "
+                           "or its turn ended)", "see `tether approvals`")
+        CONTEXT.session_id = found["session_id"]
+        params: dict[str, Any] = {"session_id": found["session_id"],
+                                  "approval_id": approval_id, "decision": decision}
+        if reason:
+            params["reason"] = reason
+        out = await client.call("approval.respond", **params)
+    prompt = out["approval"]
+    if out["status"] == "already_resolved":
+        print(f"{approval_id} was already resolved: {prompt['status']}"
+              + (f" ({prompt['decision']})" if prompt.get("decision") else ""), file=sys.stderr)
+        return EXIT_TURN
+    print(f"{approval_id}: {prompt['status']} ({decision}) — {describe(prompt)}")
+    return EXIT_OK

@@ -1,0 +1,100 @@
+"""The processes ``tether bench`` measures, seen from the bench: start, stop, probe.
+
+`Processes` starts the private owner and the echo baseline (servers.py) as
+subprocesses of the bench (``python -m tether.daemon.bench --serve-owner HOME``
+/ ``--serve-echo SOCK``), reads the owner's CPU time and memory from /proc, and
+signals it to release the turns the bench holds at its provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+
+__all__ = ["Processes"]
+
+
+class Processes:
+    """The bench's owner and echo server on ``home``; each started at most once."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.sock = home / "daemon.sock"
+        self.echo_sock = home / "bench-echo.sock"
+        self.owner: subprocess.Popen[bytes] | None = None
+        self.echo: subprocess.Popen[bytes] | None = None
+
+    # -- the owner --------------------------------------------------------
+
+    def start_owner(self) -> None:
+        """Start the owner and wait for its descriptor (RuntimeError if it does not come)."""
+        desc = self.home / "daemon.json"
+        self.owner = subprocess.Popen(
+            [sys.executable, "-m", "tether.daemon.bench", "--serve-owner", str(self.home)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=open(self.home / "bench-owner.log", "ab"))  # noqa: SIM115
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.owner.poll() is not None:
+                log = (self.home / "bench-owner.log").read_text(errors="replace").strip()
+                why = log.splitlines()[-1] if log else f"exit status {self.owner.returncode}"
+                raise RuntimeError(f"the bench owner did not start: {why}")
+            try:
+                if orjson.loads(desc.read_bytes()).get("pid") == self.owner.pid:
+                    return
+            except (FileNotFoundError, orjson.JSONDecodeError):
+                pass
+            time.sleep(0.02)
+        raise RuntimeError("the bench owner did not start within 30 s")
+
+    def stop_owner(self) -> None:
+        if self.owner is not None and self.owner.poll() is None:
+            self.owner.send_signal(signal.SIGTERM)
+            try:
+                self.owner.wait(30)
+            except subprocess.TimeoutExpired:
+                self.owner.kill()
+                self.owner.wait()
+
+    def release_held_turns(self) -> None:
+        """Let turns waiting at the provider (``bench-hold``) go on (SIGUSR1)."""
+        assert self.owner is not None
+        self.owner.send_signal(signal.SIGUSR1)
+
+    def owner_cpu_s(self) -> float:
+        """CPU seconds (user + system) the owner has used so far."""
+        assert self.owner is not None
+        fields = Path(f"/proc/{self.owner.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def owner_rss_mib(self) -> float:
+        assert self.owner is not None
+        for line in Path(f"/proc/{self.owner.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+        return float("nan")
+
+    # -- the echo baseline ------------------------------------------------
+
+    async def start_echo(self) -> None:
+        """The baseline server: bare websockets echo, same options, own process."""
+        self.echo = subprocess.Popen([sys.executable, "-m", "tether.daemon.bench",
+                                      "--serve-echo", str(self.echo_sock)],
+                                     stdin=subprocess.DEVNULL)
+        for _ in range(1000):
+            if self.echo_sock.exists():
+                return
+            await asyncio.sleep(0.01)
+        raise RuntimeError("the echo server did not start")
+
+    def stop_echo(self) -> None:
+        if self.echo is not None and self.echo.poll() is None:
+            self.echo.send_signal(signal.SIGTERM)
+            self.echo.wait(10)

@@ -1,0 +1,174 @@
+"""The HTTP endpoint's ASGI app: routes, bearer tokens, limits, errors.
+
+Routes (docs/http.md): ``GET /health`` (no token), ``GET /v1/models`` and
+``POST /v1/chat/completions`` (a bearer token of ``tether token``, checked
+against its stored hash). Every refusal is OpenAI's error envelope
+(errors.py). Chat completions in flight are bounded by
+``http.max_concurrent_requests``; past it a request is refused with 429 and
+``Retry-After`` before anything is read or written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tether.rpc.protocol import MAX_ID_CHARS
+
+from ..config import HttpConfig
+from .chat import Receive, Send, answer
+from .errors import ApiError, from_exception
+from .request import parse_chat_request
+from .turn import ApiTurns
+
+__all__ = ["ApiApp"]
+
+#: what an Idempotency-Key or a session id may be: printable, no spaces
+_ID = re.compile(r"[\x21-\x7e]+")
+
+
+@dataclass(frozen=True)
+class ApiLimits:
+    config: HttpConfig
+    models: tuple[str, ...]
+    max_text_chars: int
+    allowed_origins: tuple[str, ...]
+
+
+class ApiApp:
+    """An ASGI 3 application (served by uvicorn on the owner's TCP port)."""
+
+    def __init__(self, turns: ApiTurns, token_id: Callable[[str], Awaitable[str | None]],
+                 limits: ApiLimits, draining: Callable[[], bool]) -> None:
+        self._turns = turns
+        self._token_id = token_id
+        self._limits = limits
+        self._draining = draining
+        self._in_flight = 0
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return  # lifespan is off and WebSocket upgrades never get here
+        try:
+            await self._route(scope, receive, send)
+        except ApiError as exc:
+            await _respond(send, exc.status, exc.body(), exc.headers)
+
+    async def _route(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        path, method = scope["path"], scope["method"]
+        routes: dict[str, tuple[str, Callable[..., Awaitable[None]]]] = {
+            "/health": ("GET", self._health),
+            "/v1/models": ("GET", self._models),
+            "/v1/chat/completions": ("POST", self._chat),
+        }
+        if path == "/":
+            raise ApiError(426, "this is tether's WebSocket endpoint (see docs/protocol.md); "
+                           "the HTTP API is under /v1", code="upgrade_required",
+                           headers={"Upgrade": "websocket"})
+        if path not in routes:
+            raise ApiError(404, f"no route {path} (try /v1/chat/completions, /v1/models, "
+                           "/health)", code="not_found")
+        allowed, handler = routes[path]
+        if method != allowed and not (allowed == "GET" and method == "HEAD"):
+            raise ApiError(405, f"{path} takes {allowed}", code="method_not_allowed",
+                           headers={"Allow": allowed})
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope["headers"]}
+        origin = headers.get("origin")
+        if origin is not None and origin not in self._limits.allowed_origins:
+            raise ApiError(403, f"origin {origin} is not allowed", type_="permission_error",
+                           code="forbidden_origin")
+        if handler == self._health:
+            await handler(send)
+            return
+        token_id = await self._authorize(headers)
+        await handler(send, receive, headers, token_id)
+
+    async def _authorize(self, headers: dict[str, str]) -> str:
+        auth = headers.get("authorization", "")
+        scheme, _, token = auth.partition(" ")
+        found = None
+        if scheme.lower() == "bearer" and token.strip():
+            found = await self._token_id(token.strip())
+        if found is None:
+            raise ApiError(401, "a valid bearer token is required (mint one with "
+                           "`tether token`)", type_="authentication_error",
+                           code="invalid_api_key",
+                           headers={"WWW-Authenticate": 'Bearer realm="tether"'})
+        return found
+
+    async def _health(self, send: Send) -> None:
+        draining = self._draining()
+        await _respond(send, 503 if draining else 200, orjson.dumps(
+            {"status": "draining" if draining else "ok"}))
+
+    async def _models(self, send: Send, receive: Receive, headers: dict[str, str],
+                      token_id: str) -> None:
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "tether"}
+                for m in self._limits.models]
+        await _respond(send, 200, orjson.dumps({"object": "list", "data": data}))
+
+    async def _chat(self, send: Send, receive: Receive, headers: dict[str, str],
+                    token_id: str) -> None:
+        cfg = self._limits.config
+        if self._in_flight >= cfg.max_concurrent_requests:
+            raise ApiError(429, f"{cfg.max_concurrent_requests} chat completions are already "
+                           "running; retry later", type_="rate_limit_error",
+                           code="too_many_requests",
+                           headers={"Retry-After": str(cfg.retry_after_seconds)})
+        self._in_flight += 1
+        try:
+            key = _header_id(headers, "idempotency-key")
+            session_id = _header_id(headers, "x-tether-session-id")
+            body = await _read_body(receive, headers, cfg.max_body_bytes)
+            req = parse_chat_request(body, self._limits.models, self._limits.max_text_chars)
+            try:
+                opened = await self._turns.open(token_id, key, req, session_id)
+                await answer(send, receive, self._turns, opened, req, keyed=key is not None)
+            except Exception as exc:
+                raise from_exception(exc, cfg.retry_after_seconds) from None
+        finally:
+            self._in_flight -= 1
+
+
+def _header_id(headers: dict[str, str], name: str) -> str | None:
+    value = headers.get(name)
+    if value is None:
+        return None
+    if not _ID.fullmatch(value) or len(value) > MAX_ID_CHARS:
+        raise ApiError(400, f"{name} must be 1-{MAX_ID_CHARS} printable characters without "
+                       "spaces", code="invalid_header")
+    return value
+
+
+async def _read_body(receive: Receive, headers: dict[str, str], limit: int) -> bytes:
+    too_big = ApiError(413, f"the body is larger than {limit} bytes (http.max_body_bytes)",
+                       code="request_too_large")
+    declared = headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_big
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ApiError(400, "the client went away", code="disconnected")
+        part = message.get("body", b"")
+        size += len(part)
+        if size > limit:
+            raise too_big
+        chunks.append(part)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def _respond(send: Send, status: int, body: bytes,
+                   headers: dict[str, str] | None = None) -> None:
+    raw = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    raw += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,64 @@
+"""The OpenAI wire shapes of an answer: ``chat.completion`` objects, the
+``chat.completion.chunk``s of a stream, and their server-sent-event framing.
+
+Pure. A completion's id is derived from its admission id, so a replay from the
+ledger carries the same id as the first answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+__all__ = ["completion_id", "completion", "chunk", "event", "comment", "DONE", "usage_of"]
+
+DONE = b"data: [DONE]\n\n"
+
+
+def completion_id(admission_id: str) -> str:
+    return "chatcmpl-" + admission_id
+
+
+def usage_of(receipt: dict[str, Any]) -> dict[str, int]:
+    """OpenAI's usage object from a receipt's (counters the model did not report are 0)."""
+    raw = (receipt.get("result") or {}).get("usage") or {}
+    prompt = int(raw.get("prompt_tokens", 0))
+    done = int(raw.get("completion_tokens", 0))
+    return {"prompt_tokens": prompt, "completion_tokens": done,
+            "total_tokens": int(raw.get("total_tokens", prompt + done))}
+
+
+def completion(receipt: dict[str, Any], model: str, created: int) -> dict[str, Any]:
+    text = (receipt.get("result") or {}).get("text") or ""
+    return {
+        "id": completion_id(receipt["admission_id"]), "object": "chat.completion",
+        "created": created, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                     "finish_reason": "stop", "logprobs": None}],
+        "usage": usage_of(receipt),
+    }
+
+
+def chunk(admission_id: str, model: str, created: int, delta: dict[str, Any] | None,
+          finish_reason: str | None = None,
+          usage: dict[str, int] | None = None) -> dict[str, Any]:
+    """One ``chat.completion.chunk``; ``delta`` None is the usage chunk (no choices)."""
+    body: dict[str, Any] = {"id": completion_id(admission_id),
+                            "object": "chat.completion.chunk", "created": created,
+                            "model": model, "choices": []}
+    if delta is not None:
+        body["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish_reason,
+                            "logprobs": None}]
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def event(obj: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def comment(text: str = "keep-alive") -> bytes:
+    """An SSE comment: ignored by clients, it keeps proxies and idle timers quiet."""
+    return b": " + text.encode() + b"\n\n"

@@ -1,0 +1,201 @@
+"""One chat-completions request as a finite admission, and following it.
+
+``open`` finds or creates the request's session and admits its prompt:
+
+- without ``X-Tether-Session-Id``: a fresh session (source ``api``) whose
+  transcript is the body's earlier messages, written in the transaction that
+  creates it; with an Idempotency-Key the session's request_id is
+  ``api:<token_id>:<key>`` and its digest the body's, so a retry finds it and a
+  changed body is a conflict;
+- with it: the stored session, the last user message appended (the body's
+  history is ignored).
+
+The admission's principal is ``api:<token_id>``, its input id the key (or a
+fresh one), ``finite: true`` (delegate_task joins inline), and its payload
+carries the body's digest, so the ledger itself answers a retry or refuses a
+changed body. ``follow`` yields the turn's text as it is committed, keep-alive
+marks while nothing is said, and the terminal receipt last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tether.rpc.errors import AdmissionConflict, NotFound
+from tether.store import admissions, events, messages, sessions
+
+from .. import ledger
+from ..admissions import AdmissionService
+from ..config import HttpConfig
+from ..events import EventBus, Viewer
+from ..journal import Journal, Tx
+from ..sessions import new_session_id
+from .request import DEFAULT_MODEL, ChatRequest
+
+__all__ = ["ApiTurns", "Opened", "Delta", "KeepAlive", "Done"]
+
+#: events a follower may be behind before it is told of a gap (then it polls)
+FOLLOW_QUEUE = 10_000
+#: how often a follower that lost events checks the receipt
+POLL_SECONDS = 0.2
+#: where following stops: the turn ended, or it was running when an owner died
+#: (unknown: it never finishes by itself; tether resolve settles it)
+SETTLED = (ledger.Status.TERMINAL.value, ledger.Status.UNKNOWN.value)
+#: events that mean "working, nothing to say yet": a keep-alive goes out at once
+BUSY_EVENTS = ("tool.start", "subagent.start", "delegation.dispatched")
+
+
+@dataclass(frozen=True)
+class Opened:
+    session_id: str
+    admission_id: str
+    receipt: dict[str, Any]  # as admitted (terminal already on a replay of a finished one)
+    replayed: bool
+
+
+@dataclass(frozen=True)
+class Delta:
+    text: str
+
+
+@dataclass(frozen=True)
+class KeepAlive:
+    pass
+
+
+@dataclass(frozen=True)
+class Done:
+    receipt: dict[str, Any]
+
+
+class ApiTurns:
+    def __init__(self, journal: Journal, bus: EventBus, admission_service: AdmissionService,
+                 config: HttpConfig) -> None:
+        self._journal = journal
+        self._bus = bus
+        self._admissions = admission_service
+        self._config = config
+
+    async def open(self, token_id: str, key: str | None, req: ChatRequest,
+                   session_id: str | None) -> Opened:
+        principal = f"api:{token_id}"
+        input_id = key if key is not None else "http_" + secrets.token_hex(12)
+        if session_id is None:
+            session_id = await self._fresh_session(token_id, key, req)
+        else:
+            await self.exists(session_id)
+        options = {"model": req.model} if req.model != DEFAULT_MODEL else {}
+        payload = ledger.canonical_payload(req.prompt, True, options,
+                                           extra={"request_digest": req.digest})
+        sid = session_id
+        # a retry is told so (Idempotency-Replayed); a concurrent duplicate may
+        # both miss this read, and is still answered by the one row the ledger keeps
+        before = None if key is None else await self._journal.db.lookup(
+            lambda c: admissions.find(c, principal, sid, input_id))
+        receipt = await self._admissions.admit(principal, session_id, input_id,
+                                               ledger.encode_payload(payload))
+        return Opened(session_id, receipt["admission_id"], receipt, before is not None)
+
+    async def _fresh_session(self, token_id: str, key: str | None,
+                             req: ChatRequest) -> str:
+        request_id = f"api:{token_id}:{key}" if key is not None else None
+        new_id = new_session_id()
+        title = " ".join(req.prompt.split())[:80]
+        options = {"model": req.model} if req.model != DEFAULT_MODEL else {}
+        history = req.history
+
+        def unit(tx: Tx) -> str:
+            if request_id is not None:
+                found = sessions.get_by_request(tx.conn, request_id)
+                if found is not None:
+                    if found["params_digest"] != req.digest:
+                        raise AdmissionConflict(
+                            "this Idempotency-Key was already used with a different body")
+                    return str(found["session_id"])
+            sessions.insert(tx.conn, session_id=new_id, request_id=request_id,
+                            params_digest=req.digest, parent_session_id=None, source="api",
+                            title=title, cwd=None, options=options, now=tx.now)
+            messages.append(tx.conn, new_id, history, tx.now)
+            return new_id
+
+        return await self._journal.write(unit)
+
+    async def exists(self, session_id: str) -> None:
+        found = await self._journal.db.lookup(lambda c: sessions.get(c, session_id))
+        if found is None:
+            raise NotFound(f"no session {session_id!r}")
+
+    async def receipt(self, opened: Opened) -> dict[str, Any]:
+        return await self._admissions.receipt(opened.session_id, opened.admission_id, None)
+
+    async def cancel(self, opened: Opened) -> None:
+        """Stop the turn nobody can fetch any more (its client went away)."""
+        await self._admissions.cancel(opened.session_id, opened.admission_id)
+
+    async def follow(self, opened: Opened) -> AsyncIterator[Delta | KeepAlive | Done]:
+        """The turn's text as it is committed, then its terminal receipt."""
+        if opened.receipt["status"] in SETTLED:
+            yield Done(opened.receipt)
+            return
+        sid = opened.session_id
+        viewer = Viewer(FOLLOW_QUEUE, 1)
+        bus = self._bus
+        bus.subscribe(viewer, sid)
+        try:
+            last = await self._journal.db.lookup(lambda c: events.last_seq(c, sid))
+            bus.activate(viewer, sid, last)
+            receipt = await self.receipt(opened)
+            if receipt["status"] in SETTLED:
+                yield Done(receipt)
+                return
+            async for piece in self._events(viewer, opened):
+                yield piece
+        finally:
+            bus.drop_viewer(viewer)
+            viewer.close()
+
+    async def _events(self, viewer: Viewer,
+                      opened: Opened) -> AsyncIterator[Delta | KeepAlive | Done]:
+        aid = opened.admission_id
+        while True:
+            try:
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a
+                # cancellation that lands as the frame arrives, and a follower whose
+                # client left must stop
+                async with asyncio.timeout(self._config.keepalive_seconds):
+                    frame = await viewer.next_frame()
+            except TimeoutError:
+                yield KeepAlive()
+                continue
+            ev = orjson.loads(frame)["params"]
+            kind = ev["type"]
+            if kind == "session.replay_gap":
+                async for piece in self._poll(opened):
+                    yield piece
+                return
+            if ev.get("admission_id") != aid:
+                continue
+            if kind == "message.delta":
+                yield Delta(ev["payload"]["text"])
+            elif kind in BUSY_EVENTS:
+                yield KeepAlive()
+            elif kind == "message.complete":
+                yield Done(await self.receipt(opened))
+                return
+
+    async def _poll(self, opened: Opened) -> AsyncIterator[KeepAlive | Done]:
+        """Until terminal, when events were lost (the follower fell far behind)."""
+        waited = 0.0
+        while (receipt := await self.receipt(opened))["status"] not in SETTLED:
+            await asyncio.sleep(POLL_SECONDS)
+            waited += POLL_SECONDS
+            if waited >= self._config.keepalive_seconds:
+                waited = 0.0
+                yield KeepAlive()
+        yield Done(receipt)

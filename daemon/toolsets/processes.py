@@ -1,0 +1,294 @@
+"""Managed processes: commands the terminal tool runs, in their own process group.
+
+``spawn`` starts a shell command in a new session (so its whole process group
+can be ended at once) with the scrubbed environment; ``kill_group`` ends the
+group (SIGTERM, then SIGKILL). `ProcessTable` keeps the background ones: each
+has a durable ``processes`` row, a bounded output ring, and a watcher that
+records its exit. With ``notify_on_complete`` (interactive turns only: the tool
+asks ``ToolContext.late_delivery``), the exit is delivered exactly once into
+the session as a new admission of principal ``process`` whose request_id is the
+process id, in the same transaction that marks the row delivered — the
+mechanism of background delegations (delegation/background.py). When the owner
+stops, its processes are ended and recorded ``lost``; at the next start,
+``recover`` ends what an owner that died left running, records it ``lost``, and
+delivers every notice still due.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from tether.store import StorageError, admissions
+from tether.store import processes as rows
+
+from .. import faults
+from ..config import ToolsConfig
+from ..delegation.background import Admit
+from ..journal import Journal, Tx, until_stored
+from ..ledger import TURN_OPTION_KEY, encode_payload
+from ..supervisor import Supervisor
+from .output import Ring
+
+__all__ = ["ProcessTable", "Managed", "spawn", "kill_group", "NOTICE_MARKER"]
+
+log = logging.getLogger("tether.processes")
+
+#: how a process notice opens (the renderer and the model recognise it)
+NOTICE_MARKER = "[process notice]"
+TAIL_CHARS = 2000
+KILL_GRACE_SECONDS = 2.0
+
+
+async def spawn(command: str, cwd: str, env: Mapping[str, str], *,
+                stdin: bool = False) -> asyncio.subprocess.Process:
+    """Start ``command`` under /bin/sh in a new session (its own process group)."""
+    return await asyncio.create_subprocess_shell(
+        command, cwd=cwd, env=dict(env), start_new_session=True,
+        stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+
+
+async def kill_group(proc: asyncio.subprocess.Process) -> None:
+    """End the process and everything in its group: SIGTERM, then SIGKILL."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        if sig == signal.SIGKILL:
+            break
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_SECONDS)
+        except TimeoutError:
+            continue
+        # the leader is gone; SIGKILL what it left in the group all the same
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (to tell it from a later process with its pid)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+@dataclass
+class Managed:
+    process_id: str
+    session_id: str
+    admission_id: str | None
+    command: str
+    cwd: str
+    notify: bool
+    proc: asyncio.subprocess.Process
+    ring: Ring
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+    exit_code: int | None = None
+    state: str = "running"
+    ending: str | None = None  # killed | lost: why we are ending it
+
+    def status(self) -> dict[str, Any]:
+        return {"process_id": self.process_id, "command": self.command, "cwd": self.cwd,
+                "pid": self.proc.pid, "state": self.state, "exit_code": self.exit_code,
+                "notify_on_complete": self.notify, "output_bytes": self.ring.written}
+
+
+class ProcessTable:
+    def __init__(self, journal: Journal, supervisor: Supervisor, admit: Admit,
+                 config: ToolsConfig, env: Mapping[str, str], *, epoch: int) -> None:
+        self._journal = journal
+        self._supervisor = supervisor
+        self._admit = admit
+        self._config = config
+        self.env = env
+        self._epoch = epoch
+        self._live: dict[str, Managed] = {}
+        self._watchers: dict[str, asyncio.Task[None]] = {}
+
+    def live(self, session_id: str, process_id: str) -> Managed | None:
+        p = self._live.get(process_id)
+        return p if p is not None and p.session_id == session_id else None
+
+    def of_session(self, session_id: str) -> list[Managed]:
+        return [p for p in self._live.values() if p.session_id == session_id]
+
+    async def stored(self, session_id: str, process_id: str | None = None) -> list[dict[str, Any]]:
+        """Rows of the session's processes (those of earlier owners too), newest first."""
+        found = await self._journal.db.read(lambda c: rows.for_session(c, session_id))
+        return [r for r in found if process_id is None or r["process_id"] == process_id]
+
+    async def start(self, session_id: str, admission_id: str | None, command: str, cwd: str,
+                    notify: bool) -> Managed:
+        """Record the process, start it, and watch it; ValueError if too many run.
+
+        Once begun, a start completes even if the calling turn is stopped meanwhile:
+        a recorded process is always started and watched (its notice still comes)."""
+        return await asyncio.shield(self._start(session_id, admission_id, command, cwd,
+                                                notify))
+
+    async def _start(self, session_id: str, admission_id: str | None, command: str, cwd: str,
+                     notify: bool) -> Managed:
+        running = sum(1 for p in self._live.values() if p.state == "running")
+        if running >= self._config.max_processes:
+            raise ValueError(f"{running} background processes are running already "
+                             f"(tools.max_processes); wait for or kill one first")
+        process_id = "proc_" + secrets.token_hex(8)
+        epoch = self._epoch
+        # the row comes first: a crash right after the spawn still leaves a record
+        # that recovery turns into `lost` (and a notice, when one was promised)
+        await self._journal.write(lambda tx: rows.insert(
+            tx.conn, process_id=process_id, session_id=session_id, admission_id=admission_id,
+            command=command, cwd=cwd, notify=notify, owner_epoch=epoch, now=tx.now))
+        try:
+            proc = await spawn(command, cwd, self.env, stdin=True)
+        except OSError as exc:
+            why = f"could not start: {exc}"
+            await self._journal.persist(lambda tx: rows.finish(
+                tx.conn, process_id, "exited", 127, why, tx.now),
+                f"the failed start of {process_id}")
+            if notify:
+                await self.deliver(process_id)
+            raise ValueError(f"could not start the command: {exc}") from None
+        started = _start_time(proc.pid)
+        await self._journal.persist(lambda tx: rows.set_pid(tx.conn, process_id, proc.pid,
+                                                            started), f"the pid of {process_id}")
+        p = Managed(process_id, session_id, admission_id, command, cwd, notify, proc,
+                    Ring(self._config.process_ring_bytes))
+        self._live[process_id] = p
+        task = self._supervisor.spawn(self._watch(p), f"process:{process_id}")
+        self._watchers[process_id] = task
+        task.add_done_callback(lambda _: self._watchers.pop(process_id, None))
+        return p
+
+    async def _watch(self, p: Managed) -> None:
+        assert p.proc.stdout is not None
+        try:
+            while data := await p.proc.stdout.read(65536):
+                p.ring.write(data)
+            p.exit_code = await p.proc.wait()
+        except asyncio.CancelledError:
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            await kill_group(p.proc)
+            p.ending = p.ending or "lost"
+            p.exit_code = p.proc.returncode
+        p.state = p.ending or "exited"
+        p.done.set()
+        tail = p.ring.tail(TAIL_CHARS)
+        try:
+            await self._journal.persist(
+                lambda tx: rows.finish(tx.conn, p.process_id, p.state, p.exit_code, tail,
+                                       tx.now),
+                f"the exit of process {p.process_id}",
+                give_up=lambda n: self._supervisor.draining and n >= 5)
+            if p.notify:
+                # the crash suite kills the owner here: exited, notice not yet delivered
+                await faults.pause("pause_before_process_notice")
+                await self.deliver(p.process_id)
+        except Exception:  # noqa: BLE001 - recovery records and delivers on the next start
+            log.exception("could not record/deliver the exit of process %s", p.process_id)
+
+    async def kill(self, p: Managed) -> None:
+        if p.state == "running":
+            p.ending = "killed"
+            await kill_group(p.proc)
+            await p.done.wait()
+
+    async def deliver(self, process_id: str) -> None:
+        """Deliver a finished process's notice into its session, exactly once."""
+        await until_stored(lambda: self._deliver_once(process_id),
+                           f"the notice of process {process_id}",
+                           lambda n: self._supervisor.draining and n >= 5)
+
+    async def _deliver_once(self, process_id: str) -> None:
+        def read(c: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+            row = rows.get(c, process_id)
+            origin = admissions.get(c, row["admission_id"]) if row and row["admission_id"] \
+                else None
+            return row, origin
+
+        row, origin = await self._journal.db.read(read)
+        if row is None or row["state"] == "running" or row["delivery_state"] != "pending":
+            return
+        payload: dict[str, Any] = {"text": notice_text(row), "finite": False,
+                                   "process_id": process_id}
+        if origin is not None:
+            options = orjson.loads(origin["payload_json"]).get(TURN_OPTION_KEY)
+            if options:
+                payload[TURN_OPTION_KEY] = options
+        sid = row["session_id"]
+
+        def mark(tx: Tx) -> None:
+            if not rows.mark_delivered(tx.conn, process_id, tx.now):
+                raise _AlreadyDelivered
+            tx.event(sid, "process.complete", {
+                "process_id": process_id, "state": row["state"],
+                "exit_code": row["exit_code"], "command": row["command"]})
+
+        with contextlib.suppress(_AlreadyDelivered):
+            await self._admit("process", sid, process_id, encode_payload(payload),
+                              extra_unit=mark, internal=True)
+
+    async def recover(self) -> None:
+        """After a start: what an older owner left running is ended and ``lost``;
+        every notice still due is delivered."""
+        epoch = self._epoch
+
+        def unit(tx: Tx) -> None:
+            for row in rows.running_before(tx.conn, epoch):
+                pid = row["pid"]
+                if pid and row["pid_started"] and _start_time(pid) == row["pid_started"]:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(pid, signal.SIGKILL)
+                rows.finish(tx.conn, row["process_id"], "lost", None, "", tx.now)
+
+        try:
+            await self._journal.persist(unit, "the recovery of background processes")
+            due = await self._journal.db.read(rows.undelivered)
+        except StorageError as exc:
+            log.error("could not recover background processes: %s", exc.detail)
+            return
+        for row in due:
+            try:
+                await self.deliver(row["process_id"])
+            except Exception:  # noqa: BLE001 - the next start tries again
+                log.exception("could not deliver the notice of process %s", row["process_id"])
+
+    async def stop_all(self) -> None:
+        """Shutdown: end every process (recorded ``lost``: the owner stopped)."""
+        for p in self._live.values():
+            if p.state == "running":
+                p.ending = "lost"
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(p.proc.pid, signal.SIGKILL)
+        tasks = list(self._watchers.values())
+        if tasks:
+            await asyncio.wait(tasks, timeout=10)
+
+
+class _AlreadyDelivered(Exception):
+    pass
+
+
+def notice_text(row: dict[str, Any]) -> str:
+    """The message a process notice delivers into its session."""
+    pid, cmd = row["process_id"], row["command"]
+    tail = (row["output_tail"] or "").rstrip()
+    last = f"; last output:\n{tail}" if tail else "; it printed nothing"
+    if row["state"] == "lost":
+        what = "was lost when the owner stopped (its exit status is unknown)"
+    elif row["state"] == "killed":
+        what = "was killed"
+    else:
+        what = f"exited {row['exit_code']}"
+    return f"{NOTICE_MARKER} process {pid} `{cmd}` {what}{last}"

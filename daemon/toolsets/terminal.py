@@ -1,0 +1,270 @@
+"""The ``terminal`` and ``process`` tools (toolset ``terminal``).
+
+``terminal {command, workdir?, timeout_s?, background?, notify_on_complete?}``
+runs a shell command in the session's working directory, after the approval
+check (ToolContext.approve), with the owner's secrets scrubbed from its
+environment. In the foreground it waits, up to its timeout (then the whole
+process group is killed), and returns the exit code and the output capped for
+the model. ``background: true`` starts a managed process (processes.py) and
+returns its id at once; ``notify_on_complete`` also delivers a notice when it
+ends — only where somebody can receive it: on a turn without late delivery
+(``ToolContext.late_delivery`` False: finite turns, child agents) the call is
+refused and nothing is started or recorded.
+
+``process {action: list|poll|log|wait|kill|write, id?, ...}`` manages the
+session's background processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from typing import Any
+
+import orjson
+
+from ..config import ToolsConfig
+from ..tools import Tool, ToolContext
+from .output import Capture
+from .processes import Managed, ProcessTable, kill_group, spawn
+
+__all__ = ["terminal_tool", "process_tool", "NOTIFY_REFUSED", "workdir_of"]
+
+MAX_COMMAND_CHARS = 65_536
+MAX_WAIT_SECONDS = 600.0
+NOTIFY_REFUSED = (
+    "notify_on_complete is not available on this turn: nobody can receive a notice after "
+    "it ends (a one-shot chat, cron, an HTTP request or a delegated helper). Nothing was "
+    "started. Run it with background: true and use process wait (or poll) before you "
+    "answer, or run it in the foreground.")
+
+
+def _json(obj: dict[str, Any]) -> str:
+    return orjson.dumps(obj).decode()
+
+
+def _error(message: str, **extra: Any) -> str:
+    return _json({"error": message, **extra, "summary": message[:120]})
+
+
+def workdir_of(ctx: ToolContext, workdir: Any) -> str:
+    """The directory a command runs in: ``workdir`` (relative to the session's cwd), or
+    the session's cwd, or the user's home for a session that has none."""
+    base = ctx.cwd or os.path.expanduser("~")
+    if workdir is None:
+        return base
+    if not isinstance(workdir, str) or not workdir:
+        raise ValueError("workdir must be a non-empty string")
+    return os.path.normpath(os.path.join(base, os.path.expanduser(workdir)))
+
+
+def _summary(exit_code: int | None, timed_out: bool, output: str) -> str:
+    lines = output.count("\n") + (1 if output and not output.endswith("\n") else 0)
+    head = "timed out" if timed_out else f"exit {exit_code}"
+    return f"{head} · {lines} line{'s' if lines != 1 else ''} of output"
+
+
+TERMINAL_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "description": "a shell command (/bin/sh)"},
+        "workdir": {"type": "string",
+                    "description": "directory to run in, relative to the session's"},
+        "timeout_s": {"type": "number", "description": "foreground timeout (default 120)"},
+        "background": {"type": "boolean",
+                       "description": "start it and return its process id at once"},
+        "notify_on_complete": {
+            "type": "boolean",
+            "description": "with background: deliver a notice into this session when it "
+                           "ends (interactive sessions only)"},
+    },
+    "required": ["command"],
+}
+
+
+def terminal_tool(table: ProcessTable, config: ToolsConfig) -> Tool:
+    async def run(args: dict[str, Any], ctx: ToolContext) -> str:
+        command = args.get("command")
+        if not isinstance(command, str) or not command.strip():
+            return _error("terminal: command must be a non-empty string")
+        if len(command) > MAX_COMMAND_CHARS:
+            return _error(f"terminal: command is longer than {MAX_COMMAND_CHARS} characters")
+        background = args.get("background", False)
+        notify = args.get("notify_on_complete", False)
+        timeout = args.get("timeout_s", config.command_timeout_seconds)
+        if not isinstance(background, bool) or not isinstance(notify, bool):
+            return _error("terminal: background and notify_on_complete must be booleans")
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+            return _error("terminal: timeout_s must be a positive number")
+        timeout = min(float(timeout), config.max_command_timeout_seconds)
+        if notify and not background:
+            return _error("terminal: notify_on_complete needs background: true")
+        if notify and not ctx.late_delivery:
+            # the channel capability (SPEC §12): asked once, here; nothing recorded
+            return _error(NOTIFY_REFUSED, refused="notify_unsupported")
+        try:
+            cwd = workdir_of(ctx, args.get("workdir"))
+        except ValueError as exc:
+            return _error(f"terminal: {exc}")
+        if not os.path.isdir(cwd):
+            return _error(f"terminal: working directory {cwd} does not exist")
+        verdict = await ctx.approve("terminal", "command", command)
+        if not verdict.allowed:
+            return _json({"error": f"the command was not run: {verdict.reason}",
+                          "denied": True, "approval_id": verdict.approval_id,
+                          "summary": "not run: " + verdict.reason[:100]})
+        if background:
+            try:
+                p = await table.start(ctx.session_id, ctx.admission_id, command, cwd, notify)
+            except ValueError as exc:
+                return _error(f"terminal: {exc}")
+            return _json({"process_id": p.process_id, "pid": p.proc.pid, "state": "running",
+                          "notify_on_complete": notify,
+                          "hint": "a notice arrives as a new turn when it ends" if notify
+                          else "use process poll, log or wait to follow it",
+                          "summary": f"started {p.process_id} in the background"})
+        return _json(await _foreground(table, command, cwd, timeout, config.output_chars))
+
+    return Tool(name="terminal", toolset="terminal", run=run, parameters=TERMINAL_PARAMETERS,
+                description=(
+                    "Run a shell command in the session's working directory and return its "
+                    "exit code and output (long output keeps its start and end). Risky "
+                    "commands may need the user's approval. background: true starts it and "
+                    "returns a process id (see the process tool)."))
+
+
+async def _foreground(table: ProcessTable, command: str, cwd: str, timeout: float,
+                      limit: int) -> dict[str, Any]:
+    started = time.monotonic()
+    try:
+        proc = await spawn(command, cwd, table.env)
+    except OSError as exc:
+        return {"error": f"could not start the command: {exc}", "summary": "could not start"}
+    capture = Capture(limit)
+
+    async def pump() -> int:
+        assert proc.stdout is not None
+        while data := await proc.stdout.read(65536):
+            capture.feed(data)
+        return await proc.wait()
+
+    timed_out = False
+    exit_code: int | None
+    try:
+        exit_code = await asyncio.wait_for(pump(), timeout)
+    except TimeoutError:
+        timed_out = True
+        await kill_group(proc)
+        exit_code = proc.returncode
+    except asyncio.CancelledError:
+        # the turn is being stopped: the command goes with it
+        await asyncio.shield(kill_group(proc))
+        raise
+    output = capture.text()
+    out: dict[str, Any] = {"exit_code": exit_code, "output": output,
+                           "duration_seconds": round(time.monotonic() - started, 3)}
+    if timed_out:
+        out["timed_out"] = True
+        out["note"] = f"killed after {timeout:g} s (its whole process group)"
+    out["summary"] = _summary(exit_code, timed_out, output)
+    return out
+
+
+PROCESS_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "action": {"type": "string", "enum": ["list", "poll", "log", "wait", "kill", "write"]},
+        "id": {"type": "string", "description": "the process id (all actions but list)"},
+        "offset": {"type": "integer", "description": "log: byte offset to read from"},
+        "limit": {"type": "integer", "description": "log: bytes to read at most"},
+        "timeout_s": {"type": "number", "description": "wait: seconds to wait at most"},
+        "data": {"type": "string", "description": "write: text sent to its stdin"},
+        "eof": {"type": "boolean", "description": "write: close its stdin afterwards"},
+    },
+    "required": ["action"],
+}
+
+
+def process_tool(table: ProcessTable) -> Tool:
+    async def run(args: dict[str, Any], ctx: ToolContext) -> str:
+        action = args.get("action")
+        if action == "list":
+            rows = await table.stored(ctx.session_id)
+            live = {p.process_id: p for p in table.of_session(ctx.session_id)}
+            procs = [live[r["process_id"]].status() if r["process_id"] in live else
+                     {"process_id": r["process_id"], "command": r["command"],
+                      "state": r["state"], "exit_code": r["exit_code"]} for r in rows]
+            return _json({"processes": procs, "summary": f"{len(procs)} process(es)"})
+        if action not in ("poll", "log", "wait", "kill", "write"):
+            return _error("process: action must be list, poll, log, wait, kill or write")
+        pid = args.get("id")
+        if not isinstance(pid, str):
+            return _error(f"process {action}: id is required")
+        p = table.live(ctx.session_id, pid)
+        if p is None:
+            found = await table.stored(ctx.session_id, pid)
+            if not found:
+                return _error(f"process {action}: no process {pid!r} in this session")
+            r = found[0]
+            return _json({"process_id": pid, "state": r["state"], "exit_code": r["exit_code"],
+                          "output_tail": r["output_tail"],
+                          "note": "this process belonged to an earlier owner; only its "
+                                  "record is left",
+                          "summary": f"{pid} {r['state']}"})
+        return _json(await _act(table, p, action, args))
+
+    return Tool(name="process", toolset="terminal", run=run, parameters=PROCESS_PARAMETERS,
+                description=(
+                    "Manage background processes started with terminal background: true: "
+                    "list; poll (state and recent output); log (output by byte offset); "
+                    "wait (until it ends or timeout_s); kill (its whole process group); "
+                    "write (text to its stdin)."))
+
+
+async def _act(table: ProcessTable, p: Managed, action: str, args: dict[str, Any]) -> dict[str, Any]:
+    if action == "poll":
+        return {**p.status(), "recent_output": p.ring.tail(2000),
+                "summary": f"{p.process_id} {p.state}"}
+    if action == "log":
+        offset, limit = args.get("offset"), args.get("limit", 20_000)
+        if offset is not None and (not isinstance(offset, int) or offset < 0):
+            return {"error": "process log: offset must be a non-negative integer"}
+        if not isinstance(limit, int) or limit < 1:
+            return {"error": "process log: limit must be a positive integer"}
+        text, begin, end = p.ring.read(offset, min(limit, 100_000))
+        out = {"process_id": p.process_id, "state": p.state, "output": text, "from": begin,
+               "to": end, "total": p.ring.written,
+               "summary": f"{p.process_id}: bytes {begin}-{end} of {p.ring.written}"}
+        if offset is not None and begin > offset:
+            out["note"] = f"bytes before {begin} were dropped (the ring keeps the newest)"
+        return out
+    if action == "wait":
+        timeout = args.get("timeout_s", 30)
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout < 0:
+            return {"error": "process wait: timeout_s must be a non-negative number"}
+        try:
+            await asyncio.wait_for(p.done.wait(), min(float(timeout), MAX_WAIT_SECONDS))
+        except TimeoutError:
+            pass
+        return {**p.status(), "recent_output": p.ring.tail(2000),
+                "summary": f"{p.process_id} {p.state}"
+                + (f" (exit {p.exit_code})" if p.state != "running" else "")}
+    if action == "kill":
+        await table.kill(p)
+        return {**p.status(), "summary": f"{p.process_id} {p.state}"}
+    data, eof = args.get("data", ""), args.get("eof", False)
+    if not isinstance(data, str) or not isinstance(eof, bool):
+        return {"error": "process write: data must be a string and eof a boolean"}
+    stdin = p.proc.stdin
+    if p.state != "running" or stdin is None or stdin.is_closing():
+        return {"error": f"process write: {p.process_id} is not taking input"}
+    stdin.write(data.encode())
+    try:
+        await stdin.drain()
+        if eof:
+            stdin.close()
+    except (BrokenPipeError, ConnectionResetError):
+        return {"error": f"process write: {p.process_id} closed its input"}
+    return {"process_id": p.process_id, "written": len(data.encode()),
+            "summary": f"wrote {len(data)} characters"}

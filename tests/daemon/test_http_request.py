@@ -1,0 +1,127 @@
+"""The pure parts of the HTTP endpoint: a request body checked, and a TCP
+connection routed by its request head (daemon/http/request.py, port.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+
+from tether.daemon.http.errors import ApiError
+from tether.daemon.http.port import HeadRouter, is_upgrade
+from tether.daemon.http.request import parse_chat_request
+
+MODELS = ("tether", "test-model")
+
+
+def parse(body: dict | bytes, limit: int = 1000):
+    raw = body if isinstance(body, bytes) else orjson.dumps(body)
+    return parse_chat_request(raw, MODELS, limit)
+
+
+def refusal(body: dict | bytes, limit: int = 1000) -> ApiError:
+    with pytest.raises(ApiError) as exc:
+        parse(body, limit)
+    assert exc.value.status == 400
+    return exc.value
+
+
+def test_the_last_user_message_is_the_prompt_and_the_rest_the_history():
+    req = parse({"model": "tether", "temperature": 0.3, "messages": [
+        {"role": "developer", "content": "rules"},
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+        {"role": "assistant", "content": "reply"},
+        {"role": "user", "content": "now"}]})
+    assert req.prompt == "now"
+    assert req.history == [{"role": "system", "content": "rules"},
+                           {"role": "user", "content": "ab"},
+                           {"role": "assistant", "content": "reply"}]
+    assert not req.stream
+
+
+def test_how_a_request_is_delivered_does_not_change_its_identity():
+    body = {"model": "tether", "messages": [{"role": "user", "content": "x"}]}
+    streamed = parse({**body, "stream": True, "stream_options": {"include_usage": True}})
+    assert streamed.stream and streamed.include_usage
+    assert streamed.digest == parse(body).digest
+    assert parse({**body, "model": "test-model"}).digest != parse(body).digest
+
+
+@pytest.mark.parametrize(("body", "code"), [
+    (b"{not json", "invalid_json"),
+    (b"[1, 2]", "invalid_json"),
+    ({"messages": [{"role": "user", "content": "x"}]}, "invalid_model"),
+    ({"model": "gpt-9", "messages": [{"role": "user", "content": "x"}]}, "model_not_found"),
+    ({"model": "tether", "messages": []}, "invalid_messages"),
+    ({"model": "tether", "messages": [{"role": "assistant", "content": "x"}]},
+     "invalid_messages"),
+    ({"model": "tether", "messages": [{"role": "tool", "content": "x", "tool_call_id": "c"},
+                                      {"role": "user", "content": "x"}]}, "invalid_messages"),
+    ({"model": "tether", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]},
+     "invalid_content"),
+    ({"model": "tether", "messages": [{"role": "user", "content": "x"}], "n": 2},
+     "unsupported_parameter"),
+    ({"model": "tether", "messages": [{"role": "user", "content": "x"}], "stream": "yes"},
+     "invalid_type"),
+    ({"model": "tether", "messages": [{"role": "user", "content": "x"}], "colour": 1},
+     "unknown_parameter"),
+    ({"model": "tether", "messages": [{"role": "user", "content": "x" * 1001}]}, "too_long"),
+])
+def test_bad_bodies_are_refused_with_a_code(body, code):
+    assert refusal(body).code == code
+
+
+def test_a_requests_own_tools_are_refused_with_the_reason():
+    err = refusal({"model": "tether", "messages": [{"role": "user", "content": "x"}],
+                   "tools": [{"type": "function", "function": {"name": "f"}}]})
+    assert err.code == "unsupported_parameter" and "brings its own tools" in err.message
+
+
+HEAD = (b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+
+
+def test_only_a_websocket_upgrade_head_is_an_upgrade():
+    assert is_upgrade(HEAD)
+    assert not is_upgrade(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                          b"Content-Length: 2\r\n\r\n")
+    assert not is_upgrade(b"GARBAGE\r\n\r\n")
+
+
+class _Transport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.protocol: asyncio.BaseProtocol | None = None
+        self.aborted = False
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.protocol = protocol
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+class _Http(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.received = b""
+
+    def data_received(self, data: bytes) -> None:
+        self.received += data
+
+
+async def test_a_head_split_across_reads_is_routed_once_whole():
+    for head, websocket in ((HEAD, True), (b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", False)):
+        http = _Http()
+        got: list[bytes] = []
+        router = HeadRouter(lambda http=http: http, lambda t, h, got=got: got.append(h))
+        transport = _Transport()
+        router.connection_made(transport)
+        for i in range(0, len(head), 7):  # arrives in pieces
+            router.data_received(head[i:i + 7])
+        router.data_received(b"after")  # a late read is the new protocol's, not ours
+        assert (got == [head]) is websocket
+        assert (http.received == head) is not websocket
+        assert (transport.protocol is http) is not websocket
+        router.connection_lost(None)
+        assert not transport.aborted
