@@ -28,7 +28,9 @@ any task of the chat — typically from ``on_event`` hooks registered in
 ``chat.event_hooks``, which get each event of the session after it is shown.
 ``ask`` takes over the input line, keeps the draft being typed, returns the
 answer (``""`` on Ctrl-C/Ctrl-D) and gives the line back with the draft
-restored.
+restored. Approval prompts of the chat's own turns use it:
+``approval_prompt.InlineApprovals`` reads its answers from ``AskLines``
+(chat_screen.py), whose every ``get()`` is one ``ask``.
 """
 
 from __future__ import annotations
