@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from tether.rpc.errors import RpcError
 from tether.rpc.protocol import MAX_ID_CHARS
 
 from .approval_prompt import unattended_note
@@ -47,8 +48,10 @@ def _session_request_id(input_id: str) -> str:
 
 
 async def _session(client: TetherClient, plan: ChatPlan) -> str:
-    if plan.resume:
-        return plan.resume
+    if plan.resume or plan.last:
+        from .session_cmds import resolve_session
+
+        return await resolve_session(client, plan.resume)
     # With --input-id the session is derived from it too, so re-running the same
     # command after a crash of the CLI finds the same session and admission.
     request_id = _session_request_id(plan.input_id) if plan.input_id else (
@@ -68,15 +71,35 @@ async def _session(client: TetherClient, plan: ChatPlan) -> str:
 async def run_chat(home: Any, plan: ChatPlan) -> int:
     client = await TetherClient.connect(home)
     try:
-        session_id = await _session(client, plan)
-        CONTEXT.session_id = session_id
         if plan.interactive:
             from .interactive import interactive
 
-            return await interactive(client, session_id, plan)
-        return await _finite(client, session_id, plan)
+            # a new session is made with the first accepted prompt (none left empty),
+            # unless --input-id names it (a re-run must find the same session)
+            sid = await _session(client, plan) \
+                if plan.resume or plan.last or plan.input_id else None
+            CONTEXT.session_id = sid
+            return await interactive(client, home, sid, plan)
+        session_id = await _session(client, plan)
+        CONTEXT.session_id = session_id
+        try:
+            return await _finite(client, session_id, plan)
+        except RpcError as exc:
+            if exc.reason == "invalid_params" and not (plan.resume or plan.last
+                                                       or plan.input_id):
+                # the prompt was refused: the session made for it stays empty, so it goes
+                CONTEXT.session_id = None
+                await _forget(client, session_id)
+            raise
     finally:
         await client.close()
+
+
+async def _forget(client: TetherClient, session_id: str) -> None:
+    try:
+        await client.call("session.delete", session_id=session_id)
+    except Exception:  # noqa: BLE001 - `tether sessions prune` removes it at worst
+        pass
 
 
 # -- finite -------------------------------------------------------------------
@@ -103,7 +126,7 @@ async def _finite(client: TetherClient, session_id: str, plan: ChatPlan) -> int:
             if (note := unattended_note(event)) is not None:
                 print(note, file=sys.stderr)
         # a new session's id, so a user can continue it; a resumed one they named
-        if not plan.quiet and not plan.resume:
+        if not plan.quiet and not (plan.resume or plan.last):
             print(f"[tether] session {session_id} (continue it with "
                   f"`tether chat --resume {session_id}`)", file=sys.stderr)
     receipt = await client.submit_and_wait(session_id, plan.query, input_id=input_id,

@@ -18,6 +18,7 @@ from typing import Any
 from .commands import (
     cmd_attach,
     cmd_bench,
+    cmd_cancel,
     cmd_chat,
     cmd_events,
     cmd_resolve,
@@ -112,7 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "Chat with an agent. Finite (one turn, delegations joined before the "
                     "answer, then exit) with -Q, --oneshot, --json, or when stdout or stdin "
                     "is not a terminal; otherwise interactive (a -q query seeds the first "
-                    "prompt; background results arrive as new turns; Ctrl-D leaves)."),
+                    "prompt; background results arrive as new turns).\n\n"
+                    "Interactive keys: arrows edit and recall history; Alt-Enter inserts a "
+                    "newline; a paste stays one prompt; Ctrl-C clears the line, or "
+                    "interrupts the running turn; Ctrl-D leaves at once (a running turn "
+                    "goes on in the owner). /help lists the chat's commands (/new, /resume "
+                    "ID, /sessions, /cancel, /model M, /exit)."),
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     query = p.add_mutually_exclusive_group()
     query.add_argument("-q", "--query", dest="q", metavar="TEXT", help="the prompt")
@@ -122,7 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="finite; print only the final answer")
     p.add_argument("--oneshot", action="store_true",
                    help="finite: one turn, print only the final answer, exit")
-    p.add_argument("--resume", metavar="ID", help="continue an existing session")
+    p.add_argument("--resume", metavar="ID",
+                   help="continue an existing session (an unambiguous id prefix will do)")
+    p.add_argument("--last", action="store_true",
+                   help="continue the most recently active session")
     p.add_argument("--provider", metavar="P", help="demo, openai or custom (this turn)")
     p.add_argument("--model", metavar="M", help="model name (this turn)")
     p.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint (this turn)")
@@ -141,18 +150,46 @@ def build_parser() -> argparse.ArgumentParser:
                    help="finite; print events as JSON lines, the final receipt last")
     p.set_defaults(func=cmd_chat)
 
-    p = command("sessions", "list sessions, newest first")
+    p = command("sessions", "list sessions, newest first; rm, rename, prune them",
+                description=(
+                    "List sessions, newest first (empty ones and delegation children only "
+                    "with --all), or manage them: `tether sessions rm ID...`, `tether "
+                    "sessions rename ID TITLE`, `tether sessions prune`. Wherever a session "
+                    "id is taken, an unambiguous prefix of it will do (`ses_` may be left "
+                    "out)."))
     p.add_argument("--limit", type=int, default=20, metavar="N", help="how many (default 20)")
-    p.add_argument("--all", action="store_true", help="include delegation child sessions")
+    p.add_argument("--all", action="store_true",
+                   help="include delegation child sessions and empty sessions")
     p.add_argument("--json", action="store_true", help="print JSON lines")
-    p.set_defaults(func=cmd_sessions)
+    p.set_defaults(func=cmd_sessions, action=None)
+    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    a = actions.add_parser("rm", help="delete sessions (with their delegation children)",
+                           description="Delete sessions with their delegation child sessions. "
+                           "A session with a queued or running prompt, an unknown admission "
+                           "or an undelivered background delegation is refused.")
+    a.add_argument("ids", metavar="ID", nargs="+")
+    a = actions.add_parser("rename", help="set a session's title")
+    a.add_argument("session_id", metavar="ID")
+    a.add_argument("title", metavar="TITLE")
+    a = actions.add_parser("prune", help="delete empty sessions (nothing ever asked)")
+    a.add_argument("--older-than", type=float, default=60.0, metavar="MIN",
+                   help="only those created at least MIN minutes ago (default 60)")
+    a.add_argument("--dry-run", action="store_true", help="list them, delete nothing")
+
+    p = command("cancel", "cancel the running turn of a session, from any terminal")
+    p.add_argument("session_id", metavar="ID", nargs="?",
+                   help="the session (a prefix will do); default: the one session running")
+    p.add_argument("--last", action="store_true", help="the most recently active session")
+    p.set_defaults(func=cmd_cancel)
 
     p = command("attach", "watch a session live: its transcript, then new events (Ctrl-C)")
-    p.add_argument("session_id", metavar="ID")
+    p.add_argument("session_id", metavar="ID", nargs="?", help="the session (a prefix will do)")
+    p.add_argument("--last", action="store_true", help="the most recently active session")
     p.set_defaults(func=cmd_attach)
 
     p = command("events", "print a session's stored events as JSON lines")
-    p.add_argument("session_id", metavar="ID")
+    p.add_argument("session_id", metavar="ID", nargs="?", help="the session (a prefix will do)")
+    p.add_argument("--last", action="store_true", help="the most recently active session")
     p.add_argument("--since", type=int, default=0, metavar="N",
                    help="only events with seq > N (default 0: all)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
@@ -160,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("resolve", "settle a session's unknown admissions (running when an owner "
                            "crashed) as interrupted, so its queue goes on")
-    p.add_argument("session_id", metavar="ID")
+    p.add_argument("session_id", metavar="ID", help="the session (a prefix will do)")
     p.add_argument("--admission", metavar="ADM", help="only this admission")
     p.set_defaults(func=cmd_resolve)
 
@@ -255,7 +292,9 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     except KeyboardInterrupt:
         hint = CONTEXT.resume_hint()
-        print("\ntether: interrupted" + (f"\nhint: {hint}" if hint else ""), file=sys.stderr)
+        going = "; a turn already sent goes on in the owner" if CONTEXT.input_id else ""
+        print(f"\ntether: interrupted: stopped by Ctrl-C{going}"
+              + (f"\nhint: {hint}" if hint else ""), file=sys.stderr)
         return EXIT_SIGINT
     except BrokenPipeError:
         # stdout closed early (`tether events ID | head`): not an error worth a message

@@ -27,9 +27,8 @@ Example (see docs/clients.md)::
         receipt = await client.submit_and_wait(snap["session_id"], "Say hi", finite=True)
         print(receipt["result"]["text"])
 
-Events and replies are plain dicts: this module deliberately avoids the
-pydantic models of ``tether.rpc.models`` (and so pydantic itself), which would
-double the CLI's start-up time; the owner validates everything anyway.
+Events and replies are plain dicts: this module avoids the pydantic models of
+``tether.rpc.models`` (and pydantic), which would double the CLI's start-up time.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from websockets.asyncio.client import connect, unix_connect
 from websockets.exceptions import InvalidHandshake, InvalidStatus
@@ -49,7 +48,7 @@ from tether.rpc.home import HomeLayout, resolve_home
 from tether.rpc.protocol import PROTOCOL
 
 from .connection import Connection, ConnectionLost
-from .discovery import START_TIMEOUT, OwnerUnavailable, ensure_owner
+from .discovery import START_TIMEOUT, OwnerUnavailable, ensure_owner, stopped_on_purpose
 from .stream import SessionStream
 
 __all__ = [
@@ -88,12 +87,14 @@ class TetherClient:
                  token: str | None = None, retry_seconds: float = RETRY_SECONDS) -> None:
         self.home = home
         self.autostart = autostart
-        self.url = url
-        self.token = token
+        self.url, self.token = url, token
+        # a viewer (attach, interactive chat) never restarts an owner stopped on purpose
+        self.keep_owner_stopped = False
         self.retry_seconds = retry_seconds
         self._conn: Connection | None = None
         self._reconnecting = asyncio.Lock()
         self._closed = False
+        self._instance = self._lost = cast("str | None", None)  # owner used last; lost
 
     # -- connecting -----------------------------------------------------------
 
@@ -133,14 +134,25 @@ class TetherClient:
                                compression=None, proxy=None, open_timeout=10)
             return Connection(ws, None)
         assert self.home is not None
-        desc = await ensure_owner(self.home, autostart=self.autostart,
-                                  timeout=max(budget, 1.0))
+        # an owner stopped on purpose is not started again by a client that lost it:
+        # a viewer never owns the owner's lifetime (a live new owner is still used)
+        stopped = bool(self.keep_owner_stopped and stopped_on_purpose(self.home, self._lost))
+        try:
+            desc = await ensure_owner(self.home, autostart=self.autostart and not stopped,
+                                      timeout=max(budget, 1.0))
+        except OwnerUnavailable as exc:
+            if stopped and exc.reason == "not_running":
+                raise OwnerUnavailable("owner_stopped", f"the owner of {self.home} was stopped "
+                                       "(`tether stop` or a signal)",
+                                       "any new `tether` command starts it again") from None
+            raise
         if desc.get("protocol") != PROTOCOL:
             raise OwnerUnavailable(
                 "protocol_mismatch", f"the owner speaks {desc.get('protocol')!r}, this client "
                 f"speaks {PROTOCOL!r}", "install matching versions of tether")
         ws = await unix_connect(desc.get("socket") or str(HomeLayout(self.home).socket),
                                 max_size=MAX_FRAME_BYTES, compression=None, open_timeout=10)
+        self._instance, self._lost = desc.get("instance_id"), None
         return Connection(ws, desc)
 
     async def _connect_until(self, deadline: float) -> None:
@@ -169,7 +181,7 @@ class TetherClient:
                 if time.monotonic() >= deadline:
                     raise OwnerUnavailable(
                         "unreachable", f"cannot connect to the owner: {exc}",
-                        "`tether status` shows whether it runs; its log is in <home>/logs"
+                        "`tether status` shows whether it runs; its log is <home>/logs/owner.log"
                     ) from None
             await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 2.0)
@@ -189,6 +201,7 @@ class TetherClient:
             self._conn = None
             if current is not None and not current.closed:
                 await current.close()
+            self._lost = self._instance
             await self._connect_until(time.monotonic() + self.retry_seconds)
 
     async def resilient(self, operation: Callable[[], Awaitable[Any]],

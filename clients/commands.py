@@ -79,8 +79,15 @@ async def _stop(home: Any, desc: dict[str, Any]) -> int:
             await client.shutdown()
         except ConnectionLost:
             pass  # it was already on its way out
-    deadline = time.monotonic() + STOP_TIMEOUT
+    started = time.monotonic()
+    deadline = started + STOP_TIMEOUT
+    said = False
     while pid_alive(pid) or HomeLayout(home).descriptor.exists():
+        if not said and time.monotonic() - started > 1.0:
+            said = True  # not a silent wait: the owner lets running turns finish first
+            print(f"tether: the owner (pid {pid}) is letting running turns finish before it "
+                  "exits (its grace is daemon.grace_seconds, 10 s by default)…",
+                  file=sys.stderr, flush=True)
         if time.monotonic() > deadline:
             raise CliError(EXIT_OWNER, "stop_timeout",
                            f"the owner (pid {pid}) did not exit within {STOP_TIMEOUT:g} s",
@@ -145,61 +152,56 @@ def cmd_sessions(args: Any) -> int:
 
 
 async def _sessions(home: Any, args: Any) -> int:
+    from . import session_cmds
     from .client import TetherClient
-    from .render import format_time, shorten
 
-    shown: list[dict[str, Any]] = []
+    run = {None: session_cmds.cmd_sessions_list, "rm": session_cmds.cmd_sessions_rm,
+           "rename": session_cmds.cmd_sessions_rename,
+           "prune": session_cmds.cmd_sessions_prune}[args.action]
     async with await TetherClient.connect(home) as client:
-        cursor = None
-        while len(shown) < args.limit:
-            page = await client.list_sessions(limit=min(500, max(args.limit, 1)), cursor=cursor)
-            for s in page["sessions"]:
-                if args.all or not s.get("parent_session_id"):
-                    shown.append(s)
-            cursor = page.get("next_cursor")
-            if not cursor:
-                break
-    shown = shown[: args.limit]
-    if args.json:
-        import orjson
+        return await run(client, args)
 
-        for s in shown:
-            print(orjson.dumps(s).decode())
-        return EXIT_OK
-    if not shown:
-        print("no sessions yet; `tether chat` starts one", file=sys.stderr)
-        return EXIT_OK
-    print(f"{'SESSION':<28}  {'CREATED':<16}  {'UPDATED':<16}  {'MSGS':>4}  {'STATE':<7}  "
-          f"{'SOURCE':<10}  TITLE")
-    for s in shown:
-        state = "running" if s.get("running") else "idle"
-        print(f"{s['session_id']:<28}  {format_time(s.get('created_at')):<16}  "
-              f"{format_time(s.get('updated_at')):<16}  {s.get('message_count', 0):>4}  "
-              f"{state:<7}  {shorten(s.get('source') or '-', 10):<10}"
-              f"  {shorten(s.get('title') or '', 40)}")
-    return EXIT_OK
+
+def cmd_cancel(args: Any) -> int:
+    return _run(_cancel(_home(args), args))
+
+
+async def _cancel(home: Any, args: Any) -> int:
+    from .client import TetherClient
+    from .session_cmds import cmd_cancel as cancel
+
+    async with await TetherClient.connect(home) as client:
+        return await cancel(client, args)
 
 
 def cmd_attach(args: Any) -> int:
+    from .session_cmds import session_arg
+
+    given = session_arg(args)
     try:
-        return _run(_attach(_home(args), args.session_id))
+        return _run(_attach(_home(args), given))
     except KeyboardInterrupt:
         return EXIT_OK  # Ctrl-C is how a viewer leaves; the session carries on
 
 
-async def _attach(home: Any, session_id: str) -> int:
+async def _attach(home: Any, given: str | None) -> int:
     from .client import TetherClient
+    from .joining import open_session
     from .render import Renderer, use_color
+    from .session_cmds import resolve_session
 
-    CONTEXT.session_id = session_id
     async with await TetherClient.connect(home) as client:
-        stream = client.events(session_id)
-        snap = await client.resilient(stream.open)
+        client.keep_owner_stopped = True  # a viewer: `tether stop` must stay stopped
+        session_id = await resolve_session(client, given)
+        # a running turn is replayed from its start: the answer so far, then live
+        stream, snap, messages = await open_session(client, session_id)
         r = Renderer(sys.stdout, color=use_color(sys.stdout), mine=None)
         info = snap.get("info") or {}
         r.note(f"session {session_id} · {info.get('source') or '-'} · {info.get('title') or ''}")
-        r.transcript(snap.get("messages") or [])
+        r.transcript(messages)
         for pending in snap.get("pending") or ():
+            if pending.get("receipt", {}).get("admission_id") == snap.get("running"):
+                continue
             receipt = pending.get("receipt") or {}
             r.progress(f"{receipt.get('status')}: {pending.get('text', '')[:70]}")
         r.note("(following; Ctrl-C to leave)")
@@ -210,6 +212,9 @@ async def _attach(home: Any, session_id: str) -> int:
 
 
 def cmd_events(args: Any) -> int:
+    from .session_cmds import session_arg
+
+    args.session_id = session_arg(args)
     if not 0 <= args.since < 2**63:
         raise CliError(EXIT_USAGE, "usage", "--since must be a seq from 0 to 2^63-1",
                        "see `tether events --help`")
@@ -225,14 +230,17 @@ async def _events(home: Any, args: Any) -> int:
     import orjson
 
     from .client import TetherClient
+    from .session_cmds import resolve_session
 
     async with await TetherClient.connect(home) as client:
+        args.session_id = await resolve_session(client, args.session_id)
         last = args.since
         async for event in client.all_events_since(args.session_id, args.since):
             sys.stdout.write(orjson.dumps(event).decode() + "\n")
             last = event["seq"]
         sys.stdout.flush()
         if args.follow:
+            client.keep_owner_stopped = True  # a viewer: `tether stop` must stay stopped
             stream = client.events(args.session_id, after_seq=last)
             async for event in stream:
                 sys.stdout.write(orjson.dumps(event).decode() + "\n")
@@ -246,9 +254,10 @@ def cmd_resolve(args: Any) -> int:
 
 async def _resolve(home: Any, session_id: str, admission_id: str | None) -> int:
     from .client import TetherClient
+    from .session_cmds import resolve_session
 
-    CONTEXT.session_id = session_id
     async with await TetherClient.connect(home) as client:
+        session_id = await resolve_session(client, session_id)
         if admission_id is None:
             snap = await client.resume(session_id)
             unknown = [p["receipt"]["admission_id"] for p in snap.get("pending") or ()

@@ -46,6 +46,7 @@ __all__ = [
     "pid_alive",
     "read_descriptor",
     "start_owner",
+    "stopped_on_purpose",
 ]
 
 #: how long a client waits for a freshly started owner to write its descriptor
@@ -229,6 +230,17 @@ class _StartReport:
             with contextlib.suppress(OSError), open(HomeLayout(home).owner_stdio_log, "ab") as log:
                 log.write(bytes(self.kept))
             self.kept.clear()
+
+
+def stopped_on_purpose(home: Path, instance_id: str | None) -> bool:
+    """Whether the owner ``instance_id`` left ``stopped.json``: it was stopped on purpose,
+    and a client that lost it must not start another (HomeLayout.stopped)."""
+    try:
+        marker = json.loads(HomeLayout(home).stopped.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(marker, dict) and instance_id is not None \
+        and marker.get("instance_id") == instance_id
 
 
 async def ensure_owner(home: Path, *, autostart: bool = True, tcp: str | None = None,

@@ -18,7 +18,7 @@ from typing import Any
 
 __all__ = [
     "EXIT_OK", "EXIT_TURN", "EXIT_USAGE", "EXIT_OWNER", "EXIT_SIGINT",
-    "CliError", "Context", "CONTEXT", "report", "from_exception", "receipt_exit",
+    "CliError", "Context", "CONTEXT", "report", "from_exception", "receipt_exit", "with_home",
 ]
 
 EXIT_OK = 0
@@ -40,8 +40,9 @@ _RPC: dict[str, tuple[int, str]] = {
                                      "moment and a new owner will start"),
     "overloaded": (EXIT_OWNER, "the owner hit one of its limits; try again shortly"),
     "storage_unavailable": (EXIT_OWNER, "the owner cannot use state.db (disk full? locked?); "
-                                        "see <home>/logs"),
-    "internal_error": (EXIT_OWNER, "a bug in the owner; its log in <home>/logs has the error id"),
+                                        "see <home>/logs/owner.log"),
+    "internal_error": (EXIT_OWNER, "a bug in the owner; <home>/logs/owner.log has the error "
+                                  "id"),
     "unknown_execution": (EXIT_TURN, "a turn was running when the owner crashed; "
                                      "`tether resolve SESSION` records it interrupted and "
                                      "unpauses the session"),
@@ -80,11 +81,17 @@ class Context:
 CONTEXT = Context()
 
 
+def with_home(text: str, home: Any = None) -> str:
+    """``text`` with ``<home>`` spelled out when the home is known."""
+    home = home if home is not None else CONTEXT.home
+    return text.replace("<home>", str(home)) if home is not None else text
+
+
 def report(err: CliError, stream: Any = None) -> int:
     stream = stream or sys.stderr
     print(f"tether: {err.reason}: {err.detail}", file=stream)
     if err.hint:
-        print(f"hint: {err.hint}", file=stream)
+        print(f"hint: {with_home(err.hint)}", file=stream)
     return err.code
 
 
@@ -144,7 +151,7 @@ def receipt_exit(receipt: dict[str, Any]) -> CliError | None:
     error = (receipt.get("result") or {}).get("error") or outcome or status
     hints = {
         "failed": "check the model settings (--provider/--base-url/--model or "
-                  "<home>/config.yaml); the owner's log is in <home>/logs",
+                  "<home>/config.yaml); the owner's log is <home>/logs/owner.log",
         "cancelled": "the turn was cancelled by request (Ctrl-C or another client)",
         "interrupted": "the owner stopped during the turn; ask again to run it anew",
     }

@@ -1,228 +1,396 @@
-"""``tether chat`` on a terminal: prompts typed by a person, turns followed live.
+"""``tether chat`` on a terminal: a prompt a person keeps open all day.
 
-Prompts are submitted with ``finite: false``; the chat stays subscribed, so
-background delegation results that come back as a new turn are shown when they
-arrive. Ctrl-C interrupts the running turn; Ctrl-D leaves.
+The input line is prompt_toolkit's (imported here only, so the one-shot
+``tether chat -Q`` never loads it): line editing, a history per home
+(``<home>/chat_history``), a bracketed paste kept as one prompt, Alt-Enter
+(or Esc Enter) for a newline. The prompt stays open while turns run:
+
+- everything the owner sends is printed *above* the input line (patch_stdout),
+  so a background result never lands in the middle of what is being typed;
+  an answer is printed a whole line at a time, the line still streaming is
+  shown under the status line until it is complete;
+- while a turn runs, a status line above the input shows a spinner, the
+  elapsed time and the keys; a prompt sent meanwhile is queued by the owner;
+- Ctrl-C clears a typed line; on an empty line it interrupts the running turn
+  (any client's) or, pressed twice when idle, leaves; Ctrl-D on an empty line
+  leaves at once — a running turn goes on in the owner — and every way out
+  prints how to come back (``tether chat --resume ID``);
+- slash commands are the chat's own (``/help`` lists them); ``//text`` sends
+  ``/text`` to the model.
+
+The session is created with the first prompt that is accepted (titled by
+it), so opening a chat and leaving, or a prompt the owner refuses, leaves no
+empty session behind.
+
+**Asking the user something** (the hook for inline prompts such as tool
+approvals, clients/approval_prompt.py): ``await chat.ask(question)`` from
+any task of the chat — typically from ``on_event`` hooks registered in
+``chat.event_hooks``, which get each event of the session after it is shown.
+``ask`` takes over the input line, keeps the draft being typed, returns the
+answer (``""`` on Ctrl-C/Ctrl-D) and gives the line back with the draft
+restored. Approval prompts of the chat's own turns use it:
+``approval_prompt.InlineApprovals`` reads its answers from ``AskLines``
+(chat_screen.py), whose every ``get()`` is one ``ask``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import codecs
 import os
 import signal
 import sys
-from typing import Any
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, cast
+
+from tether.rpc.errors import RpcError
 
 from .approval_prompt import InlineApprovals
+from .chat_screen import (
+    AskLines,
+    Lines,
+    answer_question,
+    goodbye,
+    key_bindings,
+    note_failure_hint,
+    prompt_message,
+    watch,
+)
 from .client import SessionStream, TetherClient, new_input_id
-from .exits import EXIT_OK, receipt_exit, report
-from .plan import RECEIPT_POLL_SECONDS, ChatPlan
-from .render import Renderer, use_color
+from .exits import CliError, from_exception
+from .joining import open_session
+from .plan import ChatPlan
+from .render import Renderer, shorten, use_color
 
-__all__ = ["interactive"]
+__all__ = ["interactive", "Chat"]
 
-# -- interactive --------------------------------------------------------------
-
-
-class _TerminalLines:
-    """Lines typed on the terminal, read on the event loop (no thread, no readline).
-
-    A thread blocked in ``input()`` would hold stdin's buffer lock at exit; reading
-    the file descriptor when the loop says it is readable has no such problem,
-    and the terminal's own line editing still applies (canonical mode).
-    """
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self._partial = ""
-        self._loop = asyncio.get_running_loop()
-        self._loop.add_reader(fd, self._readable)
-
-    def _readable(self) -> None:
-        try:
-            data = os.read(self.fd, 65536)
-        except BlockingIOError:
-            return
-        except OSError:  # EIO: the terminal went away
-            data = b""
-        if not data:
-            if self._partial:
-                self.queue.put_nowait(self._partial)
-                self._partial = ""
-            self.end()
-            return
-        self._partial += self._decoder.decode(data)
-        *lines, self._partial = self._partial.split("\n")
-        for line in lines:
-            self.queue.put_nowait(line)
-
-    def end(self) -> None:
-        self._loop.remove_reader(self.fd)
-        self.queue.put_nowait(None)
-
-    def close(self) -> None:
-        self._loop.remove_reader(self.fd)
+TITLE_CHARS = 80
+_PREEMPTED = object()  # the input line was taken over by ask()
 
 
-class _Interactive:
-    def __init__(self, client: TetherClient, session_id: str, plan: ChatPlan) -> None:
+class Chat:
+    def __init__(self, client: TetherClient, home: Path, session_id: str | None,
+                 plan: ChatPlan) -> None:
         self.client = client
+        self.home = Path(home)
         self.session_id = session_id
         self.plan = plan
+        self.options = dict(plan.options)
         self.mine: set[str] = set()
-        self.renderer = Renderer(sys.stdout, color=use_color(sys.stdout), mine=self.mine)
-        self.stream = SessionStream(client, session_id)
-        self.done: dict[str, asyncio.Future[None]] = {}
-        self.turn: str | None = None  # admission id of our turn in progress
-        # set while a prompt.submit is in flight: its turn may start before we know
-        # its admission id, and must not be shown as somebody else's
-        self.submitting: asyncio.Future[None] | None = None
-        self.at_prompt = False
+        self.lines = Lines()
+        self.renderer = self._new_renderer()
+        self.stream: SessionStream | None = None
+        self.follower: asyncio.Task[None] | None = None
+        self.running: str | None = None  # admission running in the session (any client's)
+        self.running_since = 0.0
+        self.pending: list[str] = []
         self.interrupting = False
-        self.leave_code: int | None = None
-        self.lines: _TerminalLines | None = None
-        self.approvals = InlineApprovals(client, session_id, self.renderer,
-                                         lambda: self.lines.queue if self.lines else None)
+        self.armed_leave = False  # Ctrl-C once on an empty idle line
+        self.leaving = False
+        self.failed_owner: CliError | None = None
+        self.submit_lock = asyncio.Lock()
+        self.submitting: asyncio.Future[None] | None = None
+        self.echo: dict[str, str] = {}  # my prompts queued behind another turn: shown at start
+        self.questions: deque[tuple[str, asyncio.Future[str]]] = deque()
+        self.event_hooks: list[Callable[[Chat, dict[str, Any]], Awaitable[None] | None]] = []
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.app: Any = None  # the prompt_toolkit application while the input line is up
+        self.asking: Any = None  # the PromptSession of ask()'s questions
+        self.approvals: InlineApprovals | None = None
 
-    def prompt(self) -> None:
-        self.renderer.newline()
-        self.renderer.write(self.renderer.style("› ", "\x1b[1m"))
-        self.at_prompt = True
+    def _new_renderer(self) -> Renderer:
+        return Renderer(self.lines, color=use_color(sys.stdout), mine=self.mine)  # type: ignore[arg-type]
 
-    async def follow(self) -> None:
-        """Print every event of the session as it arrives, for as long as we chat."""
+    # -- output ----------------------------------------------------------------
+
+    def say(self, line: str) -> None:
+        self.renderer.note(line)
+
+    # -- the session -----------------------------------------------------------
+
+    async def attach(self, session_id: str, *, transcript: bool) -> None:
+        """Follow ``session_id``: its transcript (optional), a running turn from its start."""
+        self.session_id = session_id
+        stream, snap, messages = await open_session(self.client, session_id)
+        self.stream = stream
+        if transcript:
+            self.renderer.transcript(messages)
+        self.running = snap.get("running")
+        self.running_since = time.monotonic()
+        self.pending = [p["receipt"]["admission_id"] for p in snap.get("pending") or ()
+                        if p["receipt"]["admission_id"] != self.running]
+        for p in snap.get("pending") or ():
+            if p["receipt"]["admission_id"] != self.running:
+                self.renderer.progress(f"queued: {shorten(p.get('text'), 70)}")
+        # approval prompts of our turns are asked on the input line (approval_prompt.py)
+        self.approvals = InlineApprovals(self.client, session_id, self.renderer,
+                                         lambda: cast(Any, AskLines(self)))
+        self.follower = asyncio.ensure_future(self.follow(stream))
+        self.follower.add_done_callback(self._task_done)  # the owner gone: say so, leave
+
+    async def detach(self) -> None:
+        if self.follower is not None:
+            self.follower.cancel()
+            await asyncio.gather(self.follower, return_exceptions=True)
+            self.follower = None
+        if self.stream is not None:
+            self.stream.close()
+            self.stream = None
+        if self.session_id is not None:
+            try:
+                await self.client.detach(self.session_id)
+            except Exception:  # noqa: BLE001 - leaving a session must not fail the chat
+                pass
+        self.running, self.pending = None, []
+
+    async def new_session(self, title: str) -> str:
+        try:
+            cwd: str | None = os.getcwd()
+        except OSError:
+            cwd = None
+        snap = await self.client.resilient(lambda: self.client.create_session(
+            request_id="cli-" + os.urandom(9).hex(), source="cli", cwd=cwd,
+            title=" ".join(title.split())[:TITLE_CHARS] or None, **self.plan.options))
+        sid = str(snap["session_id"])
+        await self.attach(sid, transcript=False)
+        return sid
+
+    async def follow(self, stream: SessionStream) -> None:
+        """Print every event of the session as it arrives."""
         while True:
-            event = await self.stream.get()
+            event = await stream.get()
             if event is None:
                 continue
-            if event.get("type") == "message.start" and self.submitting is not None \
-                    and event.get("admission_id") not in self.mine:
-                await asyncio.wait({self.submitting})
-            if self.at_prompt and event.get("type") not in ("session.info",):
-                self.at_prompt = False
+            kind = event.get("type")
+            payload = event.get("payload") or {}
+            aid = event.get("admission_id")
+            if kind == "message.start" and self.submitting is not None and aid not in self.mine:
+                await asyncio.wait({self.submitting})  # it may be the turn being submitted
+            if kind == "session.info":
+                running = payload.get("running")
+                if running != self.running:
+                    self.running_since = time.monotonic()
+                    self.interrupting = False
+                self.running = running
+                self.pending = [p for p in payload.get("pending") or () if p != running]
+            if kind == "message.start" and aid in self.echo:
                 self.renderer.newline()
+                self.renderer.write(self.renderer.style("› ", "\x1b[1m")
+                                    + self.echo.pop(aid) + "\n")
             self.renderer.event(event)
-            self.approvals.on_event(event, own_turn_running=self.turn is not None)
-            if event.get("type") == "message.complete":
-                aid = event.get("admission_id")
-                fut = self.done.get(aid or "")
-                if fut is not None and not fut.done():
-                    fut.set_result(None)
-                elif aid not in self.mine and self.turn is None:
-                    self.prompt()  # a background turn ended while the user was idle
+            if kind == "message.complete" and aid in self.mine:
+                note_failure_hint(self, payload)
+            if self.approvals is not None:
+                self.approvals.on_event(event, own_turn_running=self.running in self.mine)
+            for hook in list(self.event_hooks):
+                out = hook(self, event)
+                if out is not None:
+                    self._spawn(out)
+            self.redraw()
 
-    def on_sigint(self) -> None:
-        if self.turn is None:
-            self.leave_code = EXIT_OK
-            if self.lines is not None:
-                self.lines.end()
+    def redraw(self) -> None:
+        if self.app is not None:
+            self.app.invalidate()
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self.tasks.discard(task)
+        if task.cancelled():
             return
-        if self.interrupting:
-            self.leave_code = 130
-            fut = self.done.get(self.turn)
-            if fut is not None and not fut.done():
-                fut.set_result(None)
-            return
-        self.interrupting = True
-        self.renderer.progress("interrupting the turn (Ctrl-C again to leave)")
-        task = asyncio.ensure_future(self.client.interrupt(self.session_id))
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        exc = task.exception()
+        if exc is not None:
+            self._failure(exc)
 
-    async def submit(self, text: str, input_id: str, follower: asyncio.Task[None]) -> None:
-        async def once() -> dict[str, Any]:
-            return await self.client.submit(self.session_id, input_id, text, finite=False,
-                                            **self.plan.options)
+    def _failure(self, exc: BaseException) -> None:
+        err = from_exception(exc)
+        self.renderer.progress(f"{err.reason}: {err.detail}")
+        if err.hint:
+            self.renderer.note(f"  hint: {err.hint.replace('<home>', str(self.home))}")
+        if err.code == 3 and err.reason not in ("overloaded", "runtime_draining"):
+            self.failed_owner = err  # the owner is gone for good: leave
+            self.leave()
 
-        self.turn = input_id  # Ctrl-C during the submit call interrupts, too
-        self.submitting = asyncio.get_running_loop().create_future()
-        try:
-            receipt = await self.client.resilient(once)
+    # -- prompts ---------------------------------------------------------------
+
+    async def submit(self, text: str, input_id: str | None = None) -> None:
+        async with self.submit_lock:
+            created = False
+            if self.session_id is None:
+                await self.new_session(text)
+                created = True
+            sid = self.session_id
+            assert sid is not None
+            input_id = input_id or new_input_id()
+            loop = asyncio.get_running_loop()
+            self.submitting = loop.create_future()
+            busy = bool(self.running or self.pending)
+            try:
+                receipt = await self.client.resilient(lambda: self.client.submit(
+                    sid, input_id, text, finite=False, **self.options))
+            except RpcError as exc:
+                if created:  # the session was made for this prompt: do not leave it empty
+                    await self.detach()
+                    self.session_id = None
+                    try:
+                        await self.client.call("session.delete", session_id=sid)
+                    except Exception:  # noqa: BLE001 - pruned later at worst
+                        pass
+                err = from_exception(exc)
+                self.renderer.progress(f"not sent: {err.reason}: {err.detail}")
+                return
+            finally:
+                self.submitting.set_result(None)
+                self.submitting = None
             aid = receipt["admission_id"]
             self.mine.add(aid)
-        finally:
-            self.submitting.set_result(None)
-            self.submitting = None
-        self.turn = aid
-        fut = self.done.setdefault(aid, asyncio.get_running_loop().create_future())
-        try:
-            while receipt["status"] not in ("terminal", "unknown") and not fut.done() \
-                    and not receipt.get("paused_by"):
-                await asyncio.wait({fut, follower}, timeout=RECEIPT_POLL_SECONDS,
-                                   return_when=asyncio.FIRST_COMPLETED)
-                if follower.done():
-                    follower.result()  # the owner stayed away: raise its error
-                if not fut.done():
-                    # no events for a while: make sure the turn did not end unseen
-                    # (owner crash → unknown) — the ledger is the authority
-                    receipt = await self.client.resilient(lambda: self.client.receipt(
-                        self.session_id, admission_id=aid))
-        finally:
-            self.turn = None
-            self.interrupting = False
-        if receipt["status"] == "unknown" or receipt.get("paused_by"):
-            report(receipt_exit(receipt))  # type: ignore[arg-type]
-        elif aid not in self.renderer.completed and receipt["status"] == "terminal":
-            # an input id that had already run (--input-id reused): show its answer
-            self.renderer.write((receipt.get("result") or {}).get("text") or "")
-            self.renderer.newline()
+            if busy and receipt["status"] == "queued":
+                self.echo[aid] = text.strip()
+                self.renderer.progress("queued behind the running turn")
+        self._spawn(watch(self, sid, aid, receipt))
+
+    def interrupt(self) -> None:
+        if self.session_id is None or not self.running:
+            self.say("nothing is running")
+            return
+        self.interrupting = True
+        self.redraw()
+        self._spawn(self.client.interrupt(self.session_id))
+
+    def leave(self) -> None:
+        self.leaving = True
+        if self.app is not None and self.app.is_running and not self.app.future.done():
+            self.app.exit(result=None)
+
+    async def ask(self, question: str) -> str:
+        """Take over the input line for ``question``; the answer typed ("" if dismissed)."""
+        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.questions.append((question, fut))
+        if self.app is not None and self.app.is_running:
+            self.app.exit(result=_PREEMPTED)
+        return await fut
+
+    async def command(self, line: str) -> None:
+        from .slash import run_command
+
+        await run_command(self, line)
+
+    # -- the input line ---------------------------------------------------------
+
+    def on_ctrl_c(self) -> None:
+        """Ctrl-C with nothing typed (or SIGINT before the input line is up)."""
+        if self.running:
+            self.armed_leave = False
+            if self.interrupting:
+                self.say("still interrupting; Ctrl-D leaves (the turn goes on)")
+            self.interrupt()
+        elif self.armed_leave:
+            self.leave()
+        else:
+            self.armed_leave = True
+            self.say("(Ctrl-C again or Ctrl-D to leave)")
 
     async def run(self) -> int:
-        snap = await self.client.resilient(self.stream.open)
-        r = self.renderer
-        if self.plan.resume:
-            r.transcript(snap.get("messages") or [])
-        r.note(f"tether chat · session {self.session_id} · Ctrl-D leaves, "
-               "Ctrl-C interrupts a turn")
-        follower = asyncio.ensure_future(self.follow())
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import FileHistory
+
+        self.client.keep_owner_stopped = True  # a viewer: `tether stop` must stay stopped
+        session: PromptSession[Any] = PromptSession(
+            history=FileHistory(str(self.home / "chat_history")),
+            key_bindings=key_bindings(self), enable_history_search=False)
         loop = asyncio.get_running_loop()
-        loop.add_signal_handler(signal.SIGINT, self.on_sigint)
-        self.lines = _TerminalLines(sys.stdin.fileno())
+        # SIGINT only comes while the terminal is not raw (before the input line is up)
+        loop.add_signal_handler(signal.SIGINT, self.on_ctrl_c)
+        ticker = asyncio.ensure_future(self._tick())
         try:
-            first = self.plan.query
-            first_id = self.plan.input_id
-            while self.leave_code is None:
-                if first is not None:
-                    text, first = first, None
-                    r.write(r.style("› ", "\x1b[1m") + text.strip() + "\n")
-                else:
-                    self.prompt()
-                    line = await self._next_line(follower)
-                    self.at_prompt = False
-                    r.at_line_start = True  # the terminal echoed the user's newline
-                    if line is None:
-                        break
-                    text = line
-                if not text.strip():
-                    continue
-                await self.submit(text, first_id or new_input_id(), follower)
-                first_id = None
+            await self._start()
+            await self._loop(session)
+            await self._settle_submits()
+            self.lines.emit(self.lines.tail)
+            self.lines.tail = ""
         finally:
-            self.lines.close()
+            ticker.cancel()
             loop.remove_signal_handler(signal.SIGINT)
-            follower.cancel()
-            await asyncio.gather(follower, return_exceptions=True)
-        r.newline()
-        if r.outstanding:
-            print(f"[tether] {len(r.outstanding)} background delegation(s) still running; "
-                  f"their results will arrive in session {self.session_id} "
-                  f"(`tether attach {self.session_id}`)", file=sys.stderr)
-        return self.leave_code if self.leave_code is not None else EXIT_OK
+            for task in list(self.tasks):
+                task.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+            await self.detach_quietly()
+        return goodbye(self)
 
-    async def _next_line(self, follower: asyncio.Task[None]) -> str | None:
-        assert self.lines is not None
-        getter = asyncio.ensure_future(self.lines.queue.get())
+    async def _start(self) -> None:
+        if self.session_id is not None:
+            if self.plan.resume or self.plan.last:
+                self.say(f"session {self.session_id}")
+            await self.attach(self.session_id,
+                              transcript=bool(self.plan.resume or self.plan.last))
+            if self.running:
+                self.renderer.progress("a turn is running; Ctrl-C interrupts it")
+        self.say("tether chat · Ctrl-D leaves · Ctrl-C interrupts a turn · /help")
+        if self.plan.query is not None:
+            text = self.plan.query.strip()
+            self.renderer.write(self.renderer.style("› ", "\x1b[1m") + text + "\n")
+            self._spawn(self.submit(self.plan.query, self.plan.input_id))
+
+    async def _loop(self, session: Any) -> None:
+        """Read prompts until the user leaves; output is drawn above the input line."""
+        draft: Any = ""
+        while not self.leaving:
+            if self.questions:
+                await answer_question(self)
+                continue
+            text = await self.read_line(session, lambda: prompt_message(self), draft)
+            if text is _PREEMPTED:  # ask() took the line: keep what was being typed
+                draft = session.default_buffer.document
+                continue
+            draft = ""
+            if text is None:
+                break
+            self.armed_leave = False
+            if not text.strip():
+                continue
+            if text.startswith("/") and not text.startswith("//"):
+                await self.command(text.strip())
+                continue
+            self._spawn(self.submit(text[1:] if text.startswith("//") else text))
+
+    async def read_line(self, session: Any, message: Any, default: Any) -> Any:
+        """One input line; None on Ctrl-D (or when leaving)."""
+        self.app = self.lines.app = session.app
         try:
-            await asyncio.wait({getter, follower}, return_when=asyncio.FIRST_COMPLETED)
+            return await session.prompt_async(message, default=default, handle_sigint=False)
+        except EOFError:
+            return None
+        except KeyboardInterrupt:
+            return ""
         finally:
-            if not getter.done():
-                getter.cancel()
-        if follower.done() and not getter.done():
-            follower.result()
-        return getter.result() if getter.done() and not getter.cancelled() else None
+            self.app = self.lines.app = None
 
+    async def _tick(self) -> None:
+        """Redraw the status line (spinner, elapsed time) while something runs."""
+        while True:
+            await asyncio.sleep(0.2)
+            if self.running or self.lines.tail:
+                self.redraw()
 
-async def interactive(client: TetherClient, session_id: str, plan: ChatPlan) -> int:
-    return await _Interactive(client, session_id, plan).run()
+    async def _settle_submits(self) -> None:
+        """A prompt being sent when the user leaves is still sent (briefly waited for)."""
+        if self.submit_lock.locked():
+            async with asyncio.timeout(10):
+                async with self.submit_lock:
+                    pass
+
+    async def detach_quietly(self) -> None:
+        if self.follower is not None:
+            self.follower.cancel()
+            await asyncio.gather(self.follower, return_exceptions=True)
+        if self.stream is not None:
+            self.stream.close()
+
+async def interactive(client: TetherClient, home: Path, session_id: str | None,
+                      plan: ChatPlan) -> int:
+    return await Chat(client, home, session_id, plan).run()

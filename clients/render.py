@@ -113,13 +113,19 @@ class Renderer:
         if not self.headers:
             return
         if self.mine is None or aid not in self.mine:
-            if self._delivered:
-                self._delivered -= 1
+            text = payload.get("text")
+            results = isinstance(text, str) and text.startswith(_RESULTS_MARKER)
+            if self._delivered or results:
+                self._delivered = max(0, self._delivered - 1)
                 self.header("background results arrived: new turn")
             elif self.mine is None:
                 self.header(f"turn {aid}")
             else:
                 self.header("new turn from another client")
+            if isinstance(text, str) and text and not results:
+                # what was asked (owners from before message.start carried it send none)
+                more = " …" if payload.get("text_truncated") else ""
+                self.write(self.style("› ", _BOLD) + text.rstrip("\n") + more + "\n")
 
     def _on_message_delta(self, payload: dict[str, Any], aid: str | None) -> None:
         text = payload.get("text") or ""
@@ -210,6 +216,12 @@ class Renderer:
         if outcome and outcome != "completed":
             error = payload.get("error")
             self.progress(f"turn {outcome}" + (f": {shorten(error, 200)}" if error else ""))
+
+    def _on_model_retry(self, payload: dict[str, Any], aid: str | None) -> None:
+        delay = payload.get("delay_seconds")
+        wait = f" in {delay:.0f} s" if isinstance(delay, int | float) and delay >= 1 else ""
+        self.progress(f"retrying {payload.get('attempt', '?')}/{payload.get('attempts', '?')}"
+                      f"{wait}: {shorten(payload.get('detail'), 160)}")
 
     def _on_session_replay_gap(self, payload: dict[str, Any], aid: str | None) -> None:
         pass  # the stream catches up by itself; nothing for a human here

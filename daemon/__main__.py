@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             asyncio.run(run_owner(home, tcp=args.tcp))
     except OwnerRunning as exc:
-        print(f"tether: {exc}", file=sys.stderr)
+        print(f"tether: already_running: {exc}", file=sys.stderr)
         print("hint: use `tether status` to see it, `tether stop` to stop it", file=sys.stderr)
         return EXIT_OWNER_RUNNING
     except ConfigError as exc:

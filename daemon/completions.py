@@ -64,6 +64,7 @@ class AttemptFailed(Exception):
         status: int | None = None,
         body: str = "",
         retry_after: float | None = None,
+        where: str = "",
     ) -> None:
         super().__init__(what)
         self.reason = reason
@@ -72,6 +73,8 @@ class AttemptFailed(Exception):
         self.status = status
         self.body = body
         self.retry_after = retry_after
+        #: the URL asked and the likely fix, said after the body (a status failure's)
+        self.where = where
 
 
 def malformed(what: str) -> AttemptFailed:

@@ -133,6 +133,29 @@ class Config:
     http: HttpConfig = HttpConfig()
 
 
+#: top-level sections read by other parts of the owner (SPEC §12), not by Config:
+#: known here so that naming them is not an unknown-key error; their own loaders
+#: check their keys
+OTHER_SECTIONS: tuple[str, ...] = ("approvals", "store")
+
+#: keys people write for another one (the model's name is `model.default`)
+_ALIASES = {"name": "default", "model": "default", "model_name": "default", "url": "base_url",
+            "key": "api_key", "apikey": "api_key", "endpoint": "base_url"}
+
+
+def _unknown(key: Any, known: list[str], where: str) -> ConfigError:
+    """An unknown key, named with the nearest valid one."""
+    import difflib
+
+    text = str(key)
+    near = _ALIASES.get(text.lower()) if _ALIASES.get(text.lower()) in known else None
+    if near is None:
+        close = difflib.get_close_matches(text.lower(), known, n=1, cutoff=0.6)
+        near = close[0] if close else None
+    hint = f"; did you mean `{near}`?" if near else f"; valid keys: {', '.join(known)}"
+    return ConfigError(f"config.yaml: unknown key `{where}{text}`{hint}")
+
+
 def _section(cls: type, raw: Any, name: str) -> Any:
     if raw is None:
         return cls()
@@ -142,8 +165,8 @@ def _section(cls: type, raw: Any, name: str) -> Any:
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in known:
-            # unknown keys are tolerated (forward compatibility) but not silently used
-            continue
+            # a misspelled key silently ignored is a setting the user thinks they made
+            raise _unknown(key, list(known), f"{name}.")
         default = getattr(cls(), key)
         if known[key].type == "int | None":  # an optional limit: null means "no limit"
             ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
@@ -171,6 +194,10 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
     """Read config.yaml (missing file = defaults) and apply the environment."""
     env = dict(os.environ) if env is None else env
     raw: dict[str, Any] = {}
+    if path is not None and path.is_symlink() and not path.exists():
+        raise ConfigError(f"{path} is a symlink to {os.readlink(path)}, which does not exist; "
+                          "fix or remove the link (without a config.yaml the owner runs the "
+                          "offline demo)")
     if path is not None and path.exists():
         import yaml
 
@@ -182,6 +209,10 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
         raw = loaded or {}
+    sections = [f.name for f in fields(Config)] + list(OTHER_SECTIONS)
+    for key in raw:
+        if key not in sections:
+            raise _unknown(key, sections, "")
     model = _section(ModelConfig, raw.get("model"), "model")
     delegation = _section(DelegationConfig, raw.get("delegation"), "delegation")
     daemon = _section(DaemonConfig, raw.get("daemon"), "daemon")
@@ -211,6 +242,10 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
             source = ("OPENAI_BASE_URL" if name == "model" and env.get("OPENAI_BASE_URL")
                       else f"config.yaml: `{name}.base_url`")
             raise ConfigError(f"{source} {section.base_url!r} {why}")
+    if model.provider == "openai" and not model.api_key:
+        raise ConfigError("config.yaml: `model.provider` is openai but no API key is set: "
+                          "set OPENAI_API_KEY or `model.api_key` (or use provider custom "
+                          "for an endpoint that needs none)")
     for key in ("connect_timeout_seconds", "timeout_seconds", "request_timeout_seconds"):
         if not getattr(model, key) > 0:
             raise ConfigError(f"config.yaml: `model.{key}` must be more than 0")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.rpc import models as m
+from tether.rpc import models_sessions as ms
 from tether.rpc.dispatch import Dispatcher
 from tether.rpc.errors import InvalidParams, NotFound, RpcError, StorageUnavailable
 from tether.rpc.names import PROVIDER_NAMES
@@ -28,6 +29,7 @@ from tether.store import tokens as token_rows
 from .admissions import AdmissionService
 from .events import EventBus
 from .server import Call
+from .session_admin import SessionAdmin
 from .sessions import SessionService
 from .settings import TOOLSETS
 from .supervisor import Supervisor
@@ -74,6 +76,7 @@ def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
                      sessions: SessionService, admissions: AdmissionService,
                      turns: TurnRunner, supervisor: Supervisor,
                      check_results: bool = False,
+                     admin: SessionAdmin | None = None,
                      register: Sequence[Callable[[Dispatcher], None]] = ()) -> Dispatcher:
     """The dispatcher with every method's handler; ``register`` adds the handlers a
     feature keeps in its own package (cron/handlers.py)."""
@@ -169,6 +172,25 @@ def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
     @d.register("prompt.resolve_unknown")
     async def prompt_resolve(p: m.PromptResolveUnknownParams, call: Call) -> dict[str, Any]:
         return await admissions.resolve_unknown(p.session_id, p.admission_id)
+
+    # session management (session_admin.py)
+    session_admin = admin or SessionAdmin(sessions.journal, sessions.scheduler)
+
+    @d.register("session.rename")
+    async def session_rename(p: ms.SessionRenameParams, call: Call) -> dict[str, Any]:
+        return await session_admin.rename(p.session_id, p.title)
+
+    @d.register("session.delete")
+    async def session_delete(p: ms.SessionDeleteParams, call: Call) -> dict[str, Any]:
+        return await session_admin.delete(p.session_id)
+
+    @d.register("session.prune")
+    async def session_prune(p: ms.SessionPruneParams, call: Call) -> dict[str, Any]:
+        return await session_admin.prune(p.older_than_seconds, p.dry_run)
+
+    @d.register("session.lookup")
+    async def session_lookup(p: ms.SessionLookupParams, call: Call) -> dict[str, Any]:
+        return await session_admin.lookup(p.prefix, p.last)
 
     for add in register:
         add(d)

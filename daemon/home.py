@@ -69,6 +69,32 @@ class Home(HomeLayout):
             os.close(fd)
         os.replace(tmp, self.descriptor)
 
+    def mark_stopped(self, instance_id: str) -> None:
+        """Say that the owner ``instance_id`` is stopping on purpose (see HomeLayout.stopped)."""
+        import time
+
+        try:
+            self.write_json(self.stopped, {"instance_id": instance_id, "pid": os.getpid(),
+                                           "at": time.time()})
+        except OSError:
+            pass  # a full disk must not stop the stop; clients then behave as before
+
+    def clear_stopped(self) -> None:
+        try:
+            self.stopped.unlink()
+        except FileNotFoundError:
+            pass
+
+    def write_json(self, path: Any, data: dict[str, Any]) -> None:
+        """Atomically (temp file + rename) write ``path`` with mode 0600."""
+        fd, tmp = tempfile.mkstemp(prefix=".tmp.", suffix=".json", dir=self.root)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, orjson.dumps(data))
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+
     def remove_runtime_files(self) -> None:
         for path in (self.descriptor, self.socket):
             try:

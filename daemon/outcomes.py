@@ -20,7 +20,7 @@ from .ledger import Event, IllegalTransition, outcomes, result_json, sources
 from .scheduler import Scheduler
 from .transcript import user_text
 
-__all__ = ["start", "settle", "orphan"]
+__all__ = ["start", "settle", "orphan", "start_payload", "START_TEXT_CHARS"]
 
 
 def start(tx: Tx, view: Scheduler, session_id: str, admission_id: str,
@@ -35,9 +35,26 @@ def start(tx: Tx, view: Scheduler, session_id: str, admission_id: str,
     payload = orjson.loads(row["payload_json"])
     messages.append(tx.conn, session_id, [{"role": "user", "content": user_text(payload),
                                            "admission_id": admission_id}], tx.now)
-    tx.event(session_id, "message.start", {"admission_id": admission_id}, admission_id)
+    tx.event(session_id, "message.start", start_payload(admission_id, row, payload),
+             admission_id)
     tx.event(session_id, "session.info", view.view(session_id))
     return row, session
+
+
+#: characters of the prompt that ``message.start`` carries (docs/protocol.md §5)
+START_TEXT_CHARS = 4000
+
+
+def start_payload(admission_id: str, row: dict[str, Any],
+                  payload: dict[str, Any]) -> dict[str, Any]:
+    """What ``message.start`` tells every viewer: which input, who sent it, what it asked."""
+    text = str(payload.get("text") or "")
+    out: dict[str, Any] = {"admission_id": admission_id, "input_id": row.get("request_id"),
+                           "principal": row.get("principal_id"),
+                           "text": text[:START_TEXT_CHARS]}
+    if len(text) > START_TEXT_CHARS:
+        out["text_truncated"] = True
+    return out
 
 
 def settle(tx: Tx, view: Scheduler, session_id: str, admission_id: str, event: Event,

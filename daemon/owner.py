@@ -204,6 +204,7 @@ async def _serve(home: Home, config: Config, tcp: str | None,
             for sig in STOP_SIGNALS:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, supervisor.stop_requested.set)
+            home.clear_stopped()  # an owner runs again: clients may start one once more
             home.write_descriptor({
                 "protocol": PROTOCOL, "version": identity.version, "pid": os.getpid(),
                 "instance_id": identity.instance_id, "epoch": epoch,
@@ -220,6 +221,7 @@ async def _serve(home: Home, config: Config, tcp: str | None,
             if ready is not None:
                 ready.set()
             await supervisor.stop_requested.wait()
+            home.mark_stopped(identity.instance_id)  # before any client can see us go
             log.info("draining: admitting nothing new, %d turn(s) running", len(turns.running))
             supervisor.draining = True
             await cron.stop()  # fires nothing more; a fire being written still commits

@@ -43,6 +43,7 @@ from .provider_errors import (
     BUILD_FAILURES,
     HTTP_FAILURES,
     ProviderError,
+    attempt_detail,
     attempt_failure,
     final_error,
     scrub_key,
@@ -61,6 +62,8 @@ __all__ = [
     "base_url_problem",
     "parse_completion",
 ]
+
+from .retry_notice import announce_retry
 
 log = logging.getLogger(__name__)
 
@@ -237,6 +240,9 @@ class OpenAIProvider:
                     attempts,
                     delay,
                 )
+                await announce_retry({
+                    "attempt": attempt + 1, "attempts": attempts, "delay_seconds": delay,
+                    "reason": failure.reason, "detail": attempt_detail(failure, self._api_key)})
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable: the loop returns or raises")
 

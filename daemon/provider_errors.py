@@ -39,6 +39,7 @@ __all__ = [
     "BUILD_FAILURES",
     "HTTP_FAILURES",
     "ProviderError",
+    "attempt_detail",
     "attempt_failure",
     "final_error",
     "scrub_key",
@@ -121,6 +122,11 @@ def attempt_failure(
             "and base_url for spaces, line breaks or control characters",
             retryable=False,
         )
+    if isinstance(exc, httpx.ConnectError) and _refused(exc):
+        host = httpx.URL(url).netloc.decode("ascii", "replace") if "://" in url else url
+        what = (f"connection refused by {host} (nothing listens there): is the model "
+                f"server running, and is {url} its address?")
+        return AttemptFailed("connection_error", what, retryable=True)
     if isinstance(exc, httpx.TransportError):
         what = f"connection to provider at {url} failed ({name}: {exc})"
         return AttemptFailed("connection_error", what, retryable=True)
@@ -138,10 +144,61 @@ def attempt_failure(
     )
 
 
+def _where(response: httpx.Response) -> str:
+    try:
+        return str(response.request.url)
+    except RuntimeError:  # a response built without its request (tests)
+        return ""
+
+
+def _html_summary(text: str) -> str | None:
+    """An HTML error page in one phrase (its title or first heading), not its markup."""
+    import html
+    import re
+
+    if not re.match(r"\s*(<!doctype html|<html|<head|<body|<h1|<title)", text, re.I):
+        return None
+    for tag in ("title", "h1", "h2"):
+        found = re.search(rf"<{tag}[^>]*>(.*?)</{tag}>", text, re.I | re.S)
+        if found:
+            inner = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", found.group(1))).split())
+            if inner:
+                return f"an HTML page titled {inner[:120]!r}"
+    return "an HTML page"
+
+
+def _status_fix(status: int, url: str) -> str:
+    """The likely fix for a status, when the URL suggests one."""
+    if status == 404:
+        path = url.split("://", 1)[-1].partition("/")[2]
+        if "v1/" not in path + "/" and url:
+            return ("; the base_url may be missing `/v1` (most OpenAI-compatible servers "
+                    "serve http://HOST:PORT/v1)")
+        return "; check the base_url and that the server serves this model"
+    if status in (401, 403):
+        return "; check the API key (model.api_key or OPENAI_API_KEY)"
+    if status == 501:
+        return "; this server does not implement chat completions at this URL"
+    return ""
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a connect failed because nothing listens at the address."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return "all connection attempts failed" in str(exc).lower()
+
+
 async def status_failure(
     response: httpx.Response, heard: Callable[[], None], api_key: str | None
 ) -> AttemptFailed:
-    """The failure of an attempt answered with a non-2xx status, with an excerpt of its body."""
+    """The failure of an attempt answered with a non-2xx status, with an excerpt of its body
+    (an HTML page summarised), the URL, and the likely fix when there is one."""
     reason, retryable = classify_status(response.status_code)
     raw = bytearray()
     try:
@@ -153,10 +210,13 @@ async def status_failure(
     except HTTP_FAILURES:
         pass  # the status is what matters; a body we could not read is just left out
     # Scrub before cutting, so a key straddling the cut cannot leave a readable prefix.
-    excerpt = " ".join(scrub_key(raw.decode("utf-8", "replace"), api_key).split())
+    text = scrub_key(raw.decode("utf-8", "replace"), api_key)
+    excerpt = _html_summary(text) or " ".join(text.split())
+    url = _where(response)
     return AttemptFailed(
         reason,
         f"provider returned HTTP {response.status_code}",
+        where=(f"POST {url}" if url else "") + _status_fix(response.status_code, url),
         retryable=retryable,
         status=response.status_code,
         body=excerpt[:_ERROR_EXCERPT_CHARS],
@@ -172,14 +232,25 @@ def final_error(
     detail = f"{failure.what} after {attempts} attempt{'s' if attempts != 1 else ''}"
     if why_not:
         detail += f" (not retried: {why_not})"
-    if failure.body:
-        detail += f": {failure.body}"
+    detail += _said(failure)
     return ProviderError(
         failure.reason,
         scrub_key(detail, api_key),
         status=failure.status,
         retryable=failure.retryable,
     )
+
+
+def _said(failure: AttemptFailed) -> str:
+    out = f": {failure.body}" if failure.body else ""
+    if failure.where:
+        out += f" ({failure.where.removeprefix('; ')})"
+    return out
+
+
+def attempt_detail(failure: AttemptFailed, api_key: str | None) -> str:
+    """One attempt's failure for a person: what happened, the server's words, where."""
+    return scrub_key(failure.what + _said(failure), api_key)
 
 
 def scrub_key(text: str, api_key: str | None) -> str:

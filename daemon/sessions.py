@@ -109,6 +109,14 @@ class SessionService:
         self._scheduler = scheduler
         self._supervisor = supervisor
 
+    @property
+    def journal(self) -> Journal:
+        return self._journal
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self._scheduler
+
     async def create(self, p: SessionCreateParams, viewer: Viewer | None) -> tuple[dict, Any]:
         """Create (or find by request_id) a session; returns (snapshot, release)."""
         check_turn_options(p.provider, p.toolsets, p.base_url)

@@ -98,6 +98,11 @@ def resolve_turn(config: Config, session_options: dict[str, Any],
     if model is None:
         model = DEMO_MODEL if provider == "demo" else "gpt-4o-mini"
     toolsets = _pick("toolsets", turn_options, session_options)
+    if provider == "openai" and _endpoint(provider, base_url) == OPENAI_BASE_URL.rstrip("/") \
+            and not (own_endpoint and m.api_key):
+        raise ResolveError("provider openai needs an API key and none is configured for it: "
+                           "set OPENAI_API_KEY (or model.api_key with model.provider openai) "
+                           "and restart the owner")
     return TurnSettings(
         provider=provider,
         base_url=base_url,

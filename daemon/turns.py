@@ -27,6 +27,7 @@ from .config import Config
 from .engine import AgentRun, Engine
 from .journal import Journal
 from .ledger import TURN_OPTION_KEY, Event
+from .retry_notice import RETRY_LISTENER
 from .scheduler import Scheduler
 from .settings import ResolveError, resolve_turn
 from .sink import EventSink
@@ -175,6 +176,8 @@ class TurnRunner:
             agent = AgentRun(session_id=sid, admission_id=aid, depth=0,
                              late_delivery=not payload.get("finite"), cwd=session.get("cwd"),
                              attended=not payload.get("finite"))
+            # the model's retries are shown to viewers as model.retry events
+            RETRY_LISTENER.set(lambda info: sink.event("model.retry", info))
             result = await self._engine.run(agent, settings, msgs, sink)
             outcome = "completed" if result.ok else "failed"
             error = result.error

@@ -45,6 +45,7 @@ EVENT_TYPES: tuple[str, ...] = (
     "process.complete",
     REPLAY_GAP,
     "cron.notice",
+    "model.retry",
 )
 
 #: replay_gap reasons: the owner unsubscribed a viewer whose event queue was full

@@ -85,6 +85,13 @@ class HomeLayout:
         return self.root / "daemon.json"
 
     @property
+    def stopped(self) -> Path:
+        """``stopped.json``: written by an owner stopped on purpose (``tether stop``, a
+        signal), removed when an owner starts; a client that lost that owner does not
+        start another (a viewer never owns the owner's lifetime)."""
+        return self.root / "stopped.json"
+
+    @property
     def socket(self) -> Path:
         """``daemon.sock``: the owner's Unix socket (mode 0600)."""
         return self.root / "daemon.sock"

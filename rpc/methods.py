@@ -57,6 +57,16 @@ from .models_cron import (
     CronRunsResult,
     CronUpdateParams,
 )
+from .models_sessions import (
+    SessionDeleteParams,
+    SessionDeleteResult,
+    SessionLookupParams,
+    SessionLookupResult,
+    SessionPruneParams,
+    SessionPruneResult,
+    SessionRenameParams,
+    SessionRenameResult,
+)
 from .models_tokens import (
     TokenListParams,
     TokenListResult,
@@ -212,4 +222,28 @@ METHODS: dict[str, Method] = _table(
            "Fire a job now; returns the run, whose receipt prompt.receipt reaches."),
     Method("cron.runs", CronRunsParams, CronRunsResult,
            "A job's runs, newest first, each with its admission's status and outcome."),
+    Method(
+        "session.rename",
+        SessionRenameParams,
+        SessionRenameResult,
+        "Set a session's title.",
+    ),
+    Method(
+        "session.delete",
+        SessionDeleteParams,
+        SessionDeleteResult,
+        "Delete an idle session and its delegation child sessions; refused while work is open.",
+    ),
+    Method(
+        "session.prune",
+        SessionPruneParams,
+        SessionPruneResult,
+        "Delete empty sessions (no message, admission or child) older than older_than_seconds.",
+    ),
+    Method(
+        "session.lookup",
+        SessionLookupParams,
+        SessionLookupResult,
+        "Find sessions by id prefix, or the most recently active top-level one (last).",
+    ),
 )

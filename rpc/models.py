@@ -290,7 +290,9 @@ class Event(Model):
     =====================  =========================================================
     session.info           pending: [admission_id], running: admission_id | null,
                            awaiting_approval?: approval_id | null
-    message.start          admission_id
+    message.start          admission_id, input_id, principal, text (the prompt,
+                           first 4000 characters), text_truncated? (true when cut);
+                           see models_sessions.MessageStartPayload
     message.delta          text
     reasoning.delta        text
     tool.start             call_id, name, arguments, subject? (command or path)
@@ -311,6 +313,8 @@ class Event(Model):
     session.replay_gap     last_seq, reason
     cron.notice            job, run_id, scheduled_for, session_id, admission_id,
                            outcome, text, error (a scheduled job's delivered answer)
+    model.retry            attempt (the next, from 2), attempts, delay_seconds, reason,
+                           detail (why the last attempt failed)
     =====================  =========================================================
     """
 

@@ -34,7 +34,7 @@ def test_the_chat_asks_inline_and_the_answer_decides(tmp_path):
     home = tmp_path / "home"
     with FakeProvider(model) as fake:
         write_config(home, fake.url)
-        env = clean_env(home, TERM="xterm", NO_COLOR="1")
+        env = clean_env(home, TERM="xterm", NO_COLOR="1", PROMPT_TOOLKIT_NO_CPR="1")
         with OwnerProcess(home, env=env):
             master, slave = os.openpty()
             proc = subprocess.Popen([*CLI, "chat", "-q", "make a file"], stdin=slave,
@@ -45,14 +45,14 @@ def test_the_chat_asks_inline_and_the_answer_decides(tmp_path):
             try:
                 term.read_until(b"the agent wants to run: " + TOUCH.encode())
                 term.read_until(b"[y] once")
-                term.read_until("› ".encode(), after=term.output.index(b"[y] once"))
+                term.read_until("›".encode(), after=term.output.index(b"[y] once"))
                 before = len(term.output)
                 os.write(master, b"maybe\n")  # not an answer: asked again
                 term.read_until(b"[y] once", after=before)
                 os.write(master, b"y\n")
                 term.read_until(b"DONE")
                 done_at = term.output.index(b"DONE")
-                term.read_until("› ".encode(), after=done_at)
+                term.read_until("›".encode(), after=done_at)
                 os.write(master, b"again please\n")
                 asked = term.read_until(b"the agent wants to run", after=done_at)
                 os.write(master, b"n not in this folder\n")

@@ -25,6 +25,8 @@ from harness import OwnerProcess, clean_env, db_rows, write_config
 WITH_CONTROLLING_TTY = [
     "-c", "import fcntl, os, sys, termios; os.setsid(); fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
     "os.execv(sys.executable, [sys.executable, '-m', 'tether.clients.cli', *sys.argv[1:]])"]
+#: the chat's input line: prompt_toolkit draws "›" and moves the cursor past the space
+PROMPT = "›".encode()
 RESULTS_TOKEN = "BACKGROUND_RESULTS_SYNTHESIZED"
 ACK = "DISPATCH_ACKNOWLEDGED"
 CHILD = "CHILD_SUMMARY_READY"
@@ -93,7 +95,7 @@ def test_tty_seeded_chat_keeps_background_delegation_and_prints_results(tmp_path
     home = tmp_path / "home"
     with FakeProvider(background_model) as fake:
         write_config(home, fake.url)
-        env = clean_env(home, TERM="xterm", NO_COLOR="1")
+        env = clean_env(home, TERM="xterm", NO_COLOR="1", PROMPT_TOOLKIT_NO_CPR="1")
         with OwnerProcess(home, env=env) as owner:
             master, slave = os.openpty()
             proc = subprocess.Popen([*CLI, "chat", "-q", "Delegate a task"], stdin=slave,
@@ -106,7 +108,7 @@ def test_tty_seeded_chat_keeps_background_delegation_and_prints_results(tmp_path
                 term.read_until(RESULTS_TOKEN.encode())
                 # the prompt ("› ") is back after the results turn
                 results_at = term.output.index(RESULTS_TOKEN.encode())
-                term.read_until(b"\xe2\x80\xba ", after=results_at)
+                term.read_until(PROMPT, after=results_at)
                 os.write(master, b"\x04")  # Ctrl-D on an empty line: end of input
                 code = proc.wait(timeout=20)
                 term.drain(0.2)
@@ -144,7 +146,7 @@ def test_ctrl_c_interrupts_the_running_turn_and_the_chat_goes_on(tmp_path):
     home = tmp_path / "home"
     with FakeProvider(model) as fake:
         write_config(home, fake.url)
-        env = clean_env(home, TERM="xterm", NO_COLOR="1")
+        env = clean_env(home, TERM="xterm", NO_COLOR="1", PROMPT_TOOLKIT_NO_CPR="1")
         with OwnerProcess(home, env=env):
             master, slave = os.openpty()
             proc = subprocess.Popen([CLI[0], *WITH_CONTROLLING_TTY, "chat", "-q", "be slow"],
@@ -161,7 +163,7 @@ def test_ctrl_c_interrupts_the_running_turn_and_the_chat_goes_on(tmp_path):
                 term.read_until(b"turn cancelled")
                 os.write(master, b"hello\n")
                 term.read_until(b"QUICK_ANSWER")
-                term.read_until(b"\xe2\x80\xba ", after=term.output.index(b"QUICK_ANSWER"))
+                term.read_until(PROMPT, after=term.output.index(b"QUICK_ANSWER"))
                 os.write(master, b"\x04")
                 code = proc.wait(timeout=20)
             finally:

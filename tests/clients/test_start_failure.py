@@ -102,3 +102,12 @@ async def test_an_owner_that_starts_writes_its_later_stderr_to_the_log(tmp_path,
     log = home / "logs" / "daemon.log"
     await until(lambda: Path(os.readlink(f"/proc/{pid}/fd/2")) == log, "stderr on the log")
     assert pid_alive(pid)
+
+
+def test_a_misspelled_config_key_stops_the_owner_and_the_cli_names_it(tmp_path, run_cli):
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "config.yaml").write_text("model:\n  provider: custom\n  baseurl: http://x/v1\n",
+                                      encoding="utf-8")
+    line = assert_start_failed(run_cli(home, "chat", "-Q", "-q", "hi"))
+    assert "unknown key `model.baseurl`; did you mean `base_url`?" in line, line

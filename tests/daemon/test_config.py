@@ -70,6 +70,35 @@ def test_the_request_timeout_has_a_finite_default_and_can_be_set(tmp_path):
     assert small.model.request_timeout_seconds == 2.0
 
 
+@pytest.mark.parametrize("yaml_text, says", [
+    ("model: {provider: custom, baseurl: 'http://127.0.0.1:8000/v1'}",
+     "unknown key `model.baseurl`; did you mean `base_url`?"),
+    ("delegaton: {max_tasks: 2}", "unknown key `delegaton`; did you mean `delegation`?"),
+    ("model: {provider: custom, base_url: 'http://127.0.0.1:8000/v1', name: m}",
+     "unknown key `model.name`; did you mean `default`?"),
+    ("daemon: {zzz: 1}", "unknown key `daemon.zzz`; valid keys: max_connections"),
+    ("model: {provider: openai}", "`model.provider` is openai but no API key is set"),
+])
+def test_config_mistakes_are_named_with_the_fix(tmp_path, yaml_text, says):
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, yaml_text), env={})
+    assert says in str(err.value)
+
+
+def test_openai_with_a_key_from_the_environment_is_fine(tmp_path):
+    config = load_config(write(tmp_path, "model: {provider: openai}"),
+                         env={"OPENAI_API_KEY": "sk-test"})
+    assert config.model.api_key == "sk-test"
+
+
+def test_a_config_symlink_to_a_missing_file_is_an_error_not_the_demo(tmp_path):
+    link = tmp_path / "config.yaml"
+    link.symlink_to(tmp_path / "elsewhere" / "config.yaml")
+    with pytest.raises(ConfigError, match="is a symlink to .*elsewhere/config.yaml, which does "
+                                          "not exist"):
+        load_config(link, env={})
+
+
 def test_the_http_section_is_read_and_checked(tmp_path):
     cfg = load_config(write(tmp_path, "http:\n  max_concurrent_requests: 3\n"
                                       "  models: [small, large]\n"), env={})

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from tether.daemon.config import Config, ModelConfig
-from tether.daemon.settings import resolve_turn
+from tether.daemon.settings import ResolveError, resolve_turn
 
 CONFIG = replace(Config(), model=ModelConfig(provider="custom", base_url="http://mine/v1",
                                              default="m", api_key="secret-key"))
@@ -45,8 +47,9 @@ def test_a_base_url_without_a_provider_means_that_endpoint_not_the_demo():
 def test_another_providers_default_url_never_receives_the_configured_key():
     """A client asking only for provider openai must not send an internal
     endpoint's key to api.openai.com."""
-    turn = resolve_turn(CONFIG, {}, {"provider": "openai"})
-    assert (turn.provider, turn.base_url, turn.api_key) == ("openai", None, None)
+    # ... and with no key of its own, such a turn is refused, not sent unauthenticated
+    with pytest.raises(ResolveError, match="needs an API key"):
+        resolve_turn(CONFIG, {}, {"provider": "openai"})
     openai = replace(Config(), model=ModelConfig(provider="openai", api_key="sk-openai"))
     assert resolve_turn(openai, {}, {}).api_key == "sk-openai"
     assert resolve_turn(openai, {}, {"provider": "openai"}).api_key == "sk-openai"

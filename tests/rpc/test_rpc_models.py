@@ -154,6 +154,7 @@ def test_event_types_are_spec_section_6():
         "process.complete",
         "session.replay_gap",
         "cron.notice",  # SPEC §12: a scheduled job's answer delivered to a session
+        "model.retry",
     )
     for name in EVENT_TYPES:
         assert name in Event.__doc__

@@ -1,0 +1,207 @@
+"""What the interactive chat draws besides the input line: the renderer's output,
+routed above the prompt a whole line at a time, and the spinner."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from typing import Any
+
+from .exits import EXIT_OK, receipt_exit
+from .plan import RECEIPT_POLL_SECONDS
+from .render import shorten
+
+#: clients.interactive.Chat, which imports this module (so it is not imported back)
+Chat = Any
+
+__all__ = ["AskLines", "answer_question", "Lines", "SPINNER", "key_bindings", "prompt_message", "goodbye", "status",
+           "note_failure_hint", "watch"]
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+class Lines:
+    """The renderer's output: whole lines are drawn above the input line; the line still
+    being streamed waits in ``tail`` (shown in the status area) until it is complete.
+
+    Drawing above the prompt is done here rather than with prompt_toolkit's
+    patch_stdout: that one switches the terminal back to cooked mode for every
+    write, and a key pressed in that moment (Ctrl-C, Ctrl-D) is taken by the
+    terminal driver instead of reaching the chat. Here the prompt is erased,
+    the lines written and the prompt drawn again, with the terminal left raw.
+    """
+
+    def __init__(self) -> None:
+        self.tail = ""
+        self.app: Any = None  # the running prompt_toolkit application, if any
+
+    def write(self, text: str) -> int:
+        data = self.tail + text
+        if "\n" in data:
+            head, self.tail = data.rsplit("\n", 1)
+            self.emit(head + "\n")
+        else:
+            self.tail = data
+        return len(text)
+
+    def emit(self, text: str) -> None:
+        app = self.app
+        if app is None or not app.is_running or app.is_done:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            return
+        app.renderer.erase()  # the prompt (status and draft) goes; the cursor is where it began
+        app.output.write_raw(text)  # the terminal still maps \n to \r\n (output is cooked)
+        app.output.flush()
+        app.renderer.reset()
+        app.renderer.request_absolute_cursor_position()
+        app.invalidate()  # drawn again below, with the draft as it was
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+
+def key_bindings(chat: Chat) -> Any:
+    """Ctrl-C clears a typed line, else acts as on_ctrl_c; Ctrl-D on an empty line leaves;
+    Alt-Enter / Esc Enter inserts a newline."""
+    from prompt_toolkit.application import get_app
+    from prompt_toolkit.filters import Condition
+    from prompt_toolkit.key_binding import KeyBindings
+
+    kb = KeyBindings()
+
+    @kb.add("c-c")
+    def _ctrl_c(event: Any) -> None:
+        buf = event.app.current_buffer
+        if buf.text:
+            buf.reset()  # clear what was typed; nothing is sent or lost from history
+            chat.armed_leave = False
+            return
+        chat.on_ctrl_c()
+
+    @kb.add("c-d", filter=Condition(lambda: not get_app().current_buffer.text))
+    def _ctrl_d(event: Any) -> None:
+        chat.leaving = True  # drawn once more without the status line, then gone
+        event.app.exit(exception=EOFError)
+
+    @kb.add("escape", "enter")
+    def _newline(event: Any) -> None:
+        event.app.current_buffer.insert_text("\n")
+
+    return kb
+
+
+def prompt_message(chat: Chat) -> Any:
+    """The status line (while something runs) above the "› " of the input line."""
+    from prompt_toolkit.formatted_text import FormattedText
+
+    line = "" if chat.leaving else status(chat)
+    style = "" if not chat.renderer.color else "fg:ansibrightblack"
+    frags = [(style, line + "\n")] if line else []
+    return FormattedText([*frags, ("bold" if chat.renderer.color else "", "› ")])
+
+
+def goodbye(chat: Chat) -> int:
+    """The last lines on leaving, whatever the way out: a newline, then how to come back."""
+    out = sys.stdout
+    out.write("\n")
+    if chat.failed_owner is not None:
+        print(f"tether: {chat.failed_owner.reason}: {chat.failed_owner.detail}",
+              file=sys.stderr)
+        if chat.failed_owner.hint:
+            print(f"hint: {chat.failed_owner.hint}", file=sys.stderr)
+    if chat.session_id is not None:
+        if chat.running or chat.pending:
+            print(f"[tether] the turn goes on in the owner; "
+                  f"`tether attach {chat.session_id}` follows it", file=sys.stderr)
+        if chat.renderer.outstanding:
+            print(f"[tether] {len(chat.renderer.outstanding)} background delegation(s) "
+                  f"still running; their results will arrive in session {chat.session_id}",
+                  file=sys.stderr)
+        print(f"[tether] continue with `tether chat --resume {chat.session_id}`",
+              file=sys.stderr)
+    out.flush()
+    return chat.failed_owner.code if chat.failed_owner is not None else EXIT_OK
+
+
+def status(chat: Chat) -> str:
+    """The line above the input while something runs (empty when idle)."""
+    parts = []
+    if chat.running:
+        elapsed = int(time.monotonic() - chat.running_since)
+        spin = SPINNER[int(time.monotonic() * 8) % len(SPINNER)]
+        what = "interrupting" if chat.interrupting else "working"
+        queued = f" · {len(chat.pending)} queued" if chat.pending else ""
+        parts.append(f"{spin} {what} {elapsed} s{queued} · Ctrl-C interrupts · "
+                     "Ctrl-D leaves (the turn goes on)")
+    if chat.lines.tail:
+        parts.append(shorten(chat.lines.tail[-200:], 100))
+    return "\n".join(parts)
+
+
+def note_failure_hint(chat: Chat, payload: dict[str, Any]) -> None:
+    """After a failed turn of ours: the hint a finite chat would print."""
+    if payload.get("outcome") in (None, "completed", "cancelled"):
+        return
+    failure = receipt_exit({"status": "terminal", "outcome": payload.get("outcome"),
+                            "result": {"error": payload.get("error")},
+                            "session_id": chat.session_id})
+    if failure is not None and failure.hint:
+        chat.renderer.note(f"  hint: {failure.hint.replace('<home>', str(chat.home))}")
+
+
+async def watch(chat: Chat, sid: str, aid: str, receipt: dict[str, Any]) -> None:
+    """The ledger is the authority: a turn that ended unseen (owner crash) is said."""
+    if receipt["status"] == "terminal":
+        if aid not in chat.renderer.completed and chat.session_id == sid:
+            # an input id that had already run (--input-id reused): show its answer
+            chat.renderer.write(((receipt.get("result") or {}).get("text") or "") + "\n")
+        return
+    while receipt["status"] not in ("terminal", "unknown") and not receipt.get("paused_by"):
+        await asyncio.sleep(RECEIPT_POLL_SECONDS)
+        if chat.session_id != sid or aid in chat.renderer.completed:
+            return
+        receipt = await chat.client.resilient(
+            lambda: chat.client.receipt(sid, admission_id=aid))
+    failure = receipt_exit(receipt)
+    if failure is not None and receipt["status"] != "terminal":
+        chat.renderer.progress(f"{failure.reason}: {failure.detail}")
+        chat.renderer.note(f"  hint: {failure.hint}")
+
+
+class AskLines:
+    """The queue of typed lines approval_prompt.InlineApprovals reads answers from:
+    here each ``get()`` asks on the input line (``Chat.ask``), with the choices it
+    just printed as the question."""
+
+    def __init__(self, chat: Chat) -> None:
+        self.chat = chat
+
+    async def get(self) -> str | None:
+        if self.chat.leaving:
+            return None
+        question = self.chat.lines.tail.strip() or "›"
+        self.chat.lines.tail = ""
+        return await self.chat.ask(question)
+
+    def put_nowait(self, item: object) -> None:
+        pass  # the terminal went away: nothing to hand on
+
+
+async def answer_question(chat: Chat) -> None:
+    """Show the oldest question of ask() on the input line (answers stay out of the
+    prompt history)."""
+    from prompt_toolkit import PromptSession
+
+    question, fut = chat.questions.popleft()
+    if chat.asking is None:
+        chat.asking = PromptSession(key_bindings=key_bindings(chat))
+    answer = await chat.read_line(chat.asking, question + " ", "")
+    if not fut.done():
+        fut.set_result(answer if isinstance(answer, str) else "")
+    if answer is None:
+        chat.leave()

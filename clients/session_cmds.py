@@ -1,0 +1,171 @@
+"""Session commands: ``tether sessions [rm|rename|prune]``, ``tether cancel``, and
+resolving what a person typed (a short id prefix, ``--last``) to one session id.
+
+Every command that takes a session id goes through ``resolve_session``: an
+exact id, or any unambiguous beginning of one (``ses_`` may be left out); an
+ambiguous prefix is refused with the candidates listed. Columns of the
+session table are padded by display width (wcwidth), so CJK titles line up.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from .exits import CONTEXT, EXIT_OK, EXIT_USAGE, CliError
+
+__all__ = ["resolve_session", "pad", "cmd_sessions_list", "cmd_sessions_rm",
+           "cmd_sessions_rename", "cmd_sessions_prune", "cmd_cancel", "session_arg"]
+
+
+def session_arg(args: Any) -> str | None:
+    """The id (or prefix) a command was given, or None with ``--last``."""
+    given = getattr(args, "session_id", None)
+    if getattr(args, "last", False):
+        if given is not None:
+            raise CliError(EXIT_USAGE, "usage", "give a session id or --last, not both",
+                           f"see `tether {CONTEXT.command} --help`")
+        return None
+    if given is None:
+        raise CliError(EXIT_USAGE, "usage", "which session? give its id (a prefix will do) "
+                       "or --last", "`tether sessions` lists them")
+    return str(given)
+
+
+async def resolve_session(client: Any, given: str | None) -> str:
+    """The full session id for ``given`` (None: the most recently active one)."""
+    if given is None:
+        found = await client.call("session.lookup", last=True)
+        if not found["matches"]:
+            raise CliError(EXIT_USAGE, "not_found", "there is no session with messages yet",
+                           "`tether chat` starts one")
+        sid = str(found["matches"][0]["session_id"])
+        CONTEXT.session_id = sid
+        return sid
+    found = await client.call("session.lookup", prefix=given)
+    matches = found["matches"]
+    if matches and matches[0]["session_id"] == given:
+        sid = given
+    elif len(matches) == 1:
+        sid = str(matches[0]["session_id"])
+    elif not matches:
+        raise CliError(EXIT_USAGE, "not_found", f"no session starts with {given!r}",
+                       "`tether sessions` lists the sessions this owner knows")
+    else:
+        listed = ", ".join(m["session_id"] for m in matches[:5])
+        more = " and more" if found["more"] or len(matches) > 5 else ""
+        raise CliError(EXIT_USAGE, "ambiguous", f"{given!r} matches {len(matches)} sessions: "
+                       f"{listed}{more}", "type more of the id")
+    CONTEXT.session_id = sid
+    return sid
+
+
+def width(text: str) -> int:
+    from wcwidth import wcswidth
+
+    w = wcswidth(text)
+    return w if w >= 0 else len(text)
+
+
+def pad(text: str, cols: int) -> str:
+    """``text`` cut to ``cols`` display columns (with … when cut) and padded to them."""
+    from wcwidth import wcwidth
+
+    text = " ".join(str(text or "").split())
+    if width(text) > cols:
+        out, used = [], 0
+        for ch in text:
+            w = max(wcwidth(ch), 0)
+            if used + w > cols - 1:
+                break
+            out.append(ch)
+            used += w
+        text = "".join(out) + "…"
+    return text + " " * max(cols - width(text), 0)
+
+
+async def cmd_sessions_list(client: Any, args: Any) -> int:
+    from .render import format_time
+
+    shown: list[dict[str, Any]] = []
+    cursor = None
+    while len(shown) < args.limit:
+        page = await client.list_sessions(limit=min(500, max(args.limit, 1)), cursor=cursor)
+        for s in page["sessions"]:
+            child = s.get("parent_session_id")
+            # an empty session (opened, nothing asked) is clutter; --all shows it
+            empty = not s.get("message_count") and not s.get("running")
+            if args.all or not (child or empty):
+                shown.append(s)
+        cursor = page.get("next_cursor")
+        if not cursor:
+            break
+    shown = shown[: args.limit]
+    if args.json:
+        import orjson
+
+        for s in shown:
+            print(orjson.dumps(s).decode())
+        return EXIT_OK
+    if not shown:
+        print("no sessions yet; `tether chat` starts one", file=sys.stderr)
+        return EXIT_OK
+    print(f"{'SESSION':<28}  {'CREATED':<16}  {'UPDATED':<16}  {'MSGS':>4}  {'STATE':<7}  "
+          f"{'SOURCE':<10}  TITLE")
+    for s in shown:
+        state = "running" if s.get("running") else "idle"
+        print(f"{s['session_id']:<28}  {format_time(s.get('created_at')):<16}  "
+              f"{format_time(s.get('updated_at')):<16}  {s.get('message_count', 0):>4}  "
+              f"{state:<7}  {pad(s.get('source') or '-', 10)}  "
+              f"{pad(s.get('title') or '', 40).rstrip()}")
+    return EXIT_OK
+
+
+async def cmd_sessions_rm(client: Any, args: Any) -> int:
+    ids = [await resolve_session(client, given) for given in args.ids]
+    for sid in ids:
+        out = await client.call("session.delete", session_id=sid)
+        children = len(out["deleted"]) - 1
+        extra = f" and {children} delegation child session(s)" if children else ""
+        print(f"deleted {sid}{extra}")
+    return EXIT_OK
+
+
+async def cmd_sessions_rename(client: Any, args: Any) -> int:
+    sid = await resolve_session(client, args.session_id)
+    out = await client.call("session.rename", session_id=sid, title=args.title)
+    print(f"{sid}: {out['title']}")
+    return EXIT_OK
+
+
+async def cmd_sessions_prune(client: Any, args: Any) -> int:
+    out = await client.call("session.prune", older_than_seconds=args.older_than * 60.0,
+                            dry_run=args.dry_run)
+    verb = "would delete" if args.dry_run else "deleted"
+    for sid in out["pruned"]:
+        print(sid)
+    print(f"{verb} {len(out['pruned'])} empty session(s)", file=sys.stderr)
+    return EXIT_OK
+
+
+async def cmd_cancel(client: Any, args: Any) -> int:
+    """Stop the running turn of a session (default: the one running session)."""
+    if args.session_id is None and not args.last:
+        running = [s for s in (await client.list_sessions(limit=500))["sessions"]
+                   if s.get("running") and not s.get("parent_session_id")]
+        if len(running) != 1:
+            what = "no session is running a turn" if not running else (
+                f"{len(running)} sessions are running turns: "
+                + ", ".join(s["session_id"] for s in running[:5]))
+            raise CliError(EXIT_USAGE, "usage", what,
+                           "name one: `tether cancel ID` (an id prefix will do)")
+        sid = str(running[0]["session_id"])
+    else:
+        sid = await resolve_session(client, session_arg(args))
+    CONTEXT.session_id = sid
+    out = await client.interrupt(sid)
+    if out.get("interrupted"):
+        print(f"cancelled the running turn of {sid} (admission {out.get('admission_id')})")
+    else:
+        print(f"{sid} has no running turn; nothing to cancel", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,76 @@
+"""The interactive chat's own commands (``/help``, ``/exit``, ``/new``, ``/resume ID``,
+``/cancel``, ``/model M``, ``/sessions``); anything else starting with ``/`` is
+refused with the list, never sent to the model (``//text`` sends ``/text``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .exits import CliError
+from .render import shorten
+
+#: clients.interactive.Chat, which imports this module (so it is not imported back)
+Chat = Any
+
+__all__ = ["HELP", "run_command"]
+
+HELP = """\
+/help             this list
+/exit             leave (also Ctrl-D on an empty line); running turns go on
+/new              start a new session with the next prompt
+/resume ID        switch to another session (an id prefix will do)
+/sessions         the latest sessions
+/cancel           interrupt the running turn (also Ctrl-C on an empty line)
+/model [M]        show, or set for the next prompts, the model
+//text            send "/text" as a prompt
+Keys: Alt-Enter or Esc Enter inserts a newline; a paste stays one prompt; Up/Down history."""
+
+
+async def run_command(chat: Chat, line: str) -> None:
+    name, _, arg = line[1:].partition(" ")
+    arg = arg.strip()
+    if name in ("help", "?"):
+        chat.say(HELP)
+    elif name in ("exit", "quit", "q"):
+        chat.leave()
+    elif name == "cancel":
+        chat.interrupt()
+    elif name == "new":
+        await chat.detach()
+        chat.session_id = None
+        chat.say("the next prompt starts a new session")
+    elif name == "resume":
+        if not arg:
+            chat.say("usage: /resume ID (an id prefix will do; /sessions lists them)")
+            return
+        from .session_cmds import resolve_session
+
+        try:
+            sid = await resolve_session(chat.client, arg)
+        except CliError as err:
+            chat.renderer.progress(f"{err.reason}: {err.detail}")
+            return
+        await chat.detach()
+        chat.renderer = chat._new_renderer()
+        chat.say(f"session {sid}")
+        await chat.attach(sid, transcript=True)
+    elif name == "model":
+        if arg:
+            chat.options["model"] = arg
+            chat.say(f"the next prompts use model {arg}")
+        else:
+            chat.say(f"model: {chat.options.get('model') or 'the session default'}")
+    elif name == "sessions":
+        page = await chat.client.list_sessions(limit=50)
+        shown = [s for s in page["sessions"]
+                 if not s.get("parent_session_id") and s.get("message_count")][:10]
+        for s in shown:
+            mark = "*" if s["session_id"] == chat.session_id else " "
+            chat.say(f"{mark} {s['session_id']}  {s.get('message_count', 0):>4} msgs  "
+                     f"{shorten(s.get('title') or '', 50)}")
+        if not shown:
+            chat.say("no sessions yet")
+    else:
+        chat.say(f"unknown command /{name}; /help lists them (//text sends /text)")
+

@@ -1,0 +1,99 @@
+"""Session management: rename, delete (with delegation children), prune, lookup.
+
+Delete refuses a session that still has work: an admission that is not
+terminal (queued, started, unknown) or a background delegation not yet
+delivered, in the session or in any of its delegation child sessions; the
+caller is told to cancel or resolve first. Otherwise the session is removed
+with its child sessions — they are part of its history and mean nothing
+alone (docs/decisions.md, "Deleting sessions"). Checks and deletion happen in
+one store transaction, which is also where admissions are written, so no
+prompt can slip in between.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from tether.rpc.errors import InvalidParams, NotFound
+from tether.store import session_admin as rows
+
+from .journal import Journal, Tx
+from .scheduler import Scheduler
+
+__all__ = ["SessionAdmin", "LOOKUP_MAX"]
+
+#: matches session.lookup returns at most
+LOOKUP_MAX = 10
+_ID_PREFIX = "ses_"
+
+
+class SessionAdmin:
+    def __init__(self, journal: Journal, scheduler: Scheduler) -> None:
+        self._journal = journal
+        self._db = journal.db
+        self._scheduler = scheduler
+
+    async def rename(self, session_id: str, title: str) -> dict[str, Any]:
+        title = " ".join(title.split())
+        if not title:
+            raise InvalidParams("a title needs a visible character",
+                                fields=[{"loc": "title", "msg": "blank", "type": "value_error"}])
+        if not await self._journal.write(lambda tx: rows.rename(tx.conn, session_id, title)):
+            raise NotFound(f"no session {session_id!r}", session_id=session_id)
+        return {"session_id": session_id, "title": title}
+
+    async def delete(self, session_id: str) -> dict[str, Any]:
+        running = self._scheduler.running
+
+        def unit(tx: Tx) -> list[str]:
+            ids = rows.subtree(tx.conn, session_id)
+            exists = tx.conn.execute("SELECT 1 FROM sessions WHERE session_id = ?",
+                                     (session_id,)).fetchone()
+            if exists is None:
+                raise NotFound(f"no session {session_id!r}", session_id=session_id)
+            open_, undelivered = rows.busy(tx.conn, ids)
+            if open_ or undelivered or any(i in running for i in ids):
+                what = []
+                if open_ or any(i in running for i in ids):
+                    what.append(f"{open_} prompt(s) queued, running or unknown")
+                if undelivered:
+                    what.append(f"{undelivered} background delegation(s) not yet delivered")
+                raise InvalidParams(
+                    f"session {session_id} still has work ({'; '.join(what)}); cancel it "
+                    "(`tether cancel`) or settle it (`tether resolve`) first",
+                    session_id=session_id, busy=True)
+            rows.delete(tx.conn, ids)
+            return ids
+
+        return {"deleted": await self._journal.write(unit)}
+
+    async def prune(self, older_than: float, dry_run: bool) -> dict[str, Any]:
+        running = self._scheduler.running
+
+        def unit(tx: Tx) -> list[str]:
+            ids = [i for i in rows.empty_before(tx.conn, tx.now - older_than)
+                   if i not in running]
+            if ids and not dry_run:
+                rows.delete(tx.conn, ids)
+            return ids
+
+        return {"pruned": await self._journal.write(unit)}
+
+    async def lookup(self, prefix: str | None, last: bool) -> dict[str, Any]:
+        if (prefix is None) == (not last):
+            raise InvalidParams("give exactly one of prefix and last")
+
+        def read(c: sqlite3.Connection) -> list[dict[str, Any]]:
+            if prefix is None:
+                return rows.last_active(c)
+            found = rows.by_prefix(c, prefix, LOOKUP_MAX + 1)
+            if not found and not prefix.startswith(_ID_PREFIX):
+                found = rows.by_prefix(c, _ID_PREFIX + prefix, LOOKUP_MAX + 1)
+            return found
+
+        found = await self._db.read(read)
+        running = self._scheduler.running
+        for r in found:
+            r["running"] = r["session_id"] in running
+        return {"matches": found[:LOOKUP_MAX], "more": len(found) > LOOKUP_MAX}

@@ -1,0 +1,83 @@
+"""Queries behind session management: rename, delete with children, prune, lookup."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+__all__ = ["rename", "subtree", "busy", "delete", "empty_before", "by_prefix", "last_active"]
+
+_SUMMARY = ("session_id, title, source, created_at, updated_at, message_count, "
+            "parent_session_id")
+
+
+def rename(conn: sqlite3.Connection, session_id: str, title: str) -> bool:
+    cur = conn.execute("UPDATE sessions SET title = ? WHERE session_id = ?", (title, session_id))
+    return cur.rowcount == 1
+
+
+def subtree(conn: sqlite3.Connection, session_id: str) -> list[str]:
+    """The session and its delegation descendants, parents before children."""
+    rows = conn.execute(
+        "WITH RECURSIVE t(id, depth) AS (SELECT ?, 0 UNION ALL "
+        "SELECT s.session_id, t.depth + 1 FROM sessions s JOIN t ON s.parent_session_id = t.id "
+        "WHERE t.depth < 64) SELECT id FROM t ORDER BY depth", (session_id,))
+    return [r[0] for r in rows]
+
+
+def _marks(ids: list[str]) -> str:
+    return ", ".join("?" * len(ids))
+
+
+def busy(conn: sqlite3.Connection, ids: list[str]) -> tuple[int, int]:
+    """(open admissions, background delegations not yet delivered) among ``ids``."""
+    (open_,) = conn.execute(
+        f"SELECT count(*) FROM session_admissions WHERE status != 'terminal' "
+        f"AND target_session_id IN ({_marks(ids)})", ids).fetchone()
+    (undelivered,) = conn.execute(
+        f"SELECT count(*) FROM async_delegations WHERE (state = 'running' OR "
+        f"delivery_state = 'pending') AND origin_session_id IN ({_marks(ids)})", ids).fetchone()
+    return int(open_), int(undelivered)
+
+
+def delete(conn: sqlite3.Connection, ids: list[str]) -> None:
+    """Every row of these sessions; one statement per table, so foreign keys between
+    them (children's parent) are checked once all are gone."""
+    marks = _marks(ids)
+    conn.execute(f"DELETE FROM events WHERE session_id IN ({marks})", ids)
+    conn.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", ids)
+    conn.execute(f"DELETE FROM session_admissions WHERE target_session_id IN ({marks})", ids)
+    conn.execute(f"DELETE FROM async_delegations WHERE origin_session_id IN ({marks})", ids)
+    conn.execute(f"DELETE FROM sessions WHERE session_id IN ({marks})", ids)
+
+
+def empty_before(conn: sqlite3.Connection, cutoff: float) -> list[str]:
+    """Sessions created before ``cutoff`` with nothing in them: no message, no
+    admission, no child, no delegation."""
+    rows = conn.execute(
+        "SELECT session_id FROM sessions s WHERE created_at < ? AND message_count = 0 "
+        "AND NOT EXISTS (SELECT 1 FROM session_admissions a "
+        "                WHERE a.target_session_id = s.session_id) "
+        "AND NOT EXISTS (SELECT 1 FROM sessions c WHERE c.parent_session_id = s.session_id) "
+        "AND NOT EXISTS (SELECT 1 FROM async_delegations d "
+        "                WHERE d.origin_session_id = s.session_id) "
+        "AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.session_id) "
+        "ORDER BY created_at", (cutoff,))
+    return [r[0] for r in rows]
+
+
+def by_prefix(conn: sqlite3.Connection, prefix: str, limit: int) -> list[dict[str, Any]]:
+    """Sessions whose id starts with ``prefix`` (exact match first)."""
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    rows = conn.execute(
+        f"SELECT {_SUMMARY} FROM sessions WHERE session_id LIKE ? ESCAPE '\\' "
+        "ORDER BY session_id != ?, created_at DESC LIMIT ?", (escaped + "%", prefix, limit))
+    return [dict(r) for r in rows]
+
+
+def last_active(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """The top-level session with the latest activity that has any messages."""
+    rows = conn.execute(
+        f"SELECT {_SUMMARY} FROM sessions WHERE parent_session_id IS NULL "
+        "AND message_count > 0 ORDER BY updated_at DESC, session_id DESC LIMIT 1")
+    return [dict(r) for r in rows]
