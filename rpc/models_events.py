@@ -36,15 +36,20 @@ class SessionInfoPayload(Payload):
 
     pending: list[str]
     running: str | None
+    awaiting_approval: str | None = Field(default=None, description=(
+        "the approval the running turn waits on (null once answered); sent only by "
+        "the approval events' session.info"))
 
 
 class MessageStartPayload(Payload):
-    """A turn began: the admitted prompt's ``text`` is the user's message of this turn."""
+    """A turn began: which input, who sent it, and what it asked (every viewer sees
+    what another client asked)."""
 
     admission_id: str
-    text: str | None = Field(default=None, description=(
-        "the admitted prompt's text, capped (added by the prompt-text change; absent "
-        "from owners that predate it)"))
+    input_id: str
+    principal: str = Field(description="local, api:<token_id>, delegation, process, cron")
+    text: str = Field(description="the admitted prompt, its first 4,000 characters")
+    text_truncated: bool | None = None
 
 
 class DeltaPayload(Payload):
@@ -66,6 +71,8 @@ class ToolStartPayload(Payload):
     call_id: str
     name: str
     arguments: str
+    subject: str | None = Field(default=None, description=(
+        "what the call acts on: the command, path or search pattern"))
 
 
 class ToolCompletePayload(Payload):
@@ -75,6 +82,7 @@ class ToolCompletePayload(Payload):
     name: str
     result: str
     error: str | None = None
+    summary: str | None = Field(default=None, description="one short line on what it did")
 
 
 class SubagentStartPayload(Payload):
@@ -135,6 +143,62 @@ class ReplayGapPayload(Payload):
     reason: Literal["viewer_queue_overflow", "client_queue_overflow"]
 
 
+class ApprovalRequestedPayload(Payload):
+    """A tool call waits for a person's answer (approval.respond)."""
+
+    approval_id: str
+    call_id: str
+    tool: str
+    kind: str
+    subject: str
+    why: str
+    cwd: str | None
+    choices: list[Literal["once", "session", "always", "deny"]]
+    expires_at: float
+
+
+class ApprovalResolvedPayload(Payload):
+    """An approval prompt ended: answered, timed out, or cancelled with its turn."""
+
+    approval_id: str
+    status: Literal["approved", "denied", "expired", "cancelled"]
+    decision: Literal["once", "session", "always", "deny"] | None
+    cause: Literal["answered", "timeout", "interrupted", "shutdown"]
+    reason: str | None
+
+
+class ProcessCompletePayload(Payload):
+    """A background process with notify_on_complete ended; its notice is admitted with it."""
+
+    process_id: str
+    state: Literal["exited", "killed", "lost"]
+    exit_code: int | None
+    command: str
+
+
+class ModelRetryPayload(Payload):
+    """The owner waits to ask the model again after a transient failure."""
+
+    attempt: int
+    attempts: int
+    delay_seconds: float
+    reason: str
+    detail: str
+
+
+class CronNoticePayload(Payload):
+    """A scheduled job's answer delivered into this session; it starts no turn."""
+
+    job: str
+    run_id: str
+    scheduled_for: float
+    session_id: str
+    admission_id: str | None
+    outcome: Outcome | None
+    text: str
+    error: str | None
+
+
 #: event type -> its payload model (the order of envelope.EVENT_TYPES)
 EVENT_PAYLOADS: dict[str, type[Payload]] = {
     "session.info": SessionInfoPayload,
@@ -148,7 +212,12 @@ EVENT_PAYLOADS: dict[str, type[Payload]] = {
     "delegation.dispatched": DelegationDispatchedPayload,
     "delegation.complete": DelegationCompletePayload,
     "message.complete": MessageCompletePayload,
+    "approval.requested": ApprovalRequestedPayload,
+    "approval.resolved": ApprovalResolvedPayload,
+    "process.complete": ProcessCompletePayload,
     "session.replay_gap": ReplayGapPayload,
+    "cron.notice": CronNoticePayload,
+    "model.retry": ModelRetryPayload,
 }
 
 

@@ -46,9 +46,15 @@ SOMETIMES_ABSENT: frozenset[tuple[str, str]] = frozenset({
     ("Receipt", "paused_by"),
     ("ToolCompletePayload", "error"),
     ("MessageCompletePayload", "error"),
-    ("MessageStartPayload", "text"),
+    ("MessageStartPayload", "text_truncated"),
+    ("SessionInfoPayload", "awaiting_approval"),
+    ("ToolStartPayload", "subject"),
+    ("ToolCompletePayload", "summary"),
     ("SubagentStartPayload", "delegation_id"),
     ("SubagentCompletePayload", "delegation_id"),
+    # a cron job's stored options hold only the options that were given
+    *(("TurnOptions", f) for f in ("provider", "model", "base_url", "toolsets", "reasoning",
+                                   "max_turns", "ignore_rules")),
 })
 
 #: data keys always sent with an error of each reason

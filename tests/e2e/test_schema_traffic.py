@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeprovider import FakeProvider, Message, text_reply, tool_call_reply
+from fakeprovider import FakeProvider, Message, Status, text_reply, tool_call_reply
 from harness import OwnerProcess, Peer, clean_env, until, write_config
 
 jsonschema = pytest.importorskip("jsonschema")
 
 CHILD = "CHILD_TASK"
+#: prompts whose first request fails once, so the owner announces its retry
+_flaky: set[str] = set()
 
 
 def model(req: dict) -> Any:
@@ -33,6 +35,14 @@ def model(req: dict) -> Any:
         return text_reply("child finished")
     if msgs[-1]["role"] == "tool":
         return text_reply("all joined")
+    if users[-1] == "flaky" and "flaky" not in _flaky:
+        _flaky.add("flaky")
+        return Status(503)
+    if users[-1] == "run a command":
+        return tool_call_reply("terminal", {"command": "touch schema-check"}, "t1")
+    if users[-1] == "run in the background":
+        return tool_call_reply("terminal", {"command": "sleep 0.1", "background": True,
+                                            "notify_on_complete": True}, "t2")
     if "[delegation results]" in (users[-1] if users else ""):
         return text_reply("background delivered")
     if "delegate" in users[-1]:
@@ -94,7 +104,8 @@ async def test_every_reply_and_event_of_real_traffic_validates(tmp_path):
                 await call("token.list")
                 await call("token.revoke", token_id=minted["token_id"])
                 await call("token.revoke", token_id=minted["token_id"])  # not_found
-                sid = (await call("session.create", title="schema"))["result"]["session_id"]
+                sid = (await call("session.create", title="schema",
+                                  cwd=str(tmp_path)))["result"]["session_id"]
                 await call("session.list")
                 for n, text in enumerate(("hello", "delegate inline")):
                     r = (await call("prompt.submit", session_id=sid, input_id=f"i{n}",
@@ -105,6 +116,42 @@ async def test_every_reply_and_event_of_real_traffic_validates(tmp_path):
                 await peer.wait_terminal(sid, r["admission_id"])
                 await until(lambda: any(e["type"] == "delegation.complete"
                                         for e in peer.events), what="the delivery")
+                # a transient model failure: model.retry
+                r = (await call("prompt.submit", session_id=sid, input_id="flaky",
+                                text="flaky", finite=True))["result"]
+                await peer.wait_terminal(sid, r["admission_id"])
+                # approvals: asked, answered (always, so a rule exists), resolved
+                for n, text in enumerate(("run a command", "run in the background")):
+                    r = (await call("prompt.submit", session_id=sid, input_id=f"tool{n}",
+                                    text=text))["result"]
+                    asked = await peer.wait_event(
+                        lambda e: e["type"] == "approval.requested"
+                        and e["admission_id"] == r["admission_id"])  # noqa: B023
+                    await call("approval.list", session_id=sid)
+                    await call("approval.respond", session_id=sid, decision="always",
+                               approval_id=asked["payload"]["approval_id"])
+                    await peer.wait_terminal(sid, r["admission_id"])
+                await until(lambda: any(e["type"] == "process.complete" for e in peer.events),
+                            what="the background process's notice")
+                rules = (await call("approval.rules"))["result"]["rules"]
+                await call("approval.rule_remove", rule_id=rules[0]["rule_id"])
+                # scheduled jobs, one delivered into this session (cron.notice)
+                await call("cron.create", name="schema-job", schedule="every 1h",
+                           prompt="hello", deliver=f"session:{sid}")
+                for method in ("cron.get", "cron.pause", "cron.resume", "cron.runs"):
+                    await call(method, name="schema-job")
+                await call("cron.update", name="schema-job", prompt="hello again")
+                await call("cron.list")
+                await call("cron.run", name="schema-job")
+                await until(lambda: any(e["type"] == "cron.notice" for e in peer.events),
+                            what="the job's answer delivered")
+                await call("cron.remove", name="schema-job")
+                # the session commands
+                other = (await call("session.create", title="other"))["result"]["session_id"]
+                await call("session.rename", session_id=other, title="renamed")
+                await call("session.lookup", prefix=other[:12])
+                await call("session.prune", older_than_seconds=0, dry_run=True)
+                await call("session.delete", session_id=other)
                 await call("prompt.receipt", session_id=sid, input_id="i0")
                 await call("prompt.cancel", session_id=sid, admission_id=r["admission_id"])
                 await call("session.resume", session_id=sid, after_seq=0)

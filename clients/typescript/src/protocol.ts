@@ -5,11 +5,11 @@
 /**
  * One event: a union discriminated by ``type``
  */
-export type AnyEvent = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | SessionReplayGapEvent)
+export type AnyEvent = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | SessionReplayGapEvent | CronNoticeEvent | ModelRetryEvent)
 /**
  * One entry of a session's durable event log (never the replay-gap notice).
  */
-export type Event = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent)
+export type Event = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | CronNoticeEvent | ModelRetryEvent)
 /**
  * Look a receipt up by exactly one of admission_id or input_id.
  */
@@ -28,7 +28,33 @@ admission_id?: null
 export interface TetherProtocolTypes {
 AdmissionConflictErrorData?: AdmissionConflictErrorData
 AnyEvent?: AnyEvent
+ApprovalListParams?: ApprovalListParams
+ApprovalListResult?: ApprovalListResult
+ApprovalPrompt?: ApprovalPrompt
+ApprovalRequestedEvent?: ApprovalRequestedEvent
+ApprovalRequestedPayload?: ApprovalRequestedPayload
+ApprovalResolvedEvent?: ApprovalResolvedEvent
+ApprovalResolvedPayload?: ApprovalResolvedPayload
+ApprovalRespondParams?: ApprovalRespondParams
+ApprovalRespondResult?: ApprovalRespondResult
+ApprovalRule?: ApprovalRule
+ApprovalRuleRemoveParams?: ApprovalRuleRemoveParams
+ApprovalRuleRemoveResult?: ApprovalRuleRemoveResult
+ApprovalRulesParams?: ApprovalRulesParams
+ApprovalRulesResult?: ApprovalRulesResult
 Attachment?: Attachment
+CronCreateParams?: CronCreateParams
+CronJob?: CronJob
+CronListParams?: CronListParams
+CronListResult?: CronListResult
+CronNameParams?: CronNameParams
+CronNoticeEvent?: CronNoticeEvent
+CronNoticePayload?: CronNoticePayload
+CronRemoveResult?: CronRemoveResult
+CronRun?: CronRun
+CronRunsParams?: CronRunsParams
+CronRunsResult?: CronRunsResult
+CronUpdateParams?: CronUpdateParams
 DelegationCompleteEvent?: DelegationCompleteEvent
 DelegationCompletePayload?: DelegationCompletePayload
 DelegationDispatchedEvent?: DelegationDispatchedEvent
@@ -54,6 +80,8 @@ MessageDeltaPayload?: MessageDeltaPayload
 MessageStartEvent?: MessageStartEvent
 MessageStartPayload?: MessageStartPayload
 MethodNotFoundErrorData?: MethodNotFoundErrorData
+ModelRetryEvent?: ModelRetryEvent
+ModelRetryPayload?: ModelRetryPayload
 NotFoundErrorData?: NotFoundErrorData
 OkResult?: OkResult
 OverloadedErrorData?: OverloadedErrorData
@@ -61,6 +89,8 @@ ParseErrorErrorData?: ParseErrorErrorData
 PendingAdmission?: PendingAdmission
 PingParams?: PingParams
 PingResult?: PingResult
+ProcessCompleteEvent?: ProcessCompleteEvent
+ProcessCompletePayload?: ProcessCompletePayload
 PromptCancelParams?: PromptCancelParams
 PromptReceiptParams?: PromptReceiptParams
 PromptResolveUnknownParams?: PromptResolveUnknownParams
@@ -74,6 +104,8 @@ RuntimeDescribeResult?: RuntimeDescribeResult
 RuntimeDrainingErrorData?: RuntimeDrainingErrorData
 RuntimeShutdownParams?: RuntimeShutdownParams
 SessionCreateParams?: SessionCreateParams
+SessionDeleteParams?: SessionDeleteParams
+SessionDeleteResult?: SessionDeleteResult
 SessionDetachParams?: SessionDetachParams
 SessionEventsSinceParams?: SessionEventsSinceParams
 SessionInfo?: SessionInfo
@@ -82,6 +114,12 @@ SessionInfoPayload?: SessionInfoPayload
 SessionInterruptParams?: SessionInterruptParams
 SessionListParams?: SessionListParams
 SessionListResult?: SessionListResult
+SessionLookupParams?: SessionLookupParams
+SessionLookupResult?: SessionLookupResult
+SessionPruneParams?: SessionPruneParams
+SessionPruneResult?: SessionPruneResult
+SessionRenameParams?: SessionRenameParams
+SessionRenameResult?: SessionRenameResult
 SessionReplayGapEvent?: SessionReplayGapEvent
 SessionResumeParams?: SessionResumeParams
 SessionSummary?: SessionSummary
@@ -105,6 +143,7 @@ ToolCompletePayload?: ToolCompletePayload
 ToolStartEvent?: ToolStartEvent
 ToolStartPayload?: ToolStartPayload
 TranscriptMessage?: TranscriptMessage
+TurnOptions?: TurnOptions
 TurnResult?: TurnResult
 UnknownExecutionErrorData?: UnknownExecutionErrorData
 }
@@ -174,10 +213,15 @@ payload: SessionInfoPayload
 export interface SessionInfoPayload {
 pending: string[]
 running: (string | null)
+/**
+ * the approval the running turn waits on (null once answered); sent only by the approval events' session.info
+ */
+awaiting_approval?: (string | null)
 [k: string]: unknown | undefined
 }
 /**
- * A turn began: the admitted prompt's ``text`` is the user's message of this turn.
+ * A turn began: which input, who sent it, and what it asked (every viewer sees
+ * what another client asked).
  */
 export interface MessageStartEvent {
 session_id: string
@@ -187,14 +231,21 @@ type: "message.start"
 payload: MessageStartPayload
 }
 /**
- * A turn began: the admitted prompt's ``text`` is the user's message of this turn.
+ * A turn began: which input, who sent it, and what it asked (every viewer sees
+ * what another client asked).
  */
 export interface MessageStartPayload {
 admission_id: string
+input_id: string
 /**
- * the admitted prompt's text, capped (added by the prompt-text change; absent from owners that predate it)
+ * local, api:<token_id>, delegation, process, cron
  */
-text?: (string | null)
+principal: string
+/**
+ * the admitted prompt, its first 4,000 characters
+ */
+text: string
+text_truncated?: (boolean | null)
 [k: string]: unknown | undefined
 }
 /**
@@ -250,6 +301,10 @@ export interface ToolStartPayload {
 call_id: string
 name: string
 arguments: string
+/**
+ * what the call acts on: the command, path or search pattern
+ */
+subject?: (string | null)
 [k: string]: unknown | undefined
 }
 /**
@@ -270,6 +325,10 @@ call_id: string
 name: string
 result: string
 error?: (string | null)
+/**
+ * one short line on what it did
+ */
+summary?: (string | null)
 [k: string]: unknown | undefined
 }
 /**
@@ -378,6 +437,72 @@ error?: (string | null)
 [k: string]: unknown | undefined
 }
 /**
+ * A tool call waits for a person's answer (approval.respond).
+ */
+export interface ApprovalRequestedEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "approval.requested"
+payload: ApprovalRequestedPayload
+}
+/**
+ * A tool call waits for a person's answer (approval.respond).
+ */
+export interface ApprovalRequestedPayload {
+approval_id: string
+call_id: string
+tool: string
+kind: string
+subject: string
+why: string
+cwd: (string | null)
+choices: ("once" | "session" | "always" | "deny")[]
+expires_at: number
+[k: string]: unknown | undefined
+}
+/**
+ * An approval prompt ended: answered, timed out, or cancelled with its turn.
+ */
+export interface ApprovalResolvedEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "approval.resolved"
+payload: ApprovalResolvedPayload
+}
+/**
+ * An approval prompt ended: answered, timed out, or cancelled with its turn.
+ */
+export interface ApprovalResolvedPayload {
+approval_id: string
+status: ("approved" | "denied" | "expired" | "cancelled")
+decision: (("once" | "session" | "always" | "deny") | null)
+cause: ("answered" | "timeout" | "interrupted" | "shutdown")
+reason: (string | null)
+[k: string]: unknown | undefined
+}
+/**
+ * A background process with notify_on_complete ended; its notice is admitted with it.
+ */
+export interface ProcessCompleteEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "process.complete"
+payload: ProcessCompletePayload
+}
+/**
+ * A background process with notify_on_complete ended; its notice is admitted with it.
+ */
+export interface ProcessCompletePayload {
+process_id: string
+state: ("exited" | "killed" | "lost")
+exit_code: (number | null)
+command: string
+[k: string]: unknown | undefined
+}
+/**
  * Events after ``last_seq`` were not delivered: resume with ``after_seq`` = it.
  */
 export interface SessionReplayGapEvent {
@@ -395,10 +520,257 @@ last_seq: number
 reason: ("viewer_queue_overflow" | "client_queue_overflow")
 [k: string]: unknown | undefined
 }
+/**
+ * A scheduled job's answer delivered into this session; it starts no turn.
+ */
+export interface CronNoticeEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "cron.notice"
+payload: CronNoticePayload
+}
+/**
+ * A scheduled job's answer delivered into this session; it starts no turn.
+ */
+export interface CronNoticePayload {
+job: string
+run_id: string
+scheduled_for: number
+session_id: string
+admission_id: (string | null)
+outcome: (("completed" | "failed" | "cancelled" | "interrupted") | null)
+text: string
+error: (string | null)
+[k: string]: unknown | undefined
+}
+/**
+ * The owner waits to ask the model again after a transient failure.
+ */
+export interface ModelRetryEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "model.retry"
+payload: ModelRetryPayload
+}
+/**
+ * The owner waits to ask the model again after a transient failure.
+ */
+export interface ModelRetryPayload {
+attempt: number
+attempts: number
+delay_seconds: number
+reason: string
+detail: string
+[k: string]: unknown | undefined
+}
+export interface ApprovalListParams {
+session_id?: (string | null)
+}
+export interface ApprovalListResult {
+approvals: ApprovalPrompt[]
+}
+/**
+ * An approval prompt: what a tool call asks to do, and how it was resolved.
+ * 
+ * ``kind`` command (``subject`` is the command) or file (``subject`` is the
+ * absolute path written); ``why`` says why it needs an answer.
+ */
+export interface ApprovalPrompt {
+approval_id: string
+session_id: string
+admission_id: (string | null)
+call_id: string
+tool: string
+kind: ("command" | "file")
+subject: string
+why: string
+cwd: (string | null)
+status: ("pending" | "approved" | "denied" | "expired" | "cancelled")
+decision: (("once" | "session" | "always" | "deny") | null)
+cause: (("answered" | "timeout" | "interrupted" | "shutdown") | null)
+answered_by: (string | null)
+reason: (string | null)
+created_at: number
+expires_at: number
+resolved_at: (number | null)
+}
+export interface ApprovalRespondParams {
+session_id: string
+approval_id: string
+decision: ("once" | "session" | "always" | "deny")
+reason?: (string | null)
+}
+/**
+ * ``resolved``: this answer decided; ``already_resolved``: an earlier answer, the
+ * timeout or the turn's end did (``approval`` says how).
+ */
+export interface ApprovalRespondResult {
+status: ("resolved" | "already_resolved")
+approval: ApprovalPrompt
+}
+export interface ApprovalRule {
+rule_id: (string | null)
+kind: ("command" | "file")
+pattern: string
+effect: ("allow" | "deny")
+source: ("config" | "session" | "always")
+session_id: (string | null)
+created_at: (number | null)
+}
+export interface ApprovalRuleRemoveParams {
+rule_id: string
+}
+export interface ApprovalRuleRemoveResult {
+removed: boolean
+}
+export interface ApprovalRulesParams {
+
+}
+export interface ApprovalRulesResult {
+rules: ApprovalRule[]
+}
 export interface Attachment {
 name: string
 content: string
 mime_type: string
+}
+/**
+ * A new job. ``tz`` defaults to the owner's zone (``cron.timezone``, else its
+ * local zone); ``grace_seconds`` to half the schedule's period, clamped to
+ * 120–7200 s; ``deliver`` is ``file:/absolute/path`` or ``session:ID``. The
+ * per-turn options apply to every run.
+ */
+export interface CronCreateParams {
+provider?: (string | null)
+model?: (string | null)
+base_url?: (string | null)
+toolsets?: (string[] | null)
+reasoning?: (("none" | "low" | "medium" | "high") | null)
+max_turns?: (number | null)
+ignore_rules?: (boolean | null)
+name: string
+schedule: string
+prompt: string
+tz?: (string | null)
+cwd?: (string | null)
+deliver?: (string | null)
+overlap?: ("skip" | "queue")
+missed?: ("catch_up" | "skip")
+grace_seconds?: (number | null)
+paused?: boolean
+}
+export interface CronJob {
+job_id: string
+name: string
+schedule: string
+tz: string
+prompt: string
+options: TurnOptions
+cwd: (string | null)
+paused: boolean
+overlap: ("skip" | "queue")
+missed: ("catch_up" | "skip")
+grace_seconds: number
+grace_default: boolean
+deliver: (string | null)
+next_run_at: (number | null)
+created_at: number
+updated_at: number
+last_run: (CronRun | null)
+}
+/**
+ * Per-turn options accepted by session.create (as session defaults) and prompt.submit.
+ * 
+ * ``None`` means "not sent": the daemon falls back to session, environment,
+ * config and built-in defaults, in that order (SPEC §9).
+ */
+export interface TurnOptions {
+provider?: (string | null)
+model?: (string | null)
+base_url?: (string | null)
+toolsets?: (string[] | null)
+reasoning?: (("none" | "low" | "medium" | "high") | null)
+max_turns?: (number | null)
+ignore_rules?: (boolean | null)
+}
+/**
+ * One scheduled time of a job. ``status`` admitted: its admission
+ * (``session_id``, ``admission_id``; ``admission_status``/``outcome`` are the
+ * ledger's, ``result`` its answer once terminal); skipped: ``skip_reason``
+ * (still_running | missed | paused) and, for missed/paused, ``missed_count``
+ * times that did not fire. ``delivery_status`` (pending | delivered | failed)
+ * only when the job delivers its answers.
+ */
+export interface CronRun {
+run_id: string
+job: string
+scheduled_for: number
+fired_at: number
+kind: ("scheduled" | "late" | "catch_up" | "manual")
+status: ("skipped" | "admitted")
+skip_reason: (("still_running" | "missed" | "paused") | null)
+missed_count: number
+session_id: (string | null)
+admission_id: (string | null)
+input_id: (string | null)
+admission_status: (("queued" | "started" | "unknown" | "terminal") | null)
+outcome: (("completed" | "failed" | "cancelled" | "interrupted") | null)
+result: (TurnResult | null)
+delivery_status: (("pending" | "delivered" | "failed") | null)
+delivery_error: (string | null)
+}
+export interface TurnResult {
+text: string
+usage: {
+[k: string]: number | undefined
+}
+error: (string | null)
+}
+export interface CronListParams {
+
+}
+export interface CronListResult {
+jobs: CronJob[]
+}
+export interface CronNameParams {
+name: string
+}
+export interface CronRemoveResult {
+removed: boolean
+}
+export interface CronRunsParams {
+name: string
+limit?: number
+before?: (number | null)
+}
+export interface CronRunsResult {
+runs: CronRun[]
+next_before: (number | null)
+}
+/**
+ * Change the keys that are sent (``deliver: null`` and ``grace_seconds: null``
+ * clear them; a turn option sent as null returns to the default). A new schedule
+ * or zone is counted from now.
+ */
+export interface CronUpdateParams {
+provider?: (string | null)
+model?: (string | null)
+base_url?: (string | null)
+toolsets?: (string[] | null)
+reasoning?: (("none" | "low" | "medium" | "high") | null)
+max_turns?: (number | null)
+ignore_rules?: (boolean | null)
+name: string
+schedule?: (string | null)
+prompt?: (string | null)
+tz?: (string | null)
+cwd?: (string | null)
+deliver?: (string | null)
+overlap?: (("skip" | "queue") | null)
+missed?: (("catch_up" | "skip") | null)
+grace_seconds?: (number | null)
 }
 /**
  * An error's ``data``: ``reason`` and ``detail`` always; the rest by reason.
@@ -828,13 +1200,6 @@ outcome: (("completed" | "failed" | "cancelled" | "interrupted") | null)
 result: (TurnResult | null)
 paused_by?: (string[] | null)
 }
-export interface TurnResult {
-text: string
-usage: {
-[k: string]: number | undefined
-}
-error: (string | null)
-}
 export interface PingParams {
 
 }
@@ -859,7 +1224,7 @@ base_url?: (string | null)
 /**
  * toolsets the owner offers (runtime.describe)
  */
-toolsets?: (("delegation")[] | null)
+toolsets?: (("terminal" | "files" | "delegation")[] | null)
 reasoning?: (("none" | "low" | "medium" | "high") | null)
 max_turns?: (number | null)
 ignore_rules?: (boolean | null)
@@ -940,7 +1305,7 @@ base_url?: (string | null)
 /**
  * toolsets the owner offers (runtime.describe)
  */
-toolsets?: (("delegation")[] | null)
+toolsets?: (("terminal" | "files" | "delegation")[] | null)
 reasoning?: (("none" | "low" | "medium" | "high") | null)
 max_turns?: (number | null)
 ignore_rules?: (boolean | null)
@@ -948,6 +1313,12 @@ request_id?: (string | null)
 source?: (string | null)
 title?: (string | null)
 cwd?: (string | null)
+}
+export interface SessionDeleteParams {
+session_id: string
+}
+export interface SessionDeleteResult {
+deleted: string[]
 }
 export interface SessionDetachParams {
 session_id: string
@@ -988,6 +1359,33 @@ message_count: number
 running: boolean
 parent_session_id: (string | null)
 }
+/**
+ * Exactly one of ``prefix`` (a session id or its start, with or without the
+ * ``ses_``) and ``last`` (the most recently active top-level session).
+ */
+export interface SessionLookupParams {
+prefix?: (string | null)
+last?: boolean
+}
+export interface SessionLookupResult {
+matches: SessionSummary[]
+more: boolean
+}
+export interface SessionPruneParams {
+older_than_seconds?: number
+dry_run?: boolean
+}
+export interface SessionPruneResult {
+pruned: string[]
+}
+export interface SessionRenameParams {
+session_id: string
+title: string
+}
+export interface SessionRenameResult {
+session_id: string
+title: string
+}
 export interface SessionResumeParams {
 session_id: string
 after_seq?: (number | null)
@@ -996,7 +1394,8 @@ export interface ShutdownResult {
 draining: boolean
 }
 /**
- * A session as a viewer needs it on (re)attach; ``events`` only with ``after_seq``.
+ * A session as a viewer needs it on (re)attach; ``events`` only with ``after_seq``;
+ * ``approvals``: its pending approval prompts, for a viewer that attaches late.
  */
 export interface Snapshot {
 session_id: string
@@ -1007,6 +1406,7 @@ pending: PendingAdmission[]
 running: (string | null)
 last_seq: number
 events: (Event[] | null)
+approvals: ApprovalPrompt[]
 }
 export interface TranscriptMessage {
 role: ("user" | "assistant" | "tool" | "system")
@@ -1178,6 +1578,40 @@ export interface Methods {
   "prompt.cancel": { params: PromptCancelParams; result: Receipt };
   /** Settle an unknown admission as interrupted so the session's queue resumes. */
   "prompt.resolve_unknown": { params: PromptResolveUnknownParams; result: Receipt };
+  /** Answer a pending approval prompt; the first answer wins, a later one is told already_resolved. */
+  "approval.respond": { params: ApprovalRespondParams; result: ApprovalRespondResult };
+  /** Pending approval prompts of one session, or of every session. */
+  "approval.list": { params: ApprovalListParams; result: ApprovalListResult };
+  /** The approval rules in force: config allow/deny, and remembered answers. */
+  "approval.rules": { params: ApprovalRulesParams; result: ApprovalRulesResult };
+  /** Forget a remembered answer (a session or always rule) by its rule_id. */
+  "approval.rule_remove": { params: ApprovalRuleRemoveParams; result: ApprovalRuleRemoveResult };
+  /** Create a scheduled job (a prompt run on a schedule, each run a finite admission). */
+  "cron.create": { params: CronCreateParams; result: CronJob };
+  /** List scheduled jobs by name. */
+  "cron.list": { params: CronListParams; result: CronListResult };
+  /** A scheduled job, with its last run. */
+  "cron.get": { params: CronNameParams; result: CronJob };
+  /** Change a job's schedule, zone, prompt, options, delivery or policies. */
+  "cron.update": { params: CronUpdateParams; result: CronJob };
+  /** Stop a job firing; times that pass while paused are recorded skipped(paused). */
+  "cron.pause": { params: CronNameParams; result: CronJob };
+  /** Let a paused job fire again, from its next time after now. */
+  "cron.resume": { params: CronNameParams; result: CronJob };
+  /** Delete a job and its run history (the runs' sessions stay). */
+  "cron.remove": { params: CronNameParams; result: CronRemoveResult };
+  /** Fire a job now; returns the run, whose receipt prompt.receipt reaches. */
+  "cron.run": { params: CronNameParams; result: CronRun };
+  /** A job's runs, newest first, each with its admission's status and outcome. */
+  "cron.runs": { params: CronRunsParams; result: CronRunsResult };
+  /** Set a session's title. */
+  "session.rename": { params: SessionRenameParams; result: SessionRenameResult };
+  /** Delete an idle session and its delegation child sessions; refused while work is open. */
+  "session.delete": { params: SessionDeleteParams; result: SessionDeleteResult };
+  /** Delete empty sessions (no message, admission or child) older than older_than_seconds. */
+  "session.prune": { params: SessionPruneParams; result: SessionPruneResult };
+  /** Find sessions by id prefix, or the most recently active top-level one (last). */
+  "session.lookup": { params: SessionLookupParams; result: SessionLookupResult };
 }
 export type MethodName = keyof Methods;
 
@@ -1194,10 +1628,15 @@ export interface EventPayloads {
   "delegation.dispatched": DelegationDispatchedPayload;
   "delegation.complete": DelegationCompletePayload;
   "message.complete": MessageCompletePayload;
+  "approval.requested": ApprovalRequestedPayload;
+  "approval.resolved": ApprovalResolvedPayload;
+  "process.complete": ProcessCompletePayload;
   "session.replay_gap": ReplayGapPayload;
+  "cron.notice": CronNoticePayload;
+  "model.retry": ModelRetryPayload;
 }
 export type EventType = keyof EventPayloads;
-export const EVENT_TYPES: readonly EventType[] = ["session.info","message.start","message.delta","reasoning.delta","tool.start","tool.complete","subagent.start","subagent.complete","delegation.dispatched","delegation.complete","message.complete","session.replay_gap"];
+export const EVENT_TYPES: readonly EventType[] = ["session.info","message.start","message.delta","reasoning.delta","tool.start","tool.complete","subagent.start","subagent.complete","delegation.dispatched","delegation.complete","message.complete","approval.requested","approval.resolved","process.complete","session.replay_gap","cron.notice","model.retry"];
 
 /** Error reason -> its data; the code of each is in ERROR_CODES. */
 export interface ErrorDataByReason {
