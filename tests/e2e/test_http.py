@@ -301,4 +301,5 @@ async def test_one_port_serves_the_websocket_protocol_and_http_side_by_side(scen
         assert json.loads(await ws.recv())["result"] == {"pong": True}
     async with httpx.AsyncClient() as raw:
         plain = await raw.get(url.replace("ws://", "http://"), headers=auth)
-        assert plain.status_code == 426
+        # plain HTTP to the WebSocket endpoint's path leads a browser to the viewer
+        assert (plain.status_code, plain.headers["location"]) == (302, "/web/")
