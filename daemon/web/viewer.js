@@ -1,4 +1,4 @@
-// The viewer page: sessions, a live transcript, prompts, cancel. It runs the
+// The viewer page: sessions, a live transcript, prompts, cancel, approvals. It runs the
 // TypeScript client's browser build (core.js, browser.js: copied from
 // clients/typescript/dist) over the owner's TCP listener, same origin.
 import { browserDial } from "./browser.js";
@@ -123,6 +123,7 @@ async function openSession(sessionId) {
   $("session-title").textContent = snap.info.title || sessionId;
   for (const m of snap.messages) if (m.role === "user" && m.admission_id) current.prompts.set(m.admission_id, m.content);
   for (const p of snap.pending) current.prompts.set(p.receipt.admission_id, p.text);
+  for (const a of snap.approvals ?? []) if (a.admission_id) askApproval(current, turnFor(current, a.admission_id), a);
   for (const t of current.turns.values()) if (!t.user.textContent) showPrompt(t, current.prompts.get(t.id));
   void listSessions();
   void follow(current);
@@ -198,6 +199,14 @@ function draw(view, ev) {
     case "delegation.dispatched":
       if (aid) progress(turnFor(view, aid), `↳ ${ev.payload.tasks.length} helper(s) working in the background`, "delegation");
       return;
+    case "approval.requested":
+      if (aid) askApproval(view, turnFor(view, aid), ev.payload);
+      return;
+    case "approval.resolved": {
+      const box = document.querySelector(`.approval[data-approval-id="${ev.payload.approval_id}"]`);
+      if (box) settleApproval(box, ev.payload.status, ev.payload.cause);
+      return;
+    }
     case "message.complete": {
       const turn = turnFor(view, ev.payload.admission_id);
       if (!turn.answer.textContent) turn.answer.textContent = ev.payload.text;
@@ -208,6 +217,53 @@ function draw(view, ev) {
     default:
       return; // types this page does not know are skipped
   }
+}
+
+// -- approvals: a tool call waiting for a person's answer --------------------------
+
+const CHOICES = [["once", "Allow once"], ["session", "Allow for this session"],
+  ["always", "Always allow"], ["deny", "Deny"]];
+
+/** A prompt's box in its turn, with one button per decision; the first answer wins. */
+function askApproval(view, turn, prompt) {
+  if (document.querySelector(`.approval[data-approval-id="${prompt.approval_id}"]`)) return;
+  const box = document.createElement("div");
+  box.className = "approval";
+  box.dataset.approvalId = prompt.approval_id;
+  box.dataset.status = "pending";
+  const what = document.createElement("div");
+  what.className = "what";
+  what.textContent = `${prompt.tool} wants to run: ${prompt.subject}` + (prompt.why ? ` (${prompt.why})` : "");
+  box.append(what);
+  for (const [decision, label] of CHOICES) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.dataset.decision = decision;
+    button.textContent = label;
+    button.onclick = async () => {
+      for (const b of box.querySelectorAll("button")) b.disabled = true;
+      try {
+        const r = await client.call("approval.respond", {
+          session_id: view.sessionId, approval_id: prompt.approval_id, decision });
+        // the approval.resolved event settles the box too; an answer that came
+        // too late is said at once
+        if (r.status === "already_resolved") settleApproval(box, r.approval.status, "answered elsewhere");
+      } catch (err) {
+        settleApproval(box, "failed", err.message);
+      }
+    };
+    box.append(button);
+  }
+  turn.box.insertBefore(box, turn.outcome);
+}
+
+function settleApproval(box, status, cause) {
+  box.dataset.status = status;
+  for (const b of box.querySelectorAll("button")) b.remove();
+  const note = document.createElement("div");
+  note.className = "resolved";
+  note.textContent = `${status} (${cause})`;
+  box.append(note);
 }
 
 async function follow(view) {

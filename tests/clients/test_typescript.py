@@ -25,20 +25,24 @@ PACKAGE = Path(__file__).resolve().parents[2] / "clients" / "typescript"
 
 
 def model(release_dir: Path):
-    """Delegates when asked to; answers ``BIG`` prompts at length; holds an answer (``HOLD:<name>``) until the test
+    """Delegates when asked to; runs a command that asks for approval when asked to;
+    answers ``BIG`` prompts at length; holds an answer (``HOLD:<name>``) until the test
     creates ``release_dir/<name>``; otherwise answers with the prompt quoted."""
 
     def reply(req: dict):
         msgs = req["messages"]
         if is_child(req):
             return text_reply("child finished its part")
-        if msgs[-1]["role"] == "tool":
-            return text_reply("Joined the helpers' results.")
         prompt = [m for m in msgs if m["role"] == "user"][-1]["content"] or ""
+        if msgs[-1]["role"] == "tool":
+            ran = "run the sleep command" in prompt
+            return text_reply("The command ran." if ran else "Joined the helpers' results.")
         if prompt.startswith("BIG"):
             return text_reply(prompt + " " + "x" * 60_000)  # fills socket buffers fast
         if prompt.startswith("[delegation results]"):
             return text_reply("Background results received.")
+        if "run the sleep command" in prompt:
+            return tool_call_reply("terminal", {"command": "sleep 0"})  # asks (mode ask)
         if "delegate" in prompt and not any(m["role"] == "tool" for m in msgs):
             return tool_call_reply("delegate_task", {"tasks": [{"goal": "a helper's part"}]})
         if "HOLD:" in prompt:

@@ -139,3 +139,23 @@ test("a stopped owner and a refused token look different to the page", { skip },
   owner = await startOwner({ home: owner.home, config: owner.config }, { port });
   await until(async () => (await page.getAttribute("#status", "data-state")) === "connected", "the page to reconnect");
 });
+
+test("an approval prompt shows in the turn and is answered from the page", { skip }, async () => {
+  const page = await browser.newPage({ viewport: { width: 1100, height: 720 } });
+  const errors = [];
+  page.on("pageerror", (err) => errors.push(err.message));
+  await page.goto(webLink());
+  await page.waitForSelector('#status[data-state="connected"]');
+  await page.click("#new-session");
+  await page.waitForSelector("#session:not([hidden])");
+  await page.fill("#prompt", "Please run the sleep command.");
+  await page.click("#send");
+  await page.waitForSelector('.approval[data-status="pending"] button[data-decision="once"]');
+  assert.match(await page.textContent(".approval .what"), /sleep 0/);
+  await page.click('.approval button[data-decision="once"]');
+  await page.waitForSelector('.approval[data-status="approved"]');
+  await page.waitForSelector(".outcome[data-outcome=completed]");
+  assert.equal(await page.textContent(".turn .assistant"), "The command ran.");
+  assert.deepEqual(errors, []);
+  await page.close();
+});
