@@ -20,8 +20,12 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import WebSocketException
 
 from tether.rpc.envelope import GAP_CLIENT_QUEUE_OVERFLOW, replay_gap
+from tether.rpc.errors import InvalidParams
 from tether.rpc.framing import decode_reply, encode_request
 from tether.rpc.protocol import EVENT_METHOD
+
+#: the close code of a peer that refused a frame as too big (RFC 6455 §7.4.1)
+CLOSE_TOO_BIG = 1009
 
 __all__ = ["Connection", "ConnectionLost", "Inbox", "MAX_BUFFERED_EVENTS"]
 
@@ -177,12 +181,24 @@ class Connection:
         try:
             await self.ws.send(frame, text=True)
             reply = await (fut if timeout is None else asyncio.wait_for(fut, timeout))
-        except (WebSocketException, OSError) as exc:
+        except (WebSocketException, OSError, ConnectionLost) as exc:
+            if self.ws.close_code == CLOSE_TOO_BIG:
+                # the owner refused the frame itself: sending it again cannot help
+                raise InvalidParams(
+                    f"the request is {len(frame)} bytes, more than the owner accepts in "
+                    "one message (daemon.max_frame_bytes)",
+                    fields=[{"loc": "", "msg": "message too big", "type": "too_long"}],
+                ) from None
+            if isinstance(exc, ConnectionLost):
+                raise
             raise ConnectionLost(f"connection to the owner closed: {exc}") from None
         finally:
             self._pending.pop(rid, None)
         return decode_reply(reply)
 
     async def close(self) -> None:
-        await self.ws.close()
+        # a connection the owner already closed (its reader ended) has nothing to
+        # close: websockets would try to abort a transport that is gone
+        if not self.closed:
+            await self.ws.close()
         await asyncio.gather(self._reader, return_exceptions=True)

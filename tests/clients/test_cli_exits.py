@@ -275,3 +275,17 @@ def test_resolve_settles_what_a_crashed_owner_was_running(tmp_path, run_cli):
             after = run_cli(home, "chat", "-Q", "--resume", sid, "-q", "next")
             assert after.returncode == 0 and after.stdout == "OK\n", after
             assert_error(run_cli(home, "resolve", "ses_missing"), 2, "not_found")
+
+
+def test_a_prompt_larger_than_a_frame_is_refused_at_once(tmp_path, run_cli):
+    """A prompt past the owner's frame limit (the owner closes with 1009) is a usage
+    error at once, not a connection lost and resent until the retry budget ends."""
+    home = tmp_path / "home"
+    with FakeProvider(lambda r: text_reply("never asked")) as fake:
+        write_config(home, fake.url)
+        with OwnerProcess(home):
+            result = run_cli(home, "chat", "-Q", input="x" * (5 * 1024 * 1024), timeout=30)
+    assert result.returncode == 2, result
+    assert "invalid_params" in result.stderr and "max_frame_bytes" in result.stderr, result
+    assert "Traceback" not in result.stderr and "unexpected_error" not in result.stderr
+    assert fake.requests == []
