@@ -7,7 +7,7 @@ one dict lookup. Hooks, by name:
 
 - ``pause_before_delivery``: a background delegation has just been recorded
   finished (delivery pending) and is about to be delivered into its origin
-  session (``daemon/delegation.py``). See docs/recovery.md.
+  session (``daemon/delegation/background.py``). See docs/recovery.md.
 - ``pause_before_process_notice``: a background process with
   ``notify_on_complete`` has just been recorded ended (notice pending) and its
   notice is about to be delivered (``daemon/toolsets/processes.py``).
