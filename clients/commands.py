@@ -158,7 +158,7 @@ async def _sessions(home: Any, args: Any) -> int:
     run = {None: session_cmds.cmd_sessions_list, "rm": session_cmds.cmd_sessions_rm,
            "rename": session_cmds.cmd_sessions_rename,
            "prune": session_cmds.cmd_sessions_prune}[args.action]
-    async with await TetherClient.connect(home) as client:
+    async with await TetherClient.connect(home, autostart=False) as client:
         return await run(client, args)
 
 
@@ -170,7 +170,7 @@ async def _cancel(home: Any, args: Any) -> int:
     from .client import TetherClient
     from .session_cmds import cmd_cancel as cancel
 
-    async with await TetherClient.connect(home) as client:
+    async with await TetherClient.connect(home, autostart=False) as client:
         return await cancel(client, args)
 
 
@@ -190,7 +190,7 @@ async def _attach(home: Any, given: str | None) -> int:
     from .render import Renderer, use_color
     from .session_cmds import resolve_session
 
-    async with await TetherClient.connect(home) as client:
+    async with await TetherClient.connect(home, autostart=False) as client:
         client.keep_owner_stopped = True  # a viewer: `tether stop` must stay stopped
         session_id = await resolve_session(client, given)
         # a running turn is replayed from its start: the answer so far, then live
@@ -232,7 +232,7 @@ async def _events(home: Any, args: Any) -> int:
     from .client import TetherClient
     from .session_cmds import resolve_session
 
-    async with await TetherClient.connect(home) as client:
+    async with await TetherClient.connect(home, autostart=False) as client:
         args.session_id = await resolve_session(client, args.session_id)
         last = args.since
         async for event in client.all_events_since(args.session_id, args.since):

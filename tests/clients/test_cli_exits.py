@@ -289,3 +289,15 @@ def test_a_prompt_larger_than_a_frame_is_refused_at_once(tmp_path, run_cli):
     assert "invalid_params" in result.stderr and "max_frame_bytes" in result.stderr, result
     assert "Traceback" not in result.stderr and "unexpected_error" not in result.stderr
     assert fake.requests == []
+
+
+@pytest.mark.parametrize("args", [("sessions",), ("events", "--last"), ("attach", "--last"),
+                                  ("cancel",)])
+def test_read_only_commands_never_start_an_owner(tmp_path, run_cli, args):
+    """Looking needs no owner: with none running these say so (exit 3), and none starts."""
+    home = tmp_path / "home"
+    result = run_cli(home, *args, timeout=30)
+    assert result.returncode == 3, result
+    assert "not_running" in result.stderr and "tether serve" in result.stderr, result
+    assert not (home / "daemon.json").exists()
+    assert not (home / "daemon.lock").exists()
