@@ -24,11 +24,11 @@ from typing import Any, Protocol
 
 import orjson
 
-from tether.store import StorageError, admissions, delegations, events
+from tether.store import admissions, delegations, events
 
 from .. import faults
 from ..config import Config
-from ..journal import Journal, Tx, until_stored
+from ..journal import Journal, Tx, recover_deliveries, until_stored
 from ..ledger import TURN_OPTION_KEY, encode_payload
 from ..settings import TurnSettings, resolve_child
 from ..supervisor import Supervisor
@@ -190,18 +190,9 @@ class BackgroundDelegations:
             for row in delegations.running_before(tx.conn, epoch):
                 _interrupt(tx, row)
 
-        try:
-            await self._journal.persist(interrupt, "the recovery of background delegations",
-                                        give_up=self._give_up)
-            pending = await self._journal.db.read(delegations.undelivered)
-        except StorageError as exc:
-            log.error("could not recover background delegations: %s", exc.detail)
-            return
-        for row in pending:
-            try:
-                await self.deliver(row["delegation_id"])
-            except Exception:  # noqa: BLE001 - the next start tries again
-                log.exception("could not deliver delegation %s", row["delegation_id"])
+        await recover_deliveries(self._journal, interrupt, delegations.undelivered,
+                                 "delegation_id", self.deliver, "background delegations",
+                                 self._give_up)
 
     async def stop_all(self) -> None:
         """Shutdown: cancel background children; each delegation records itself

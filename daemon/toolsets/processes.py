@@ -28,13 +28,13 @@ from typing import Any
 
 import orjson
 
-from tether.store import StorageError, admissions
+from tether.store import admissions
 from tether.store import processes as rows
 
 from .. import faults
 from ..config import ToolsConfig
 from ..delegation.background import Admit
-from ..journal import Journal, Tx, until_stored
+from ..journal import Journal, Tx, recover_deliveries, until_stored
 from ..ledger import TURN_OPTION_KEY, encode_payload
 from ..supervisor import Supervisor
 from .output import Ring
@@ -252,17 +252,8 @@ class ProcessTable:
                         os.killpg(pid, signal.SIGKILL)
                 rows.finish(tx.conn, row["process_id"], "lost", None, "", tx.now)
 
-        try:
-            await self._journal.persist(unit, "the recovery of background processes")
-            due = await self._journal.db.read(rows.undelivered)
-        except StorageError as exc:
-            log.error("could not recover background processes: %s", exc.detail)
-            return
-        for row in due:
-            try:
-                await self.deliver(row["process_id"])
-            except Exception:  # noqa: BLE001 - the next start tries again
-                log.exception("could not deliver the notice of process %s", row["process_id"])
+        await recover_deliveries(self._journal, unit, rows.undelivered, "process_id",
+                                 self.deliver, "background process notices")
 
     async def stop_all(self) -> None:
         """Shutdown: end every process (recorded ``lost``: the owner stopped)."""
