@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also listen on loopback TCP (clients need a token: `tether token`)")
     p.add_argument("--foreground", action="store_true",
                    help="run in this process and log to stderr too; Ctrl-C stops it")
+    p.add_argument("--store", metavar="URL",
+                   help="keep state in this postgresql:// database, as one node of a fleet "
+                        "(default: store.url in config.yaml, $TETHER_STORE, else state.db)")
     p.set_defaults(func=cmd_serve)
 
     p = command("stop", "ask the owner to drain and exit; waits until it has")

@@ -6,6 +6,7 @@ costs nothing on the one-shot path; cli.py parses the arguments and calls one.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -41,7 +42,9 @@ def cmd_serve(args: Any) -> int:
         from tether.daemon.__main__ import main as owner_main
 
         argv = ["--home", str(home), "--foreground"] + (["--tcp", args.tcp] if args.tcp else [])
-        return owner_main(argv)
+        return owner_main(argv + (["--store", args.store] if args.store else []))
+    if args.store:
+        os.environ["TETHER_STORE"] = args.store  # the owner started below inherits it
     running = live_descriptor(home)
     if running is not None:
         raise CliError(EXIT_OWNER, "already_running",

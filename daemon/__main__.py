@@ -16,7 +16,7 @@ from .home import Home, OwnerRunning
 from .owner import run_owner, setup_logging
 
 
-async def _serve_detached(home: Home, tcp: str | None) -> None:
+async def _serve_detached(home: Home, tcp: str | None, store: str | None) -> None:
     """Run an owner a client started (``--detached``).
 
     Until the owner serves, its stderr is a pipe the starting client reads, so a
@@ -34,7 +34,7 @@ async def _serve_detached(home: Home, tcp: str | None) -> None:
 
     handover = asyncio.create_task(stderr_to_log())
     try:
-        await run_owner(home, tcp=tcp, ready=serving)
+        await run_owner(home, tcp=tcp, ready=serving, store=store)
     finally:
         handover.cancel()
 
@@ -50,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="also listen on loopback TCP (bearer token required)")
     parser.add_argument("--foreground", action="store_true",
                         help="log to stderr as well as logs/owner.log")
+    parser.add_argument("--store", metavar="URL",
+                        help="keep state in this postgresql:// database, as one node of a "
+                             "fleet (default: store.url in config.yaml, $TETHER_STORE, else "
+                             "state.db in the home)")
     # how a client starts an owner (clients/discovery.py): stderr is its pipe until ready
     parser.add_argument("--detached", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -60,9 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         home.ensure()
         setup_logging(home, foreground=args.foreground)
         if args.detached:
-            asyncio.run(_serve_detached(home, args.tcp))
+            asyncio.run(_serve_detached(home, args.tcp, args.store))
         else:
-            asyncio.run(run_owner(home, tcp=args.tcp))
+            asyncio.run(run_owner(home, tcp=args.tcp, store=args.store))
     except OwnerRunning as exc:
         print(f"tether: already_running: {exc}", file=sys.stderr)
         print("hint: use `tether status` to see it, `tether stop` to stop it", file=sys.stderr)
@@ -74,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tether: cannot start the owner: {exc}", file=sys.stderr)
         return 1
     except StorageError as exc:
-        print(f"tether: state.db is unusable ({exc.reason}): {exc.detail}", file=sys.stderr)
+        print(f"tether: the store is unusable ({exc.reason}): {exc.detail}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 0

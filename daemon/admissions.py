@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +28,7 @@ from tether.rpc.errors import (
 )
 from tether.rpc.models import TURN_OPTION_FIELDS, PromptSubmitParams
 from tether.store import StorageError, admissions
+from tether.store.conn import Conn
 
 from . import ledger, outcomes
 from .config import DaemonConfig
@@ -179,7 +179,7 @@ class AdmissionService:
 
     async def receipt(self, session_id: str, admission_id: str | None,
                       input_id: str | None) -> dict[str, Any]:
-        def read(c: sqlite3.Connection) -> dict[str, Any] | None:
+        def read(c: Conn) -> dict[str, Any] | None:
             if admission_id is not None:
                 row = admissions.get(c, admission_id)
                 return row if row and row["target_session_id"] == session_id else None

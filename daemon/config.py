@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "CronConfig", "HttpConfig",
-           "ApprovalsConfig", "ToolsConfig", "ConfigError", "load_config"]
+           "ApprovalsConfig", "ToolsConfig", "ConfigError", "load_config", "read_yaml"]
 
 
 #: the smallest daemon.max_db_bytes accepted: room for the schema and a little more
@@ -190,15 +190,15 @@ def _section(cls: type, raw: Any, name: str) -> Any:
     return cls(**values)
 
 
-def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
-    """Read config.yaml (missing file = defaults) and apply the environment."""
-    env = dict(os.environ) if env is None else env
-    raw: dict[str, Any] = {}
-    if path is not None and path.is_symlink() and not path.exists():
+def read_yaml(path: Path | None) -> dict[str, Any]:
+    """config.yaml as a mapping ({} when there is none); a broken file is a ConfigError."""
+    if path is None:
+        return {}
+    if path.is_symlink() and not path.exists():
         raise ConfigError(f"{path} is a symlink to {os.readlink(path)}, which does not exist; "
                           "fix or remove the link (without a config.yaml the owner runs the "
                           "offline demo)")
-    if path is not None and path.exists():
+    if path.exists():
         import yaml
 
         try:
@@ -208,7 +208,14 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
             raise ConfigError(f"cannot read {path}: {' '.join(str(exc).split())}") from None
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
-        raw = loaded or {}
+        return loaded or {}
+    return {}
+
+
+def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
+    """Read config.yaml (missing file = defaults) and apply the environment."""
+    env = dict(os.environ) if env is None else env
+    raw = read_yaml(path)
     sections = [f.name for f in fields(Config)] + list(OTHER_SECTIONS)
     for key in raw:
         if key not in sections:

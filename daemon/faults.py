@@ -31,7 +31,7 @@ import logging
 import os
 import sqlite3
 
-from tether.store import Database
+from tether.store import Store
 
 __all__ = ["FAULT_ENV", "STORAGE_FAULT_ENV", "StorageFault", "parse_faults", "pause",
            "wrap_storage"]
@@ -103,7 +103,7 @@ class StorageFault:
         self.mode = mode
 
 
-def wrap_storage(db: Database) -> Database:
+def wrap_storage(db: Store) -> Store:
     """``db``, with the storage fault hook installed if TETHER_FAULT_STORAGE is set."""
     path = os.environ.get(STORAGE_FAULT_ENV)
     if path:

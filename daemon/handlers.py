@@ -23,7 +23,7 @@ from tether.rpc.dispatch import Dispatcher
 from tether.rpc.errors import InvalidParams, NotFound, RpcError, StorageUnavailable
 from tether.rpc.names import PROVIDER_NAMES
 from tether.rpc.protocol import PROTOCOL
-from tether.store import Database, StorageError
+from tether.store import StorageError, Store
 from tether.store import tokens as token_rows
 
 from .admissions import AdmissionService
@@ -72,7 +72,7 @@ class Identity:
     epoch: int
 
 
-def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
+def build_dispatcher(*, identity: Identity, db: Store, bus: EventBus,
                      sessions: SessionService, admissions: AdmissionService,
                      turns: TurnRunner, supervisor: Supervisor,
                      check_results: bool = False,

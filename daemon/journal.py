@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import orjson
 
-from tether.store import Database, StorageError
+from tether.store import StorageError, Store
 from tether.store import events as event_rows
+from tether.store.conn import Conn
 
 from .events import EventBus, EventRecord
 
@@ -41,7 +41,7 @@ class Tx:
 
     __slots__ = ("conn", "now", "events", "_last")
 
-    def __init__(self, conn: sqlite3.Connection, now: float) -> None:
+    def __init__(self, conn: Conn, now: float) -> None:
         self.conn = conn
         self.now = now
         self.events: list[EventRecord] = []
@@ -74,7 +74,7 @@ def retry_delay(failures: int) -> float:
 class Journal:
     """The store plus the bus: units whose events are published after commit."""
 
-    def __init__(self, db: Database, bus: EventBus) -> None:
+    def __init__(self, db: Store, bus: EventBus) -> None:
         self.db = db
         self.bus = bus
 
@@ -86,7 +86,7 @@ class Journal:
 
     def submit(self, fn: Unit[T]) -> asyncio.Future[tuple[T, list[EventRecord]]]:
         """Queue the unit now; call order is commit order, hence seq order."""
-        def unit(conn: sqlite3.Connection) -> tuple[T, list[EventRecord]]:
+        def unit(conn: Conn) -> tuple[T, list[EventRecord]]:
             tx = Tx(conn, time.time())
             return fn(tx), tx.events
 
@@ -132,7 +132,7 @@ async def until_stored(op: Callable[[], Awaitable[T]], what: str,
 
 
 async def recover_deliveries(journal: Journal, finish_orphans: Unit[None],
-                             undelivered: Callable[[sqlite3.Connection], list[dict[str, Any]]],
+                             undelivered: Callable[[Conn], list[dict[str, Any]]],
                              key: str, deliver: Callable[[str], Awaitable[None]], what: str,
                              give_up: Callable[[int], bool] = never) -> None:
     """After a start, for a kind of late delivery (background delegations, process

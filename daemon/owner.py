@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from tether.rpc.protocol import PROTOCOL
-from tether.store import Database, StorageError
+from tether.store import StorageError
 from tether.store import runtime as runtime_rows
 
 from . import faults
@@ -57,6 +57,7 @@ from .recovery import recover
 from .scheduler import Scheduler
 from .server import Listeners, parse_hostport, tcp_address
 from .sessions import SessionService
+from .store_config import StoreConfig, load_store_config, open_store, shown_url
 from .supervisor import Supervisor
 from .tokens import TokenService, register_token_methods
 from .tools import ToolRegistry
@@ -101,7 +102,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 async def run_owner(home: Home, *, tcp: str | None = None, config: Config | None = None,
                     providers: Mapping[str, Provider] | None = None,
-                    ready: asyncio.Event | None = None) -> None:
+                    ready: asyncio.Event | None = None, store: str | None = None) -> None:
     """Run an owner until asked to stop. Raises OwnerRunning if one already runs.
 
     ``providers`` replaces provider names with ready instances (the bench and
@@ -111,10 +112,11 @@ async def run_owner(home: Home, *, tcp: str | None = None, config: Config | None
     lock_fd = home.acquire_lock()
     try:
         config = config or load_config(home.config)
+        store_config = load_store_config(home.config, flag=store)
         if tcp:  # a bad --tcp is refused before state.db is even opened
             tcp_address(tcp, allow_remote=config.daemon.tcp_allow_remote)
         try:
-            await _serve(home, config, tcp, providers or {}, ready)
+            await _serve(home, config, store_config, tcp, providers or {}, ready)
         except ExceptionGroup as group:
             # a start-up failure inside the TaskGroup (a port in use, a broken
             # state.db) surfaces as itself, so `tether serve` can say what it was
@@ -138,11 +140,10 @@ def _http_frontend(journal: Journal, bus: EventBus, admissions_svc: AdmissionSer
                         lambda: supervisor.draining, ViewerPages(tokens).answer)
 
 
-async def _serve(home: Home, config: Config, tcp: str | None,
+async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None,
                  overrides: Mapping[str, Provider], ready: asyncio.Event | None) -> None:
     dcfg = config.daemon
-    db = faults.wrap_storage(await Database.open(home.db, busy_timeout_ms=dcfg.busy_timeout_ms,
-                                                 max_bytes=dcfg.max_db_bytes))
+    db = faults.wrap_storage(await open_store(home.db, dcfg, store))
     try:
         epoch = await db.write(runtime_rows.bump_epoch)
         scheduler = Scheduler(dcfg.max_running_turns)
@@ -209,6 +210,7 @@ async def _serve(home: Home, config: Config, tcp: str | None,
                 "protocol": PROTOCOL, "version": identity.version, "pid": os.getpid(),
                 "instance_id": identity.instance_id, "epoch": epoch,
                 "socket": str(home.socket), "tcp_url": listeners.tcp_url,
+                "store": shown_url(store.url) if store.url else str(home.db),
                 "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
             })
             log.info("owner %s (epoch %d, pid %d) serving %s%s", identity.instance_id, epoch,

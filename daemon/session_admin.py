@@ -12,11 +12,11 @@ prompt can slip in between.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from tether.rpc.errors import InvalidParams, NotFound
 from tether.store import session_admin as rows
+from tether.store.conn import Conn
 
 from .journal import Journal, Tx
 from .scheduler import Scheduler
@@ -84,7 +84,7 @@ class SessionAdmin:
         if (prefix is None) == (not last):
             raise InvalidParams("give exactly one of prefix and last")
 
-        def read(c: sqlite3.Connection) -> list[dict[str, Any]]:
+        def read(c: Conn) -> list[dict[str, Any]]:
             if prefix is None:
                 return rows.last_active(c)
             found = rows.by_prefix(c, prefix, LOOKUP_MAX + 1)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import secrets
-import sqlite3
 from typing import Any
 
 import orjson
@@ -26,6 +25,7 @@ from tether.rpc.errors import (
 from tether.rpc.models import TURN_OPTION_FIELDS, SessionCreateParams
 from tether.store import admissions, events, messages, sessions
 from tether.store import approvals as approval_rows
+from tether.store.conn import Conn
 
 from . import ledger
 from .events import EventBus, Viewer
@@ -178,7 +178,7 @@ class SessionService:
             raise Overloaded(f"this connection already follows {viewer.max_subscriptions} "
                              "sessions; detach one first", limit=viewer.max_subscriptions)
 
-        def read(c: sqlite3.Connection) -> dict[str, Any] | None:
+        def read(c: Conn) -> dict[str, Any] | None:
             row = sessions.get(c, session_id)
             if row is None:
                 return None
@@ -238,7 +238,7 @@ class SessionService:
         return {"sessions": out, "next_cursor": nxt}
 
     async def events_since(self, session_id: str, after_seq: int, limit: int) -> dict[str, Any]:
-        def read(c: sqlite3.Connection) -> dict[str, Any] | None:
+        def read(c: Conn) -> dict[str, Any] | None:
             if sessions.get(c, session_id) is None:
                 return None
             return {"events": event_dicts(session_id,

@@ -16,7 +16,7 @@ from typing import Any
 from tether.rpc.dispatch import Dispatcher
 from tether.rpc.errors import InvalidParams, NotFound
 from tether.rpc.models_tokens import TokenListParams, TokenRevokeParams
-from tether.store import Database
+from tether.store import Store
 from tether.store import tokens as token_rows
 
 from .handlers import token_hash
@@ -30,7 +30,7 @@ UNIX_ONLY = {"loc": "", "msg": "accepted over the Unix socket only", "type": "tr
 
 
 class TokenService:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Store) -> None:
         self._db = db
         #: called with a revoked token's id (the listener closes its connections)
         self.on_revoke: list[Callable[[str], int]] = []

@@ -8,11 +8,12 @@ a ``sqlite3.Connection``; run them through ``Database.write`` / ``Database.read`
 """
 
 from . import admissions, delegations, events, messages, runtime, sessions
+from .conn import Conn, Store
 from .db import Database
 from .errors import StorageError
 from .migrations import SCHEMA_VERSION
 
 __all__ = [
-    "Database", "StorageError", "SCHEMA_VERSION",
+    "Conn", "Database", "Store", "StorageError", "SCHEMA_VERSION",
     "admissions", "delegations", "events", "messages", "runtime", "sessions",
 ]

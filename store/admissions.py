@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
+
+from .conn import Conn, dialect
 
 __all__ = [
     "COLUMNS", "insert_new", "find", "get", "mark_started", "finish", "open_for_session",
@@ -18,7 +19,7 @@ COLUMNS = (
 _SELECT = "SELECT " + ", ".join(COLUMNS) + " FROM session_admissions"
 
 
-def _row(row: sqlite3.Row | None) -> dict[str, Any] | None:
+def _row(row: Any) -> dict[str, Any] | None:
     return dict(row) if row is not None else None
 
 
@@ -30,7 +31,7 @@ _INSERT = (
 _RETURNING = " RETURNING " + ", ".join(COLUMNS)
 
 
-def insert_new(conn: sqlite3.Connection, *, admission_id: str, target_session_id: str,
+def insert_new(conn: Conn, *, admission_id: str, target_session_id: str,
                principal_id: str, request_id: str, payload_json: str, payload_digest: str,
                owner_epoch: int, now: float) -> dict[str, Any] | None:
     """Insert a queued admission and return the stored row; None when the
@@ -42,13 +43,16 @@ def insert_new(conn: sqlite3.Connection, *, admission_id: str, target_session_id
     SQLite materialise the result and costs about a third of the insert; the
     one column only SQLite knows, ``seq``, is the new rowid.
     """
+    pg = dialect(conn) == "postgresql"
     cur = conn.execute(
-        _INSERT + " ON CONFLICT(principal_id, target_session_id, request_id) DO NOTHING",
+        _INSERT + " ON CONFLICT(principal_id, target_session_id, request_id) DO NOTHING"
+        + (" RETURNING seq" if pg else ""),
         (admission_id, target_session_id, principal_id, request_id, payload_json,
          payload_digest, owner_epoch, now))
     if cur.rowcount != 1:
         return None
-    return {"seq": cur.lastrowid, "admission_id": admission_id,
+    # PostgreSQL has no rowid: its identity column answers through RETURNING
+    return {"seq": cur.fetchone()[0] if pg else cur.lastrowid, "admission_id": admission_id,
             "target_session_id": target_session_id, "principal_id": principal_id,
             "request_id": request_id, "payload_json": payload_json,
             "payload_digest": payload_digest, "status": "queued", "outcome": None,
@@ -56,7 +60,7 @@ def insert_new(conn: sqlite3.Connection, *, admission_id: str, target_session_id
             "started_at": None, "finished_at": None}
 
 
-def find(conn: sqlite3.Connection, principal_id: str, target_session_id: str,
+def find(conn: Conn, principal_id: str, target_session_id: str,
          request_id: str) -> dict[str, Any] | None:
     return _row(conn.execute(
         _SELECT + " WHERE principal_id = ? AND target_session_id = ? AND request_id = ?",
@@ -64,7 +68,7 @@ def find(conn: sqlite3.Connection, principal_id: str, target_session_id: str,
     ).fetchone())
 
 
-def get(conn: sqlite3.Connection, admission_id: str) -> dict[str, Any] | None:
+def get(conn: Conn, admission_id: str) -> dict[str, Any] | None:
     return _row(conn.execute(_SELECT + " WHERE admission_id = ?", (admission_id,)).fetchone())
 
 
@@ -72,7 +76,7 @@ def _in(statuses: tuple[str, ...]) -> str:
     return "status IN (" + ", ".join("?" * len(statuses)) + ")"
 
 
-def mark_started(conn: sqlite3.Connection, admission_id: str, epoch: int, now: float,
+def mark_started(conn: Conn, admission_id: str, epoch: int, now: float,
                  from_statuses: tuple[str, ...]) -> dict[str, Any] | None:
     """→ started, stamped with ``epoch``; the started row, or None if its status
     was not one of ``from_statuses``."""
@@ -83,7 +87,7 @@ def mark_started(conn: sqlite3.Connection, admission_id: str, epoch: int, now: f
     ).fetchone())
 
 
-def finish(conn: sqlite3.Connection, admission_id: str, outcome: str, result_json: str | None,
+def finish(conn: Conn, admission_id: str, outcome: str, result_json: str | None,
            now: float, from_statuses: tuple[str, ...]) -> bool:
     """→ terminal/outcome; False if its status was not one of ``from_statuses``."""
     cur = conn.execute(
@@ -94,7 +98,7 @@ def finish(conn: sqlite3.Connection, admission_id: str, outcome: str, result_jso
     return cur.rowcount == 1
 
 
-def open_for_session(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
+def open_for_session(conn: Conn, session_id: str) -> list[dict[str, Any]]:
     rows = conn.execute(
         _SELECT + " WHERE target_session_id = ? AND status != 'terminal' ORDER BY seq",
         (session_id,),
@@ -102,12 +106,12 @@ def open_for_session(conn: sqlite3.Connection, session_id: str) -> list[dict[str
     return [dict(r) for r in rows]
 
 
-def all_open(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def all_open(conn: Conn) -> list[dict[str, Any]]:
     rows = conn.execute(_SELECT + " WHERE status != 'terminal' ORDER BY seq")
     return [dict(r) for r in rows]
 
 
-def mark_unknown_before(conn: sqlite3.Connection, epoch: int,
+def mark_unknown_before(conn: Conn, epoch: int,
                         from_statuses: tuple[str, ...]) -> list[str]:
     """→ unknown, for rows in ``from_statuses`` stamped by an epoch older than
     ``epoch`` (SPEC §7); returns their admission_ids."""
@@ -119,7 +123,7 @@ def mark_unknown_before(conn: sqlite3.Connection, epoch: int,
     return [r[0] for r in rows]
 
 
-def open_count(conn: sqlite3.Connection, session_id: str) -> int | None:
+def open_count(conn: Conn, session_id: str) -> int | None:
     """The session's open (non-terminal) admissions; None when there is no such session."""
     (exists, n) = conn.execute(
         "SELECT EXISTS(SELECT 1 FROM sessions WHERE session_id = ?), (SELECT COUNT(*) FROM "

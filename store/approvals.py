@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
+
+from .conn import Conn
 
 __all__ = ["insert", "get", "resolve", "pending", "cancel_pending", "rules_for", "all_rules",
            "add_rule", "remove_rule"]
@@ -13,7 +14,7 @@ _COLUMNS = ("approval_id, session_id, admission_id, call_id, tool, kind, subject
 _SELECT = f"SELECT {_COLUMNS} FROM approvals"
 
 
-def insert(conn: sqlite3.Connection, *, approval_id: str, session_id: str,
+def insert(conn: Conn, *, approval_id: str, session_id: str,
            admission_id: str | None, call_id: str, tool: str, kind: str, subject: str,
            why: str, cwd: str | None, owner_epoch: int, now: float, expires_at: float) -> None:
     conn.execute(
@@ -24,12 +25,12 @@ def insert(conn: sqlite3.Connection, *, approval_id: str, session_id: str,
          owner_epoch, now, expires_at))
 
 
-def get(conn: sqlite3.Connection, approval_id: str) -> dict[str, Any] | None:
+def get(conn: Conn, approval_id: str) -> dict[str, Any] | None:
     row = conn.execute(_SELECT + " WHERE approval_id = ?", (approval_id,)).fetchone()
     return dict(row) if row else None
 
 
-def resolve(conn: sqlite3.Connection, approval_id: str, *, status: str, cause: str,
+def resolve(conn: Conn, approval_id: str, *, status: str, cause: str,
             decision: str | None, answered_by: str | None, reason: str | None,
             now: float) -> bool:
     """pending → ``status``; False (nothing changed) if it was no longer pending."""
@@ -40,7 +41,7 @@ def resolve(conn: sqlite3.Connection, approval_id: str, *, status: str, cause: s
     return cur.rowcount == 1
 
 
-def pending(conn: sqlite3.Connection, session_id: str | None = None) -> list[dict[str, Any]]:
+def pending(conn: Conn, session_id: str | None = None) -> list[dict[str, Any]]:
     """Pending prompts, oldest first (of one session, or of all)."""
     if session_id is None:
         rows = conn.execute(_SELECT + " WHERE status = 'pending' ORDER BY created_at")
@@ -50,7 +51,7 @@ def pending(conn: sqlite3.Connection, session_id: str | None = None) -> list[dic
     return [dict(r) for r in rows]
 
 
-def cancel_pending(conn: sqlite3.Connection, cause: str, now: float) -> list[dict[str, Any]]:
+def cancel_pending(conn: Conn, cause: str, now: float) -> list[dict[str, Any]]:
     """Every pending prompt → cancelled with ``cause``; the rows it cancelled."""
     rows = conn.execute(
         "UPDATE approvals SET status = 'cancelled', cause = ?, resolved_at = ? "
@@ -62,19 +63,19 @@ def cancel_pending(conn: sqlite3.Connection, cause: str, now: float) -> list[dic
 _RULE_COLUMNS = "rule_id, kind, pattern, session_id, approval_id, created_at"
 
 
-def rules_for(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
+def rules_for(conn: Conn, session_id: str) -> list[dict[str, Any]]:
     """Remembered answers that apply in ``session_id``: every session's, and its own."""
     rows = conn.execute(f"SELECT {_RULE_COLUMNS} FROM approval_rules "
                         "WHERE session_id IN ('', ?) ORDER BY created_at", (session_id,))
     return [dict(r) for r in rows]
 
 
-def all_rules(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def all_rules(conn: Conn) -> list[dict[str, Any]]:
     rows = conn.execute(f"SELECT {_RULE_COLUMNS} FROM approval_rules ORDER BY created_at")
     return [dict(r) for r in rows]
 
 
-def add_rule(conn: sqlite3.Connection, *, rule_id: str, kind: str, pattern: str,
+def add_rule(conn: Conn, *, rule_id: str, kind: str, pattern: str,
              session_id: str, approval_id: str | None, now: float) -> None:
     """Remember an answer (``session_id`` '' = every session); a duplicate is a no-op."""
     conn.execute(
@@ -83,5 +84,5 @@ def add_rule(conn: sqlite3.Connection, *, rule_id: str, kind: str, pattern: str,
         (rule_id, kind, pattern, session_id, approval_id, now))
 
 
-def remove_rule(conn: sqlite3.Connection, rule_id: str) -> bool:
+def remove_rule(conn: Conn, rule_id: str) -> bool:
     return conn.execute("DELETE FROM approval_rules WHERE rule_id = ?", (rule_id,)).rowcount == 1

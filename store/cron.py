@@ -6,10 +6,11 @@ A run's outcome is its admission's: `runs_page` and `live_run` join
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 import orjson
+
+from .conn import Conn
 
 __all__ = [
     "JOB_COLUMNS", "insert_job", "get_job", "job_by_name", "list_jobs", "count_jobs",
@@ -38,7 +39,7 @@ _RUN_SELECT = (
 )
 
 
-def _job(row: sqlite3.Row | None) -> dict[str, Any] | None:
+def _job(row: Any) -> dict[str, Any] | None:
     if row is None:
         return None
     out = dict(row)
@@ -47,7 +48,7 @@ def _job(row: sqlite3.Row | None) -> dict[str, Any] | None:
     return out
 
 
-def insert_job(conn: sqlite3.Connection, job: dict[str, Any]) -> None:
+def insert_job(conn: Conn, job: dict[str, Any]) -> None:
     """Insert ``job`` (every JOB_COLUMN but options_json, plus ``options``).
     Raises sqlite3.IntegrityError if its name is taken."""
     values = dict(job)
@@ -60,30 +61,30 @@ def insert_job(conn: sqlite3.Connection, job: dict[str, Any]) -> None:
         tuple(values[c] for c in JOB_COLUMNS))
 
 
-def get_job(conn: sqlite3.Connection, job_id: str) -> dict[str, Any] | None:
+def get_job(conn: Conn, job_id: str) -> dict[str, Any] | None:
     return _job(conn.execute(_JOB_SELECT + " WHERE job_id = ?", (job_id,)).fetchone())
 
 
-def job_by_name(conn: sqlite3.Connection, name: str) -> dict[str, Any] | None:
+def job_by_name(conn: Conn, name: str) -> dict[str, Any] | None:
     return _job(conn.execute(_JOB_SELECT + " WHERE name = ?", (name,)).fetchone())
 
 
-def list_jobs(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def list_jobs(conn: Conn) -> list[dict[str, Any]]:
     return [_job(r) for r in conn.execute(_JOB_SELECT + " ORDER BY name")]  # type: ignore[misc]
 
 
-def enabled_jobs(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def enabled_jobs(conn: Conn) -> list[dict[str, Any]]:
     """Jobs that are not paused and still have a next run."""
     rows = conn.execute(_JOB_SELECT + " WHERE enabled = 1 AND next_run_at IS NOT NULL")
     return [_job(r) for r in rows]  # type: ignore[misc]
 
 
-def count_jobs(conn: sqlite3.Connection) -> int:
+def count_jobs(conn: Conn) -> int:
     (n,) = conn.execute("SELECT COUNT(*) FROM cron_jobs").fetchone()
     return int(n)
 
 
-def update_job(conn: sqlite3.Connection, job_id: str, changes: dict[str, Any]) -> None:
+def update_job(conn: Conn, job_id: str, changes: dict[str, Any]) -> None:
     """Set the given columns (``options`` is stored as options_json)."""
     values = dict(changes)
     if "options" in values:
@@ -99,7 +100,7 @@ def update_job(conn: sqlite3.Connection, job_id: str, changes: dict[str, Any]) -
                  (*(values[c] for c in cols), job_id))
 
 
-def set_next_run(conn: sqlite3.Connection, job_id: str, next_run_at: float | None,
+def set_next_run(conn: Conn, job_id: str, next_run_at: float | None,
                  expected: float | None) -> bool:
     """Advance ``next_run_at`` only if it still is ``expected`` (a concurrent update
     of the job wins); True if it was advanced."""
@@ -108,13 +109,13 @@ def set_next_run(conn: sqlite3.Connection, job_id: str, next_run_at: float | Non
     return cur.rowcount == 1
 
 
-def delete_job(conn: sqlite3.Connection, job_id: str) -> None:
+def delete_job(conn: Conn, job_id: str) -> None:
     """The job and its run history (the runs' sessions and admissions stay)."""
     conn.execute("DELETE FROM cron_runs WHERE job_id = ?", (job_id,))
     conn.execute("DELETE FROM cron_jobs WHERE job_id = ?", (job_id,))
 
 
-def insert_run(conn: sqlite3.Connection, *, run_id: str, job_id: str, scheduled_for: float,
+def insert_run(conn: Conn, *, run_id: str, job_id: str, scheduled_for: float,
                fired_at: float, kind: str, status: str, skip_reason: str | None = None,
                missed_count: int = 0, session_id: str | None = None,
                admission_id: str | None = None,
@@ -131,12 +132,12 @@ def insert_run(conn: sqlite3.Connection, *, run_id: str, job_id: str, scheduled_
     return cur.rowcount == 1
 
 
-def get_run(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
+def get_run(conn: Conn, run_id: str) -> dict[str, Any] | None:
     row = conn.execute(_RUN_SELECT + " WHERE r.run_id = ?", (run_id,)).fetchone()
     return dict(row) if row is not None else None
 
 
-def runs_page(conn: sqlite3.Connection, job_id: str, limit: int,
+def runs_page(conn: Conn, job_id: str, limit: int,
               before: float | None) -> list[dict[str, Any]]:
     """Newest scheduled first; ``before`` is the scheduled_for of the last row seen."""
     if before is None:
@@ -148,14 +149,14 @@ def runs_page(conn: sqlite3.Connection, job_id: str, limit: int,
     return [dict(r) for r in rows]
 
 
-def runs_for_job(conn: sqlite3.Connection, job_id: str) -> list[dict[str, Any]]:
+def runs_for_job(conn: Conn, job_id: str) -> list[dict[str, Any]]:
     """Every run of a job, oldest first."""
     rows = conn.execute(_RUN_SELECT + " WHERE r.job_id = ? ORDER BY r.scheduled_for",
                         (job_id,))
     return [dict(r) for r in rows]
 
 
-def live_run(conn: sqlite3.Connection, job_id: str) -> dict[str, Any] | None:
+def live_run(conn: Conn, job_id: str) -> dict[str, Any] | None:
     """The job's newest admitted run whose admission is still queued or started."""
     row = conn.execute(
         _RUN_SELECT + " WHERE r.job_id = ? AND r.status = 'admitted' "
@@ -164,14 +165,14 @@ def live_run(conn: sqlite3.Connection, job_id: str) -> dict[str, Any] | None:
     return dict(row) if row is not None else None
 
 
-def pending_deliveries(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def pending_deliveries(conn: Conn) -> list[dict[str, Any]]:
     """Runs whose answer still has to be delivered, oldest first."""
     rows = conn.execute(_RUN_SELECT + " WHERE r.delivery_status = 'pending' "
                         "ORDER BY r.scheduled_for")
     return [dict(r) for r in rows]
 
 
-def set_delivery(conn: sqlite3.Connection, run_id: str, status: str, error: str | None,
+def set_delivery(conn: Conn, run_id: str, status: str, error: str | None,
                  now: float) -> bool:
     """pending → ``status`` (delivered or failed); False if it was not pending."""
     cur = conn.execute(
@@ -180,7 +181,7 @@ def set_delivery(conn: sqlite3.Connection, run_id: str, status: str, error: str 
     return cur.rowcount == 1
 
 
-def trim_runs(conn: sqlite3.Connection, job_id: str, keep: int) -> None:
+def trim_runs(conn: Conn, job_id: str, keep: int) -> None:
     """Delete the job's oldest runs beyond the newest ``keep`` (never one whose
     delivery is still pending)."""
     conn.execute(

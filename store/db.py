@@ -38,9 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import queue
 import sqlite3
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -49,6 +47,7 @@ import aiosqlite
 
 from .errors import StorageError, is_busy, translate
 from .migrations import migrate
+from .worker import Worker
 
 __all__ = ["Database", "StorageError"]
 
@@ -101,37 +100,6 @@ def _resolve(job: _Job, ok: bool, value: Any) -> None:
         fut.set_exception(value)
 
 
-class _Worker:
-    """One thread running calls in order; each result comes back as a loop callback."""
-
-    def __init__(self, name: str) -> None:
-        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.AbstractEventLoop,
-                                             Callable[[bool, Any], None]] | None]
-        self._calls = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
-        self._thread.start()
-
-    def call(self, fn: Callable[[], Any], loop: asyncio.AbstractEventLoop,
-             done: Callable[[bool, Any], None]) -> None:
-        self._calls.put((fn, loop, done))
-
-    def _loop(self) -> None:
-        while (item := self._calls.get()) is not None:
-            fn, loop, done = item
-            try:
-                ok, value = True, fn()
-            except BaseException as exc:  # noqa: BLE001 - every failure goes to its caller
-                ok, value = False, translate(exc)
-            try:
-                loop.call_soon_threadsafe(done, ok, value)
-            except RuntimeError:  # the loop is gone: nobody is waiting any more
-                pass
-
-    async def stop(self) -> None:
-        self._calls.put(None)
-        await asyncio.to_thread(self._thread.join)
-
-
 class Database:
     """Async facade over one writer connection, a commit thread and two readers.
 
@@ -147,6 +115,8 @@ class Database:
     it raises fails that group's units: a ``sqlite3.Error`` as StorageError.
     """
 
+    dialect = "sqlite"
+
     def __init__(self, path: Path, writer: sqlite3.Connection, reader: aiosqlite.Connection,
                  reader_conn: sqlite3.Connection, looker: sqlite3.Connection,
                  busy_timeout_ms: int) -> None:
@@ -161,7 +131,7 @@ class Database:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._active = False  # a group is being run or committed
         self._idle: asyncio.Event | None = None  # close() waits on it
-        self._committer = _Worker("tether-commit")
+        self._committer = Worker("tether-commit")
         self._closed = False
         self.commits = 0  # groups committed (the tests check grouping with it)
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
+
+from .conn import Conn
 
 __all__ = ["insert", "get", "finish", "mark_delivered", "undelivered", "record_progress",
            "running_before"]
@@ -15,7 +16,7 @@ _SELECT = (
 )
 
 
-def insert(conn: sqlite3.Connection, *, delegation_id: str, origin_session_id: str,
+def insert(conn: Conn, *, delegation_id: str, origin_session_id: str,
            origin_admission_id: str, task_json: str, owner_epoch: int, now: float) -> None:
     conn.execute(
         "INSERT INTO async_delegations(delegation_id, origin_session_id, origin_admission_id, "
@@ -24,12 +25,12 @@ def insert(conn: sqlite3.Connection, *, delegation_id: str, origin_session_id: s
     )
 
 
-def get(conn: sqlite3.Connection, delegation_id: str) -> dict[str, Any] | None:
+def get(conn: Conn, delegation_id: str) -> dict[str, Any] | None:
     row = conn.execute(_SELECT + " WHERE delegation_id = ?", (delegation_id,)).fetchone()
     return dict(row) if row else None
 
 
-def finish(conn: sqlite3.Connection, delegation_id: str, state: str, result_json: str,
+def finish(conn: Conn, delegation_id: str, state: str, result_json: str,
            now: float) -> bool:
     """running → completed|failed|interrupted, with the result; False if not running."""
     cur = conn.execute(
@@ -40,7 +41,7 @@ def finish(conn: sqlite3.Connection, delegation_id: str, state: str, result_json
     return cur.rowcount == 1
 
 
-def record_progress(conn: sqlite3.Connection, delegation_id: str, result_json: str) -> bool:
+def record_progress(conn: Conn, delegation_id: str, result_json: str) -> bool:
     """Save the results of the children finished so far on a running row."""
     cur = conn.execute(
         "UPDATE async_delegations SET result_json = ? "
@@ -50,7 +51,7 @@ def record_progress(conn: sqlite3.Connection, delegation_id: str, result_json: s
     return cur.rowcount == 1
 
 
-def running_before(conn: sqlite3.Connection, epoch: int) -> list[dict[str, Any]]:
+def running_before(conn: Conn, epoch: int) -> list[dict[str, Any]]:
     """Rows still running that an older owner (epoch < ``epoch``) started."""
     rows = conn.execute(
         _SELECT + " WHERE state = 'running' AND owner_epoch < ? ORDER BY created_at", (epoch,)
@@ -58,7 +59,7 @@ def running_before(conn: sqlite3.Connection, epoch: int) -> list[dict[str, Any]]
     return [dict(r) for r in rows]
 
 
-def mark_delivered(conn: sqlite3.Connection, delegation_id: str, now: float) -> bool:
+def mark_delivered(conn: Conn, delegation_id: str, now: float) -> bool:
     """pending → delivered, only for a finished row; False if already delivered."""
     cur = conn.execute(
         "UPDATE async_delegations SET delivery_state = 'delivered', delivered_at = ? "
@@ -68,7 +69,7 @@ def mark_delivered(conn: sqlite3.Connection, delegation_id: str, now: float) -> 
     return cur.rowcount == 1
 
 
-def undelivered(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def undelivered(conn: Conn) -> list[dict[str, Any]]:
     """Finished rows whose result has not yet been delivered, oldest first."""
     rows = conn.execute(
         _SELECT + " WHERE delivery_state = 'pending' AND state != 'running' ORDER BY created_at"

@@ -1,8 +1,9 @@
 """The store's one error, and how sqlite3's failures map onto it.
 
-Every sqlite3 failure leaves the store as a `StorageError` with a short
-``reason`` (``database_locked``, ``disk_full``, ``read_only``, ``corrupt``,
-``storage_error``; ``closed`` from a closed `Database`), except
+Every sqlite3 or psycopg failure leaves the store as a `StorageError` with a
+short ``reason`` (``database_locked``, ``disk_full``, ``read_only``,
+``corrupt``, ``storage_error``; ``database_unreachable`` when PostgreSQL's
+connection fails; ``closed`` from a closed `Database`), except
 ``sqlite3.IntegrityError``: a constraint a unit of work broke is the unit's own
 error, and its caller handles it.
 """
@@ -27,7 +28,8 @@ class StorageError(Exception):
 
 
 def translate(exc: BaseException) -> BaseException:
-    """Map sqlite3 failures to StorageError; leave the unit's own errors alone."""
+    """Map the drivers' failures to StorageError; leave the unit's own errors alone
+    (a broken constraint is ``sqlite3.IntegrityError`` on both backends)."""
     if isinstance(exc, sqlite3.IntegrityError):
         return exc
     if isinstance(exc, sqlite3.Error):
@@ -43,7 +45,28 @@ def translate(exc: BaseException) -> BaseException:
         else:
             reason = "storage_error"
         return StorageError(msg, reason)
+    if type(exc).__module__.startswith("psycopg"):
+        return _from_postgresql(exc)
     return exc
+
+
+#: SQLSTATE classes and codes of PostgreSQL's failures, by the store's reason
+_PG_REASONS = {"53100": "disk_full", "25006": "read_only", "40P01": "database_locked",
+               "40001": "database_locked", "55P03": "database_locked", "57014": "database_locked",
+               "XX001": "corrupt", "XX002": "corrupt"}
+
+
+def _from_postgresql(exc: BaseException) -> BaseException:
+    """psycopg's failures (matched by SQLSTATE, so this module needs no driver)."""
+    state = getattr(exc, "sqlstate", None)
+    if state is not None and state.startswith("23"):
+        return sqlite3.IntegrityError(str(exc))  # the unit's own error, as on SQLite
+    if state is None or state.startswith("08") or state.startswith("57P"):
+        # no SQLSTATE: the connection itself failed (the server is down or restarting)
+        reason = "database_unreachable"
+    else:
+        reason = _PG_REASONS.get(state, "storage_error")
+    return StorageError(str(exc).strip() or type(exc).__name__, reason)
 
 
 def is_busy(exc: sqlite3.Error) -> bool:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
+
+from .conn import Conn, serialise_session
 
 __all__ = ["append", "since", "last_seq", "payloads_of_type", "of_admission"]
 
 
-def append(conn: sqlite3.Connection, session_id: str, type_: str, payload_json: str,
+def append(conn: Conn, session_id: str, type_: str, payload_json: str,
            admission_id: str | None, now: float, last_seq: int | None = None) -> int:
     """Append one event and return its seq (previous max + 1, so gap-free even
     when a surrounding unit rolls back). ``last_seq``: the session's last seq,
@@ -17,6 +18,7 @@ def append(conn: sqlite3.Connection, session_id: str, type_: str, payload_json: 
     # RETURNING clause costs two to three times as much (an event is appended for
     # every step of every turn). The caller's transaction keeps the pair atomic.
     if last_seq is None:
+        serialise_session(conn, session_id)
         (last,) = conn.execute("SELECT MAX(seq) FROM events WHERE session_id = ?",
                                (session_id,)).fetchone()
         last_seq = last or 0
@@ -29,7 +31,7 @@ def append(conn: sqlite3.Connection, session_id: str, type_: str, payload_json: 
     return seq
 
 
-def since(conn: sqlite3.Connection, session_id: str, after_seq: int, limit: int,
+def since(conn: Conn, session_id: str, after_seq: int, limit: int,
           max_bytes: int | None = None) -> list[dict[str, Any]]:
     """Events after ``after_seq`` in seq order: at most ``limit``, and with
     ``max_bytes``, no more once their payloads reach that many characters (at
@@ -51,21 +53,21 @@ def since(conn: sqlite3.Connection, session_id: str, after_seq: int, limit: int,
     return out
 
 
-def last_seq(conn: sqlite3.Connection, session_id: str) -> int:
+def last_seq(conn: Conn, session_id: str) -> int:
     (seq,) = conn.execute(
         "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?", (session_id,)
     ).fetchone()
     return int(seq)
 
 
-def payloads_of_type(conn: sqlite3.Connection, session_id: str, type_: str) -> list[str]:
+def payloads_of_type(conn: Conn, session_id: str, type_: str) -> list[str]:
     """The payload_json of every event of ``type_`` in the session, in seq order."""
     rows = conn.execute("SELECT payload_json FROM events WHERE session_id = ? AND type = ? "
                         "ORDER BY seq", (session_id, type_))
     return [r[0] for r in rows]
 
 
-def of_admission(conn: sqlite3.Connection, session_id: str, admission_id: str,
+def of_admission(conn: Conn, session_id: str, admission_id: str,
                  types: tuple[str, ...]) -> list[tuple[str, str]]:
     """(type, payload_json) of the admission's events of ``types``, in seq order."""
     marks = ", ".join("?" * len(types))

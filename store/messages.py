@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 import orjson
 
 from . import sessions
+from .conn import Conn, serialise_session
 
 __all__ = ["append", "list_for"]
 
 
-def append(conn: sqlite3.Connection, session_id: str, messages: list[dict[str, Any]],
+def append(conn: Conn, session_id: str, messages: list[dict[str, Any]],
            now: float) -> None:
     """Append chat-format messages (role, content, tool_calls?, tool_call_id?, name?).
 
@@ -20,6 +20,7 @@ def append(conn: sqlite3.Connection, session_id: str, messages: list[dict[str, A
     """
     if not messages:
         return
+    serialise_session(conn, session_id)
     (start,) = conn.execute(
         "SELECT COALESCE(MAX(idx), -1) + 1 FROM messages WHERE session_id = ?", (session_id,)
     ).fetchone()
@@ -38,7 +39,7 @@ def append(conn: sqlite3.Connection, session_id: str, messages: list[dict[str, A
     sessions.touch(conn, session_id, now, len(messages))
 
 
-def list_for(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
+def list_for(conn: Conn, session_id: str) -> list[dict[str, Any]]:
     rows = conn.execute(
         "SELECT role, content, tool_calls_json, tool_call_id, name, admission_id, created_at "
         "FROM messages WHERE session_id = ? ORDER BY idx",

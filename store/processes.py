@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
+
+from .conn import Conn
 
 __all__ = ["insert", "set_pid", "get", "finish", "mark_delivered", "running_before",
            "undelivered", "for_session"]
@@ -13,7 +14,7 @@ _SELECT = ("SELECT process_id, session_id, admission_id, command, cwd, pid, pid_
            "finished_at, delivered_at FROM processes")
 
 
-def insert(conn: sqlite3.Connection, *, process_id: str, session_id: str,
+def insert(conn: Conn, *, process_id: str, session_id: str,
            admission_id: str | None, command: str, cwd: str | None, notify: bool,
            owner_epoch: int, now: float) -> None:
     conn.execute(
@@ -24,17 +25,17 @@ def insert(conn: sqlite3.Connection, *, process_id: str, session_id: str,
          "pending" if notify else "none", owner_epoch, now))
 
 
-def set_pid(conn: sqlite3.Connection, process_id: str, pid: int, pid_started: str | None) -> None:
+def set_pid(conn: Conn, process_id: str, pid: int, pid_started: str | None) -> None:
     conn.execute("UPDATE processes SET pid = ?, pid_started = ? WHERE process_id = ?",
                  (pid, pid_started, process_id))
 
 
-def get(conn: sqlite3.Connection, process_id: str) -> dict[str, Any] | None:
+def get(conn: Conn, process_id: str) -> dict[str, Any] | None:
     row = conn.execute(_SELECT + " WHERE process_id = ?", (process_id,)).fetchone()
     return dict(row) if row else None
 
 
-def finish(conn: sqlite3.Connection, process_id: str, state: str, exit_code: int | None,
+def finish(conn: Conn, process_id: str, state: str, exit_code: int | None,
            output_tail: str, now: float) -> bool:
     """running → exited|killed|lost; False if it was no longer running."""
     cur = conn.execute(
@@ -44,7 +45,7 @@ def finish(conn: sqlite3.Connection, process_id: str, state: str, exit_code: int
     return cur.rowcount == 1
 
 
-def mark_delivered(conn: sqlite3.Connection, process_id: str, now: float) -> bool:
+def mark_delivered(conn: Conn, process_id: str, now: float) -> bool:
     """pending → delivered for a finished row; False if already delivered (or none due)."""
     cur = conn.execute(
         "UPDATE processes SET delivery_state = 'delivered', delivered_at = ? "
@@ -53,21 +54,21 @@ def mark_delivered(conn: sqlite3.Connection, process_id: str, now: float) -> boo
     return cur.rowcount == 1
 
 
-def running_before(conn: sqlite3.Connection, epoch: int) -> list[dict[str, Any]]:
+def running_before(conn: Conn, epoch: int) -> list[dict[str, Any]]:
     """Rows an older owner (epoch < ``epoch``) left running."""
     rows = conn.execute(_SELECT + " WHERE state = 'running' AND owner_epoch < ? "
                         "ORDER BY created_at", (epoch,))
     return [dict(r) for r in rows]
 
 
-def undelivered(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def undelivered(conn: Conn) -> list[dict[str, Any]]:
     """Finished rows whose notice is due and not yet delivered, oldest first."""
     rows = conn.execute(_SELECT + " WHERE delivery_state = 'pending' AND state != 'running' "
                         "ORDER BY created_at")
     return [dict(r) for r in rows]
 
 
-def for_session(conn: sqlite3.Connection, session_id: str, limit: int = 100) -> list[dict[str, Any]]:
+def for_session(conn: Conn, session_id: str, limit: int = 100) -> list[dict[str, Any]]:
     rows = conn.execute(_SELECT + " WHERE session_id = ? ORDER BY created_at DESC LIMIT ?",
                         (session_id, limit))
     return [dict(r) for r in rows]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
+
+from .conn import Conn
 
 __all__ = ["rename", "subtree", "busy", "delete", "empty_before", "by_prefix", "last_active"]
 
@@ -11,12 +12,12 @@ _SUMMARY = ("session_id, title, source, created_at, updated_at, message_count, "
             "parent_session_id")
 
 
-def rename(conn: sqlite3.Connection, session_id: str, title: str) -> bool:
+def rename(conn: Conn, session_id: str, title: str) -> bool:
     cur = conn.execute("UPDATE sessions SET title = ? WHERE session_id = ?", (title, session_id))
     return cur.rowcount == 1
 
 
-def subtree(conn: sqlite3.Connection, session_id: str) -> list[str]:
+def subtree(conn: Conn, session_id: str) -> list[str]:
     """The session and its delegation descendants, parents before children."""
     rows = conn.execute(
         "WITH RECURSIVE t(id, depth) AS (SELECT ?, 0 UNION ALL "
@@ -29,7 +30,7 @@ def _marks(ids: list[str]) -> str:
     return ", ".join("?" * len(ids))
 
 
-def busy(conn: sqlite3.Connection, ids: list[str]) -> tuple[int, int]:
+def busy(conn: Conn, ids: list[str]) -> tuple[int, int]:
     """(open admissions, background delegations not yet delivered) among ``ids``."""
     (open_,) = conn.execute(
         f"SELECT count(*) FROM session_admissions WHERE status != 'terminal' "
@@ -40,7 +41,7 @@ def busy(conn: sqlite3.Connection, ids: list[str]) -> tuple[int, int]:
     return int(open_), int(undelivered)
 
 
-def delete(conn: sqlite3.Connection, ids: list[str]) -> None:
+def delete(conn: Conn, ids: list[str]) -> None:
     """Every row of these sessions; one statement per table, so foreign keys between
     them (children's parent) are checked once all are gone."""
     marks = _marks(ids)
@@ -51,7 +52,7 @@ def delete(conn: sqlite3.Connection, ids: list[str]) -> None:
     conn.execute(f"DELETE FROM sessions WHERE session_id IN ({marks})", ids)
 
 
-def empty_before(conn: sqlite3.Connection, cutoff: float) -> list[str]:
+def empty_before(conn: Conn, cutoff: float) -> list[str]:
     """Sessions created before ``cutoff`` with nothing in them: no message, no
     admission, no child, no delegation."""
     rows = conn.execute(
@@ -66,7 +67,7 @@ def empty_before(conn: sqlite3.Connection, cutoff: float) -> list[str]:
     return [r[0] for r in rows]
 
 
-def by_prefix(conn: sqlite3.Connection, prefix: str, limit: int) -> list[dict[str, Any]]:
+def by_prefix(conn: Conn, prefix: str, limit: int) -> list[dict[str, Any]]:
     """Sessions whose id starts with ``prefix`` (exact match first)."""
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     rows = conn.execute(
@@ -75,7 +76,7 @@ def by_prefix(conn: sqlite3.Connection, prefix: str, limit: int) -> list[dict[st
     return [dict(r) for r in rows]
 
 
-def last_active(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def last_active(conn: Conn) -> list[dict[str, Any]]:
     """The top-level session with the latest activity that has any messages."""
     rows = conn.execute(
         f"SELECT {_SUMMARY} FROM sessions WHERE parent_session_id IS NULL "

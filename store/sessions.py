@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 import orjson
+
+from .conn import Conn
 
 __all__ = ["insert", "get", "get_by_request", "list_page", "touch"]
 
@@ -15,7 +16,7 @@ _COLUMNS = (
 )
 
 
-def _row(row: sqlite3.Row | None) -> dict[str, Any] | None:
+def _row(row: Any) -> dict[str, Any] | None:
     if row is None:
         return None
     out = dict(row)
@@ -23,7 +24,7 @@ def _row(row: sqlite3.Row | None) -> dict[str, Any] | None:
     return out
 
 
-def insert(conn: sqlite3.Connection, *, session_id: str, request_id: str | None,
+def insert(conn: Conn, *, session_id: str, request_id: str | None,
            params_digest: str | None, parent_session_id: str | None, source: str | None,
            title: str | None, cwd: str | None, options: dict[str, Any], now: float) -> None:
     conn.execute(
@@ -33,17 +34,17 @@ def insert(conn: sqlite3.Connection, *, session_id: str, request_id: str | None,
     )
 
 
-def get(conn: sqlite3.Connection, session_id: str) -> dict[str, Any] | None:
+def get(conn: Conn, session_id: str) -> dict[str, Any] | None:
     return _row(conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE session_id = ?",
                              (session_id,)).fetchone())
 
 
-def get_by_request(conn: sqlite3.Connection, request_id: str) -> dict[str, Any] | None:
+def get_by_request(conn: Conn, request_id: str) -> dict[str, Any] | None:
     return _row(conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE request_id = ?",
                              (request_id,)).fetchone())
 
 
-def list_page(conn: sqlite3.Connection, limit: int,
+def list_page(conn: Conn, limit: int,
               cursor: tuple[float, str] | None) -> list[dict[str, Any]]:
     """Newest-created first; ``cursor`` is the (created_at, session_id) of the last row seen.
 
@@ -64,7 +65,7 @@ def list_page(conn: sqlite3.Connection, limit: int,
     return [_row(r) for r in rows]  # type: ignore[misc]
 
 
-def touch(conn: sqlite3.Connection, session_id: str, now: float, added_messages: int = 0) -> None:
+def touch(conn: Conn, session_id: str, now: float, added_messages: int = 0) -> None:
     conn.execute(
         "UPDATE sessions SET updated_at = ?, message_count = message_count + ? "
         "WHERE session_id = ?",

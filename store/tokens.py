@@ -7,13 +7,14 @@ time, for a fresh one (``tether web``'s link), and is deleted when it is.
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
+
+from .conn import Conn
 
 __all__ = ["consume_once", "insert", "list_all", "revoke", "valid_id"]
 
 
-def insert(conn: sqlite3.Connection, token_id: str, token_hash: str, label: str | None,
+def insert(conn: Conn, token_id: str, token_hash: str, label: str | None,
            now: float, *, expires_at: float | None = None, once: bool = False) -> None:
     conn.execute(
         "INSERT INTO tokens(token_id, token_hash, label, created_at, expires_at, once) "
@@ -22,19 +23,19 @@ def insert(conn: sqlite3.Connection, token_id: str, token_hash: str, label: str 
     )
 
 
-def list_all(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+def list_all(conn: Conn) -> list[dict[str, Any]]:
     rows = conn.execute(
         "SELECT token_id, label, created_at, expires_at, once FROM tokens "
         "ORDER BY created_at, token_id")
     return [{**dict(r), "once": bool(r["once"])} for r in rows]
 
 
-def revoke(conn: sqlite3.Connection, token_id: str) -> bool:
+def revoke(conn: Conn, token_id: str) -> bool:
     """Delete the token; False if there is no such token."""
     return conn.execute("DELETE FROM tokens WHERE token_id = ?", (token_id,)).rowcount > 0
 
 
-def valid_id(conn: sqlite3.Connection, token_hash: str, now: float) -> str | None:
+def valid_id(conn: Conn, token_hash: str, now: float) -> str | None:
     """The id of the bearer token with this hash, if it is one and has not expired."""
     row = conn.execute(
         "SELECT token_id FROM tokens WHERE token_hash = ? AND once = 0 "
@@ -42,7 +43,7 @@ def valid_id(conn: sqlite3.Connection, token_hash: str, now: float) -> str | Non
     return None if row is None else str(row[0])
 
 
-def consume_once(conn: sqlite3.Connection, token_hash: str, now: float) -> bool:
+def consume_once(conn: Conn, token_hash: str, now: float) -> bool:
     """Delete the unexpired one-time token with this hash; whether there was one."""
     return conn.execute(
         "DELETE FROM tokens WHERE token_hash = ? AND once = 1 "

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from tether.rpc.errors import InvalidParams, NotFound, Overloaded
 from tether.rpc.models import TURN_OPTION_FIELDS
 from tether.rpc.models_cron import CronCreateParams, CronUpdateParams
 from tether.store import cron as cron_rows
+from tether.store.conn import Conn
 
 from ..config import Config
 from ..journal import Journal, Tx
@@ -216,7 +216,7 @@ class CronJobs:
         return job
 
     async def get(self, name: str) -> dict[str, Any]:
-        def read(c: sqlite3.Connection) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        def read(c: Conn) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
             job = cron_rows.job_by_name(c, name)
             return job, cron_rows.runs_page(c, job["job_id"], 1, None) if job else []
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -25,6 +24,7 @@ from typing import Any, Protocol
 import orjson
 
 from tether.store import admissions, delegations, events
+from tether.store.conn import Conn
 
 from .. import faults
 from ..config import Config
@@ -144,7 +144,7 @@ class BackgroundDelegations:
                            f"the delivery of delegation {delegation_id}", self._give_up)
 
     async def _deliver_once(self, delegation_id: str) -> None:
-        def read(c: sqlite3.Connection) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        def read(c: Conn) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
             row = delegations.get(c, delegation_id)
             dispatcher = admissions.get(c, row["origin_admission_id"]) if row else None
             return row, dispatcher
@@ -235,7 +235,7 @@ def _interrupt(tx: Tx, row: dict[str, Any]) -> None:
                      row["origin_admission_id"] or None)
 
 
-def _started_children(conn: sqlite3.Connection, session_id: str, delegation_id: str) -> list[dict[str, Any]]:
+def _started_children(conn: Conn, session_id: str, delegation_id: str) -> list[dict[str, Any]]:
     """The subagent.start payloads of ``delegation_id`` in the origin session's log."""
     out = []
     for text in events.payloads_of_type(conn, session_id, "subagent.start"):

@@ -1,0 +1,83 @@
+"""What a unit of work is given: a connection to run statements on, on either backend.
+
+Query modules are written once, in the SQL both SQLite and PostgreSQL accept,
+with ``?`` placeholders; they take a `Conn`. On SQLite that is the
+``sqlite3.Connection`` itself; on PostgreSQL it is the adapter of pg.py, which
+rewrites the placeholders and maps the driver's errors. A constraint a unit
+breaks is ``IntegrityError`` on both (the unit's own error: its caller handles
+it); every other failure leaves the store as a StorageError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Protocol, TypeVar
+
+__all__ = ["Conn", "Cursor", "IntegrityError", "Store", "dialect", "serialise_session"]
+
+T = TypeVar("T")
+
+#: a broken constraint, on either backend (pg.py raises it for the driver's own)
+IntegrityError = sqlite3.IntegrityError
+
+
+class Cursor(Protocol):
+    """The part of a DB-API cursor the query modules use."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Conn(Protocol):
+    """The part of a DB-API connection the query modules use. Rows answer both
+    ``row[0]`` and ``row["name"]``, and ``dict(row)``."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Any], /) -> Any: ...
+
+
+def dialect(conn: Conn) -> str:
+    """``sqlite`` or ``postgresql``: for the few statements the two spell differently."""
+    return str(getattr(conn, "dialect", "sqlite"))
+
+
+def serialise_session(conn: Conn, session_id: str) -> None:
+    """Hold the session's append lock until this transaction ends.
+
+    A session's events and messages are numbered previous max + 1 in the
+    transaction that stores them. On SQLite there is one writer and nothing to
+    do; on PostgreSQL several nodes may append to one session at once, and this
+    transaction-scoped advisory lock makes the second wait for the first to
+    commit, so numbers are gap-free and commit order is seq order."""
+    if dialect(conn) == "postgresql":
+        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (session_id,))
+
+
+class Store(Protocol):
+    """What the owner uses of a store, either one: db.py's `Database` (SQLite) or
+    pg.py's `PgDatabase` (PostgreSQL)."""
+
+    dialect: str
+    commits: int
+    before_group: Callable[[Any], None] | None
+
+    async def write(self, unit: Callable[[Any], T],
+                    after_commit: Callable[[T], None] | None = None) -> T: ...
+
+    def submit(self, unit: Callable[[Any], T],
+               after_commit: Callable[[T], None] | None = None) -> asyncio.Future[T]: ...
+
+    async def read(self, fn: Callable[[Any], T]) -> T: ...
+
+    async def lookup(self, fn: Callable[[Any], T]) -> T: ...
+
+    async def close(self) -> None: ...

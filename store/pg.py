@@ -1,0 +1,300 @@
+"""The store on PostgreSQL: the same units, the same promises, on a shared database.
+
+`PgDatabase` has the interface of db.py's `Database` (``write``, ``submit``,
+``read``, ``lookup``, ``close``), so the owner and the query modules do not
+know which one they run on. What differs is where the work runs:
+
+- Writes. Units are grouped as on SQLite (everything submitted while a group is
+  in flight joins the next one, each unit in its own SAVEPOINT, one COMMIT for
+  the group), but the whole group runs on the writer's thread: every statement
+  is a round trip to the server, and the event loop must never wait on the
+  network. Submit order is still commit order, and ``after_commit`` hooks still
+  run on the loop in that order.
+- Reads run on a small pool of read-only connections, each call one
+  REPEATABLE READ transaction (one snapshot, as a WAL read on SQLite).
+  ``lookup`` is ``read``: there is no cheap same-thread path to a server.
+
+A connection that fails (the server restarted, the network dropped) fails the
+group it was running with StorageError (``database_unreachable``), and the
+next group connects again. A COMMIT whose answer was lost is the one
+ambiguous case: its callers hear a failure and retry, and the units they
+retry are idempotent (an admission finds its row; a transition whose row
+already moved reports that it did not apply).
+
+Requires psycopg 3 and psycopg_pool, imported only when a PostgreSQL store is
+opened (the ``postgresql`` extra).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from typing import Any, TypeVar
+
+from .errors import StorageError, translate
+from .pg_schema import migrate_pg
+from .worker import Worker
+
+__all__ = ["PgDatabase", "PgConn", "PgRow"]
+
+T = TypeVar("T")
+log = logging.getLogger("tether.store")
+
+#: upper bound on units folded into one transaction (as db.py's MAX_GROUP)
+MAX_GROUP = 256
+
+
+@lru_cache(maxsize=1024)
+def to_pg(sql: str) -> str:
+    """A query module's statement in psycopg's placeholders: ``?`` → ``%s``
+    (and a literal ``%`` doubled). The query modules use no ``?`` in literals."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class PgRow(tuple):  # noqa: SLOT000
+    """A row that answers ``row[0]``, ``row["name"]`` and ``dict(row)``, as sqlite3.Row."""
+
+    __slots__ = ()
+    _names: tuple[str, ...] = ()
+
+    def keys(self) -> tuple[str, ...]:
+        return self._names
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return tuple.__getitem__(self, self._names.index(key))
+        return tuple.__getitem__(self, key)
+
+
+def _row_factory(cursor: Any) -> Callable[[Any], PgRow]:
+    names = tuple(c.name for c in cursor.description or ())
+    row_type = type("Row", (PgRow,), {"__slots__": (), "_names": names})
+    return lambda values: row_type(values)
+
+
+def _params(params: Any) -> Any:
+    # SQLite stores booleans as 0/1 and the query modules pass them so; PostgreSQL's
+    # integer columns refuse a boolean parameter
+    if not params:
+        return None
+    return tuple(int(p) if isinstance(p, bool) else p for p in params)
+
+
+class PgConn:
+    """A psycopg connection as the query modules expect a connection to be."""
+
+    dialect = "postgresql"
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Any:
+        try:
+            return self.raw.execute(to_pg(sql), _params(parameters))
+        except Exception as exc:
+            raise _own(exc) from exc
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Any], /) -> Any:
+        cur = self.raw.cursor()
+        try:
+            cur.executemany(to_pg(sql), [_params(p) for p in seq_of_parameters])
+        except Exception as exc:
+            raise _own(exc) from exc
+        return cur
+
+
+def _own(exc: Exception) -> BaseException:
+    # a broken constraint is the unit's own error, as sqlite3.IntegrityError on
+    # both backends; everything else stays the driver's until the group fails
+    state = getattr(exc, "sqlstate", None)
+    if state is not None and state.startswith("23"):
+        return sqlite3.IntegrityError(str(exc))
+    return exc
+
+
+class _Job:
+    __slots__ = ("unit", "future", "after_commit")
+
+    def __init__(self, unit: Callable[[Any], Any], future: asyncio.Future[Any],
+                 after_commit: Callable[[Any], None] | None) -> None:
+        self.unit = unit
+        self.future = future
+        self.after_commit = after_commit
+
+
+class PgDatabase:
+    """Async facade over one writer connection (on its own thread) and a read pool."""
+
+    dialect = "postgresql"
+
+    def __init__(self, url: str, pool: Any, *, connect: Callable[[], Any]) -> None:
+        self.url = url
+        self.path = None
+        self._pool = pool
+        self._connect = connect
+        self._writer: Any = None  # connected on the writer's thread, again after a failure
+        self._worker = Worker("tether-pg-writer")
+        self.before_group: Callable[[Any], None] | None = None
+        self._pending: list[_Job] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._active = False
+        self._idle: asyncio.Event | None = None
+        self._closed = False
+        self.commits = 0
+
+    @classmethod
+    async def open(cls, url: str, *, readers: int = 4, connect_timeout: float = 5.0
+                   ) -> PgDatabase:
+        """Connect, migrate (once across every node that starts at the same time)."""
+        import psycopg
+        from psycopg_pool import ConnectionPool
+
+        def connect(**extra: Any) -> Any:
+            return psycopg.connect(url, autocommit=True, row_factory=_row_factory,
+                                   connect_timeout=max(1, int(connect_timeout)), **extra)
+
+        def configure(conn: Any) -> None:
+            conn.read_only = True
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+
+        def _open() -> Any:
+            try:
+                with connect() as first:
+                    migrate_pg(first)
+                pool = ConnectionPool(url, min_size=1, max_size=max(1, readers), open=False,
+                                      kwargs={"row_factory": _row_factory,
+                                              "connect_timeout": max(1, int(connect_timeout))},
+                                      configure=configure, timeout=connect_timeout,
+                                      name="tether-read")
+                pool.open(wait=True, timeout=connect_timeout)
+                return pool
+            except Exception as exc:
+                err = translate(exc)
+                raise err from exc
+
+        pool = await asyncio.to_thread(_open)
+        return cls(url, pool, connect=connect)
+
+    # -- writes -----------------------------------------------------------
+
+    async def write(self, unit: Callable[[Any], T],
+                    after_commit: Callable[[T], None] | None = None) -> T:
+        """As `Database.write`: the unit's value once its group committed."""
+        return await asyncio.shield(self.submit(unit, after_commit))
+
+    def submit(self, unit: Callable[[Any], T],
+               after_commit: Callable[[T], None] | None = None) -> asyncio.Future[T]:
+        """Queue ``unit`` now; call order is commit order."""
+        if self._closed:
+            raise StorageError("database is closed", "closed")
+        loop = self._loop = asyncio.get_running_loop()
+        job = _Job(unit, loop.create_future(), after_commit)
+        self._pending.append(job)
+        if not self._active:
+            self._active = True
+            loop.call_soon(self._next_group)
+        return job.future
+
+    def _next_group(self) -> None:
+        group, self._pending = self._pending[:MAX_GROUP], self._pending[MAX_GROUP:]
+        if not group:
+            self._active = False
+            if self._idle is not None:
+                self._idle.set()
+            return
+        assert self._loop is not None
+        self._worker.call(lambda: self._run_group(group), self._loop,
+                          lambda ok, value: self._finish(group, ok, value))
+
+    def _run_group(self, group: list[_Job]) -> list[tuple[bool, Any]]:
+        # on the writer's thread
+        if self._writer is None or self._writer.closed:
+            self._writer = self._connect()
+        raw = self._writer
+        conn = PgConn(raw)
+        try:
+            if self.before_group is not None:
+                self.before_group(conn)
+            raw.execute("BEGIN")
+            outcomes: list[tuple[bool, Any]] = []
+            for job in group:
+                raw.execute("SAVEPOINT unit")
+                try:
+                    value = job.unit(conn)
+                except Exception as exc:  # noqa: BLE001 - the unit's failure is its caller's
+                    if raw.closed or raw.broken:
+                        raise
+                    raw.execute("ROLLBACK TO SAVEPOINT unit")
+                    raw.execute("RELEASE SAVEPOINT unit")
+                    outcomes.append((False, translate(exc)))
+                    continue
+                raw.execute("RELEASE SAVEPOINT unit")
+                outcomes.append((True, value))
+            raw.execute("COMMIT")
+            return outcomes
+        except BaseException:
+            self._discard_writer()
+            raise
+
+    def _discard_writer(self) -> None:
+        raw, self._writer = self._writer, None
+        if raw is not None:
+            try:
+                raw.close()  # an open transaction is rolled back by the server
+            except Exception:  # noqa: BLE001 - it is being thrown away
+                pass
+
+    def _finish(self, group: list[_Job], ok: bool, value: Any) -> None:
+        outcomes = value if ok else [(False, value)] * len(group)
+        if ok:
+            self.commits += 1
+        for job, (unit_ok, result) in zip(group, outcomes, strict=True):
+            if unit_ok and job.after_commit is not None:
+                try:
+                    job.after_commit(result)
+                except Exception:  # noqa: BLE001 - a hook bug must not lose the reply
+                    log.exception("after_commit hook failed")
+            if not job.future.done():
+                if unit_ok:
+                    job.future.set_result(result)
+                else:
+                    job.future.set_exception(result)
+        self._next_group()
+
+    # -- reads ------------------------------------------------------------
+
+    async def read(self, fn: Callable[[Any], T]) -> T:
+        """``fn(conn)`` on a pooled connection, in one read-only snapshot."""
+        if self._closed:
+            raise StorageError("database is closed", "closed")
+        return await asyncio.to_thread(self._read, fn)
+
+    lookup = read
+
+    def _read(self, fn: Callable[[Any], T]) -> T:
+        try:
+            with self._pool.connection() as raw:
+                return fn(PgConn(raw))
+        except Exception as exc:
+            err = translate(exc)
+            if err is exc:
+                raise
+            raise err from exc
+
+    # -- lifecycle --------------------------------------------------------
+
+    async def close(self) -> None:
+        """Refuse new work, let submitted units commit, then close the connections."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._active:
+            self._idle = asyncio.Event()
+            await self._idle.wait()
+        await self._worker.stop()
+        self._discard_writer()
+        await asyncio.to_thread(self._pool.close)
