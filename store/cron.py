@@ -104,8 +104,12 @@ def set_next_run(conn: Conn, job_id: str, next_run_at: float | None,
                  expected: float | None) -> bool:
     """Advance ``next_run_at`` only if it still is ``expected`` (a concurrent update
     of the job wins); True if it was advanced."""
-    cur = conn.execute("UPDATE cron_jobs SET next_run_at = ? WHERE job_id = ? "
-                       "AND next_run_at IS ?", (next_run_at, job_id, expected))
+    if expected is None:
+        cur = conn.execute("UPDATE cron_jobs SET next_run_at = ? WHERE job_id = ? "
+                           "AND next_run_at IS NULL", (next_run_at, job_id))
+    else:
+        cur = conn.execute("UPDATE cron_jobs SET next_run_at = ? WHERE job_id = ? "
+                           "AND next_run_at = ?", (next_run_at, job_id, expected))
     return cur.rowcount == 1
 
 

@@ -57,10 +57,17 @@ def write_config(home: Path, provider_url: str | None = None, **sections: dict[s
     (home / "config.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
 
 
+#: the store every owner a test starts keeps its state in: None for the home's
+#: state.db; a postgresql:// URL while a test runs on PostgreSQL (tests/e2e/conftest.py)
+STORE_URL: str | None = None
+
+
 def clean_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OPENAI_", "TETHER_", "PYTEST_"))}
     env.update(TETHER_HOME=str(home), PYTHONDONTWRITEBYTECODE="1", LANG="C.UTF-8")
+    if STORE_URL is not None:
+        env["TETHER_STORE"] = STORE_URL
     env.update(extra)
     return env
 
@@ -233,9 +240,49 @@ async def page_through(fetch: Callable[[int], Awaitable[dict[str, Any]]],
 
 
 def db_rows(home: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-    """Read state.db directly, read-only, as an inspector would."""
+    """Read the store directly, as an inspector would: state.db read-only, or the
+    PostgreSQL schema the test's owners use."""
+    if STORE_URL is not None:
+        import pgstore
+
+        return pgstore.rows(STORE_URL, sql, *args)
     with closing(sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)) as db:
         return db.execute(sql, args).fetchall()
+
+
+def db_dicts(home: Path, sql: str, *args: Any) -> list[dict[str, Any]]:
+    """As db_rows, each row a dict by column name."""
+    if STORE_URL is not None:
+        import pgstore
+
+        return pgstore.dicts(STORE_URL, sql, *args)
+    with closing(sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)) as db:
+        db.row_factory = sqlite3.Row
+        return [dict(r) for r in db.execute(sql, args)]
+
+
+def stored_bytes(home: Path) -> bytes:
+    """Everything the store holds, as bytes to search: state.db with its WAL, or
+    every row of every table of the test's PostgreSQL schema as text."""
+    if STORE_URL is not None:
+        import pgstore
+
+        return pgstore.dump(STORE_URL).encode()
+    return b"".join(p.read_bytes() for p in sorted(home.glob("state.db*")) if p.is_file())
+
+
+def table_counts(home: Path, url: str | None = None) -> dict[str, int]:
+    """Rows per table of the store (tables of tether's schema only): state.db, or
+    the PostgreSQL schema at ``url`` (default: the test's)."""
+    url = url or STORE_URL
+    if url is not None:
+        import pgstore
+
+        return pgstore.table_counts(url)
+    with closing(sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)) as db:
+        names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                          "AND name NOT LIKE 'sqlite_%'")]
+        return {n: db.execute(f'SELECT COUNT(*) FROM "{n}"').fetchone()[0] for n in names}
 
 
 @asynccontextmanager

@@ -26,9 +26,10 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import harness
 import pytest
 from fakeprovider import FakeProvider, Status, is_child, prompt_of, text_reply, tool_call_reply
-from harness import OwnerProcess, Peer, clean_env, until, write_config
+from harness import OwnerProcess, Peer, clean_env, db_dicts, until, write_config
 from websockets.exceptions import ConnectionClosed
 
 from tether.daemon.delegation.tasks import RESULTS_PREFIX
@@ -88,22 +89,21 @@ class Model:
 
 
 def ledger(home: Path) -> dict[str, dict[str, Any]]:
-    """The local admissions, by input_id, read straight from state.db (read-only)."""
-    with closing(sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)) as db:
-        db.row_factory = sqlite3.Row
-        rows = [dict(r) for r in db.execute("SELECT * FROM session_admissions ORDER BY seq")]
+    """The local admissions, by input_id, read straight from the store."""
+    rows = db_dicts(home, "SELECT * FROM session_admissions ORDER BY seq")
     local = {r["request_id"]: r for r in rows if r["principal_id"] == "local"}
     assert len(local) == sum(r["principal_id"] == "local" for r in rows), "duplicate input_id"
     return local
 
 
 def all_rows(home: Path, sql: str, *args: Any) -> list[dict[str, Any]]:
-    with closing(sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)) as db:
-        db.row_factory = sqlite3.Row
-        return [dict(r) for r in db.execute(sql, args)]
+    return db_dicts(home, sql, *args)
 
 
 def integrity(home: Path) -> str:
+    """SQLite's own check of the file; PostgreSQL keeps its files itself."""
+    if harness.STORE_URL is not None:
+        return "ok"
     with closing(sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)) as db:
         return db.execute("PRAGMA integrity_check").fetchone()[0]
 

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pgstore
 import pytest
-from harness import OwnerProcess, write_config
+from harness import OwnerProcess, clean_env, table_counts, write_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -77,6 +78,7 @@ class Wire:
         self.sid = ""  # the module's one real session
         self.baseline: dict[str, int] = {}  # row counts of every table before fuzzing
         self.owner: OwnerProcess | None = None
+        self.url: str | None = None  # the PostgreSQL schema's URL, on that backend
         self.ws: ClientConnection | None = None
         self.exchanges = 0
         self.closes: dict[int | None, int] = {}
@@ -146,33 +148,41 @@ class Wire:
             self.ws = None
 
 
-def table_counts(home: Path) -> dict[str, int]:
-    import sqlite3
-
-    db = sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)
-    try:
-        names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        return {n: db.execute(f'SELECT COUNT(*) FROM "{n}"').fetchone()[0] for n in names}
-    finally:
-        db.close()
-
-
 @pytest.fixture(scope="module")
-def fuzz(tmp_path_factory):
-    """One owner for the whole module, with one real session and its row counts."""
-    home = tmp_path_factory.mktemp("fuzz") / "home"
-    write_config(home)
-    with OwnerProcess(home) as owner:
-        wire = Wire(home)
-        reply = wire.exchange('{"jsonrpc":"2.0","id":1,"method":"session.create",'
-                              '"params":{"title":"fuzz target"}}')
-        wire.sid = reply["result"]["session_id"]
-        wire.close()  # the creator stays subscribed otherwise; start from a clean connection
-        wire.baseline = table_counts(home)
-        wire.owner = owner
-        yield wire
-        wire.close()
-        assert owner.alive
+def owners(tmp_path_factory):
+    """One owner per backend for the whole module (started when a test first needs
+    it), each with one real session and its row counts."""
+    started: dict[str, Wire] = {}
+    with contextlib.ExitStack() as stack:
+
+        def get(backend: str) -> Wire:
+            if backend not in started:
+                home = tmp_path_factory.mktemp(f"fuzz-{backend}") / "home"
+                write_config(home)
+                url = (stack.enter_context(pgstore.fresh_schema())
+                       if backend == "postgresql" else None)
+                env = clean_env(home, **({"TETHER_STORE": url} if url else {}))
+                owner = stack.enter_context(OwnerProcess(home, env=env))
+                wire = Wire(home)
+                stack.callback(wire.close)
+                reply = wire.exchange('{"jsonrpc":"2.0","id":1,"method":"session.create",'
+                                      '"params":{"title":"fuzz target"}}')
+                wire.sid = reply["result"]["session_id"]
+                wire.close()  # the creator stays subscribed otherwise: start from a clean one
+                wire.url = url
+                wire.baseline = table_counts(home, url)
+                wire.owner = owner
+                started[backend] = wire
+            return started[backend]
+
+        yield get
+        for wire in started.values():
+            assert wire.owner.alive
+
+
+@pytest.fixture
+def fuzz(owners, store):
+    return owners(store)
 
 
 @pytest.fixture
@@ -180,7 +190,8 @@ def wire(fuzz):
     yield fuzz
     fuzz.check_alive()
     assert fuzz.owner is not None and fuzz.owner.alive
-    assert table_counts(fuzz.owner.home) == fuzz.baseline, "an invalid request wrote a row"
+    assert table_counts(fuzz.owner.home, fuzz.url) == fuzz.baseline, \
+        "an invalid request wrote a row"
 
 
 # --------------------------------------------------------------------------- the oracle

@@ -9,6 +9,7 @@ import threading
 from datetime import datetime
 
 from fakeprovider import FakeProvider, prompt_of, text_reply
+import harness
 from harness import OwnerProcess, Peer, clean_env, db_rows, write_config
 
 
@@ -40,18 +41,21 @@ def test_one_owner_per_home_its_files_and_a_clean_stop(tmp_path):
         assert stat.S_ISSOCK(os.stat(home / "daemon.sock").st_mode)
         # what the owner writes is the user's alone
         assert mode(home / "logs") == 0o700
-        for private in [home / "state.db", home / "daemon.lock",
-                        *(home / "logs").iterdir()]:
+        stored = [home / "state.db"] if harness.STORE_URL is None else []
+        for private in [*stored, home / "daemon.lock", *(home / "logs").iterdir()]:
             assert mode(private) == 0o600, private
 
         desc = owner.descriptor
         assert set(desc) == {"protocol", "version", "pid", "instance_id", "epoch", "socket",
-                             "tcp_url", "started_at"}
+                             "tcp_url", "started_at", "store"}
         assert desc["protocol"] == "tether/1"
         assert desc["pid"] == owner.proc.pid
         assert desc["socket"] == str(home / "daemon.sock")
         assert os.path.isabs(desc["socket"])
         assert desc["tcp_url"] is None
+        # where its state is: state.db, or the PostgreSQL database (no password shown)
+        assert desc["store"] == (str(home / "state.db") if harness.STORE_URL is None
+                                 else harness.STORE_URL)
         assert desc["epoch"] == 1
         assert isinstance(desc["version"], str) and desc["version"]
         assert desc["instance_id"]

@@ -3,7 +3,7 @@
 import json
 
 from fakeprovider import FakeProvider, Status, prompt_of, text_reply
-from harness import OwnerProcess, Peer, write_config
+from harness import OwnerProcess, Peer, stored_bytes, write_config
 
 SECRET = "sk-SECRET-123"
 
@@ -58,13 +58,12 @@ async def test_api_key_never_leaks(tmp_path):
     assert SECRET not in wire
     assert "message.complete" in wire and "auth_failed" in wire
 
-    stored = [home / "state.db", home / "state.db-wal", home / "state.db-shm",
-              home / "owner-stderr.log", home / "daemon.lock"]
+    assert SECRET.encode() not in stored_bytes(home)
+    stored = [home / "owner-stderr.log", home / "daemon.lock"]
     stored += [p for p in (home / "logs").rglob("*") if p.is_file()]
     assert any(p.name.endswith(".log") and p.stat().st_size for p in stored)
     for path in stored:
         if path.exists():
             assert SECRET.encode() not in path.read_bytes(), path
     # the redacted error is what was stored
-    assert b"bad key" in (home / "state.db").read_bytes() + (
-        (home / "state.db-wal").read_bytes() if (home / "state.db-wal").exists() else b"")
+    assert b"bad key" in stored_bytes(home)

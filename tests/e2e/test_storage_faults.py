@@ -25,8 +25,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fakeprovider import FakeProvider, text_reply
 from harness import OwnerProcess, Peer, clean_env, db_rows, owner_session, write_config
+
+# the faults are SQLite's own: another process's lock on state.db, a page quota, a
+# read-only file (PostgreSQL's failures: test_pg_store.py)
+pytestmark = pytest.mark.sqlite_only
 
 
 def table_counts(home: Path) -> dict[str, int]:
