@@ -58,8 +58,12 @@ def payload_of(p: PromptSubmitParams) -> dict[str, Any]:
 
 class AdmissionService:
     def __init__(self, journal: Journal, scheduler: Scheduler, supervisor: Supervisor,
-                 turns: TurnRunner, limits: DaemonConfig, *, epoch: int) -> None:
+                 turns: TurnRunner, limits: DaemonConfig, *, epoch: int,
+                 place: Callable[[Tx, str], bool] | None = None) -> None:
         self._journal = journal
+        # in a fleet: whether the session's turns run on this node (its lease);
+        # an admission placed elsewhere is only recorded here (fleet/node.py)
+        self._place = place
         self._scheduler = scheduler
         self._supervisor = supervisor
         self._turns = turns
@@ -123,7 +127,7 @@ class AdmissionService:
                 "prompt.resolve_unknown", admission_id=paused_on[0], admission_ids=paused_on)
         limit = self._limits.max_queued_per_session
         admission_id = new_admission_id()
-        scheduler, epoch = self._scheduler, self._epoch
+        scheduler, epoch, place = self._scheduler, self._epoch, self._place
 
         def unit(tx: Tx) -> tuple[bool, dict[str, Any]]:
             # the common case is two statements: the bound, then an insert that
@@ -150,7 +154,8 @@ class AdmissionService:
             if extra_unit is not None:
                 extra_unit(tx)
             # last: nothing after it in this unit can fail (the group still can)
-            scheduler.admitting(session_id, admission_id)
+            if place is None or place(tx, session_id):
+                scheduler.admitting(session_id, admission_id)
             tx.event(session_id, "session.info", scheduler.view(session_id))
             return True, row
 

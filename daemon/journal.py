@@ -27,13 +27,19 @@ from tether.store.conn import Conn
 
 from .events import EventBus, EventRecord
 
-__all__ = ["Tx", "Journal", "Unit", "never", "until_stored", "recover_deliveries"]
+__all__ = ["Tx", "Journal", "Unit", "Fenced", "never", "until_stored", "recover_deliveries"]
 
 T = TypeVar("T")
 log = logging.getLogger("tether.journal")
 
 #: storage retries back off from 0.1 s, doubling, up to this many seconds
 RETRY_MAX_SECONDS = 2.0
+
+
+class Fenced(Exception):
+    """A unit refused to write: this node of a fleet no longer holds the session it
+    writes for (another node took it over; docs/scale-out.md). Not a StorageError:
+    retrying cannot help."""
 
 
 class Tx:

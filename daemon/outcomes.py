@@ -79,6 +79,7 @@ def settle(tx: Tx, view: Scheduler, session_id: str, admission_id: str, event: E
     return True
 
 
-def orphan(tx: Tx, epoch: int) -> list[str]:
-    """Admissions started by an owner older than ``epoch`` → unknown (SPEC §7)."""
-    return admissions.mark_unknown_before(tx.conn, epoch, sources(Event.ORPHAN))
+def orphan(tx: Tx, epoch: int, only: int | None = None) -> list[str]:
+    """Admissions started by an owner older than ``epoch`` (with ``only``: by that
+    dead node of a fleet) → unknown (SPEC §7)."""
+    return admissions.mark_unknown_before(tx.conn, epoch, sources(Event.ORPHAN), only)

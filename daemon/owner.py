@@ -48,6 +48,7 @@ from .delegation.children import ChildRunner
 from .delegation.tool import delegate_task_tool
 from .engine import Engine
 from .events import EventBus
+from .fleet.node import FleetNode
 from .handlers import Identity, build_dispatcher
 from .home import Home
 from .journal import Journal
@@ -149,21 +150,29 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
         scheduler = Scheduler(dcfg.max_running_turns)
         bus = EventBus()
         journal = Journal(db, bus)
-        await recover(journal, epoch, scheduler, dcfg.unknown_policy)
+        shared = db.dialect == "postgresql"  # one node of a fleet (docs/scale-out.md)
+        if not shared:
+            await recover(journal, epoch, scheduler, dcfg.unknown_policy)
         loop = asyncio.get_running_loop()
         async with httpx.AsyncClient() as http, asyncio.TaskGroup() as tasks:
             identity = Identity(version=tether_version(),
                                 instance_id="own_" + secrets.token_hex(8), epoch=epoch)
             supervisor = Supervisor(tasks)
+            fleet = FleetNode(journal, scheduler, supervisor, node_id=identity.instance_id,
+                              epoch=epoch, lease_seconds=store.lease_seconds,
+                              policy=dcfg.unknown_policy) if shared else None
             tools = ToolRegistry()
             approvals = ApprovalService(journal, scheduler, supervisor, config.approvals,
                                         epoch=epoch)
-            await approvals.recover()
+            if fleet is None:  # a fleet recovers a node's rows when the node dies
+                await approvals.recover()
             engine = Engine(Providers(config, http, overrides=overrides,
                                       config_path=home.config), tools, approvals)
-            turns = TurnRunner(engine, journal, scheduler, supervisor, config, epoch=epoch)
+            turns = TurnRunner(engine, journal, scheduler, supervisor, config, epoch=epoch,
+                               journal_for=fleet.journal_for if fleet else None)
             admissions_svc = AdmissionService(journal, scheduler, supervisor, turns, dcfg,
-                                              epoch=epoch)
+                                              epoch=epoch,
+                                              place=fleet.place if fleet else None)
             sessions = SessionService(journal, bus, scheduler, supervisor)
             children = ChildRunner(engine, journal, supervisor, config)
             background = BackgroundDelegations(children, journal, supervisor, config,
@@ -195,6 +204,8 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                 max_subscriptions=dcfg.max_subscriptions_per_connection, token_check=tokens.check,
                 allowed_origins=dcfg.tcp_allowed_origins)
             tokens.on_revoke.append(listeners.drop_token)
+            if fleet is not None:
+                await fleet.join(tcp)  # before anything is admitted: placement needs it
             await listeners.start_unix(home.socket)
             api = None
             if tcp:
@@ -217,8 +228,12 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                      os.getpid(), home.socket,
                      f" and {listeners.tcp_url}" if listeners.tcp_url else "")
             turns.pump()
-            supervisor.spawn(background.recover(), "delegation-recovery")
-            supervisor.spawn(processes.recover(), "process-recovery")
+            if fleet is not None:
+                fleet.start(turns.pump, [approvals.recover, background.recover,
+                                         processes.recover])
+            else:
+                supervisor.spawn(background.recover(), "delegation-recovery")
+                supervisor.spawn(processes.recover(), "process-recovery")
             cron.start()
             if ready is not None:
                 ready.set()
@@ -226,11 +241,15 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             home.mark_stopped(identity.instance_id)  # before any client can see us go
             log.info("draining: admitting nothing new, %d turn(s) running", len(turns.running))
             supervisor.draining = True
-            await cron.stop()  # fires nothing more; a fire being written still commits
+            if fleet is not None:
+                with contextlib.suppress(StorageError):
+                    await fleet.drain()  # takes no new session from here on            await cron.stop()  # fires nothing more; a fire being written still commits
             await turns.stop_all(dcfg.grace_seconds)
             await background.stop_all()
             await processes.stop_all()
-            home.remove_runtime_files()
+            if fleet is not None:
+                with contextlib.suppress(StorageError):
+                    await fleet.leave()  # its queued sessions go to the other nodes            home.remove_runtime_files()
             # together: on Python 3.12+ closing the port waits for its HTTP connections too
             await asyncio.gather(listeners.close(), *([api.close()] if api else []))
             for sig in STOP_SIGNALS:

@@ -23,7 +23,7 @@ from .journal import Journal, Tx
 from .ledger import Event, Status
 from .scheduler import Scheduler
 
-__all__ = ["recover", "POLICY_INTERRUPTED"]
+__all__ = ["recover", "adopt", "POLICY_INTERRUPTED"]
 
 log = logging.getLogger("tether.recovery")
 
@@ -32,27 +32,30 @@ POLICY_INTERRUPTED = ("the owner stopped while this turn ran; interrupted by "
                       "daemon.unknown_policy")
 
 
-async def recover(journal: Journal, epoch: int, scheduler: Scheduler, policy: str) -> None:
-    """Put the ledger back into ``scheduler`` after a restart (docs/recovery.md)."""
+async def recover(journal: Journal, epoch: int, scheduler: Scheduler, policy: str, *,
+                  dead_epoch: int | None = None, schedule: bool = True) -> None:
+    """Put the ledger back into ``scheduler`` after a restart (docs/recovery.md).
+
+    In a fleet (docs/scale-out.md) this runs for one dead node, ``dead_epoch``:
+    only what that node had started becomes unknown, and ``schedule`` is False,
+    because the queued work of its sessions goes to whichever node takes each
+    session's lease next (which calls `adopt`)."""
 
     def orphan(tx: Tx) -> list[str]:
-        unknown = outcomes.orphan(tx, epoch)
+        unknown = outcomes.orphan(tx, epoch, dead_epoch)
         for row in admissions.all_open(tx.conn):
-            if row["status"] == Status.UNKNOWN:
+            if row["admission_id"] in unknown:
                 _end_children(tx, row["target_session_id"], row["admission_id"])
         return unknown
 
     unknown = await journal.write(orphan)
     if unknown:
-        log.warning("%d admission(s) were running when the previous owner stopped; "
-                    "now unknown: %s", len(unknown), ", ".join(unknown))
+        log.warning("%d admission(s) were running when %s stopped; now unknown: %s",
+                    len(unknown), "the previous owner" if dead_epoch is None
+                    else f"node {dead_epoch}", ", ".join(unknown))
     rows = await journal.db.read(admissions.all_open)
-    for row in rows:
-        sid, aid = row["target_session_id"], row["admission_id"]
-        if row["status"] == Status.QUEUED:
-            scheduler.enqueue(sid, aid)
-        elif row["status"] == Status.UNKNOWN and policy == "manual":
-            scheduler.block(sid, aid)
+    if schedule:
+        adopt(scheduler, rows, policy)
     if policy == "interrupt":
         def settle(tx: Tx) -> None:
             for row in rows:
@@ -62,6 +65,23 @@ async def recover(journal: Journal, epoch: int, scheduler: Scheduler, policy: st
                                     error=POLICY_INTERRUPTED)
 
         await journal.write(settle)
+
+
+def adopt(scheduler: Scheduler, rows: list[dict[str, Any]], policy: str) -> int:
+    """Schedule the open admissions ``rows`` (in admission order) that the scheduler
+    does not know yet: queued ones run, unknown ones pause their session (policy
+    ``manual``). How many it newly scheduled."""
+    n = 0
+    for row in rows:
+        sid, aid = row["target_session_id"], row["admission_id"]
+        if scheduler.knows(sid, aid):
+            continue
+        if row["status"] == Status.QUEUED:
+            scheduler.enqueue(sid, aid)
+            n += 1
+        elif row["status"] == Status.UNKNOWN and policy == "manual":
+            scheduler.block(sid, aid)
+    return n
 
 
 def _end_children(tx: Tx, session_id: str, admission_id: str) -> None:

@@ -42,12 +42,15 @@ class Scheduler:
         self._admitting.setdefault(session_id, []).append(admission_id)
 
     def admitted(self, session_id: str, admission_id: str, *, committed: bool) -> None:
-        """That unit ended: committed, the admission is queued; otherwise forgotten."""
+        """That unit ended: committed, the admission is queued; otherwise forgotten.
+        (An admission whose unit never called `admitting` runs elsewhere: in a
+        fleet, on the node that holds its session.)"""
         ids = self._admitting.get(session_id)
-        if ids is not None and admission_id in ids:
-            ids.remove(admission_id)
-            if not ids:
-                del self._admitting[session_id]
+        if ids is None or admission_id not in ids:
+            return
+        ids.remove(admission_id)
+        if not ids:
+            del self._admitting[session_id]
         if committed:
             self.enqueue(session_id, admission_id)
 
@@ -100,6 +103,22 @@ class Scheduler:
             del self._queued[session_id]
         self.running[session_id] = admission_id
         return session_id, admission_id
+
+    def knows(self, session_id: str, admission_id: str) -> bool:
+        """Whether the admission is queued, being admitted, running or pausing its
+        session here."""
+        return (admission_id in self._queued.get(session_id, ())
+                or admission_id in self._admitting.get(session_id, ())
+                or self.running.get(session_id) == admission_id
+                or admission_id in self._unknown.get(session_id, ()))
+
+    def paused(self) -> dict[str, list[str]]:
+        """Each paused session's unknown admissions."""
+        return {sid: sorted(ids) for sid, ids in self._unknown.items()}
+
+    def held(self) -> list[str]:
+        """Sessions with anything here: queued, being admitted, running or paused."""
+        return list({*self._queued, *self._admitting, *self.running, *self._unknown})
 
     def queued(self, session_id: str) -> list[str]:
         return list(self._queued.get(session_id, ()))

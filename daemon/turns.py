@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,7 @@ from . import outcomes
 from .agent import AgentResult
 from .config import Config
 from .engine import AgentRun, Engine
-from .journal import Journal
+from .journal import Fenced, Journal
 from .ledger import TURN_OPTION_KEY, Event
 from .retry_notice import RETRY_LISTENER
 from .scheduler import Scheduler
@@ -58,9 +59,12 @@ class _Running:
 
 class TurnRunner:
     def __init__(self, engine: Engine, journal: Journal, scheduler: Scheduler,
-                 supervisor: Supervisor, config: Config, *, epoch: int) -> None:
+                 supervisor: Supervisor, config: Config, *, epoch: int,
+                 journal_for: Callable[[str], Journal] | None = None) -> None:
         self._engine = engine
         self._journal = journal
+        # in a fleet, a turn writes through a journal fenced by its session's lease
+        self._journal_for = journal_for or (lambda _sid: journal)
         self._scheduler = scheduler
         self._supervisor = supervisor
         self._config = config
@@ -132,6 +136,10 @@ class TurnRunner:
                 await self._finish(session_id, admission_id, Event.WITHDRAW, "cancelled",
                                    error="turn cancelled before it ran")
             # "interrupted" before it began (shutdown): it stays queued for the next owner
+        except Fenced as exc:
+            # another node of the fleet took the session over: the turn is its now,
+            # and nothing more of it may be written from here
+            log.warning("turn %s abandoned: %s", admission_id, exc)
         except Exception as exc:  # noqa: BLE001 - a bug must not kill the owner
             log.exception("turn %s crashed", admission_id)
             # ...nor leave the admission started with nobody running it: its
@@ -166,7 +174,7 @@ class TurnRunner:
             return
         row, session, history = started
         payload = orjson.loads(row["payload_json"])
-        sink = EventSink(self._journal, sid, aid)
+        sink = EventSink(self._journal_for(sid), sid, aid)
         result: AgentResult | None = None
         outcome, error = "failed", None
         try:
@@ -202,7 +210,7 @@ class TurnRunner:
         its place: the session's queue waits); while draining it gives up instead,
         leaving the admission queued for the next owner."""
         try:
-            started = await self._journal.persist(
+            started = await self._journal_for(sid).persist(
                 lambda tx: outcomes.start(tx, self._scheduler, sid, aid, self._epoch),
                 f"the start of admission {aid}",
                 give_up=lambda _: self._supervisor.draining)
@@ -236,7 +244,7 @@ class TurnRunner:
         # the next owner reports it `unknown` rather than guessing its outcome.
         sup = self._supervisor
         with contextlib.suppress(StorageError):
-            await self._journal.persist(
+            await self._journal_for(sid).persist(
                 lambda tx: outcomes.settle(tx, self._scheduler, sid, aid, event, outcome,
                                            text=text, usage=usage, error=error),
                 f"the outcome of {aid} ({outcome})",

@@ -111,14 +111,16 @@ def all_open(conn: Conn) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
-def mark_unknown_before(conn: Conn, epoch: int,
-                        from_statuses: tuple[str, ...]) -> list[str]:
+def mark_unknown_before(conn: Conn, epoch: int, from_statuses: tuple[str, ...],
+                        only: int | None = None) -> list[str]:
     """→ unknown, for rows in ``from_statuses`` stamped by an epoch older than
-    ``epoch`` (SPEC §7); returns their admission_ids."""
+    ``epoch`` (SPEC §7), or with ``only``, by that epoch (a dead node of a fleet);
+    returns their admission_ids."""
     rows = conn.execute(
         "UPDATE session_admissions SET status = 'unknown' "
-        f"WHERE {_in(from_statuses)} AND owner_epoch < ? RETURNING admission_id",
-        (*from_statuses, epoch),
+        f"WHERE {_in(from_statuses)} AND owner_epoch {'=' if only else '<'} ? "
+        "RETURNING admission_id",
+        (*from_statuses, only or epoch),
     ).fetchall()
     return [r[0] for r in rows]
 

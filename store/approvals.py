@@ -51,12 +51,15 @@ def pending(conn: Conn, session_id: str | None = None) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
-def cancel_pending(conn: Conn, cause: str, now: float) -> list[dict[str, Any]]:
-    """Every pending prompt → cancelled with ``cause``; the rows it cancelled."""
+def cancel_pending(conn: Conn, cause: str, now: float,
+                   only: int | None = None) -> list[dict[str, Any]]:
+    """Every pending prompt (with ``only``: those of one dead node of a fleet, that
+    epoch) → cancelled with ``cause``; the rows it cancelled."""
     rows = conn.execute(
         "UPDATE approvals SET status = 'cancelled', cause = ?, resolved_at = ? "
-        "WHERE status = 'pending' RETURNING approval_id, session_id, admission_id",
-        (cause, now)).fetchall()
+        "WHERE status = 'pending' " + ("AND owner_epoch = ? " if only else "")
+        + "RETURNING approval_id, session_id, admission_id",
+        (cause, now, *([only] if only else []))).fetchall()
     return [dict(r) for r in rows]
 
 

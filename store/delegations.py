@@ -51,10 +51,12 @@ def record_progress(conn: Conn, delegation_id: str, result_json: str) -> bool:
     return cur.rowcount == 1
 
 
-def running_before(conn: Conn, epoch: int) -> list[dict[str, Any]]:
-    """Rows still running that an older owner (epoch < ``epoch``) started."""
+def running_before(conn: Conn, epoch: int, only: int | None = None) -> list[dict[str, Any]]:
+    """Rows still running that an older owner (epoch < ``epoch``) started; with
+    ``only``, those one dead node of a fleet (that epoch) started."""
     rows = conn.execute(
-        _SELECT + " WHERE state = 'running' AND owner_epoch < ? ORDER BY created_at", (epoch,)
+        _SELECT + f" WHERE state = 'running' AND owner_epoch {'=' if only else '<'} ? "
+        "ORDER BY created_at", (only or epoch,)
     )
     return [dict(r) for r in rows]
 

@@ -6,17 +6,21 @@ know which one they run on. What differs is where the work runs:
 
 - Writes. Units are grouped as on SQLite (everything submitted while a group is
   in flight joins the next one, each unit in its own SAVEPOINT, one COMMIT for
-  the group), but the whole group runs on the writer's thread: every statement
-  is a round trip to the server, and the event loop must never wait on the
-  network. Submit order is still commit order, and ``after_commit`` hooks still
-  run on the loop in that order.
+  the group) and, as there, run on the event loop back to back: units touch
+  the owner's in-memory state (the scheduler's view), which only the loop may.
+  Their statements are round trips to the server, so a unit's cost is its
+  statements times the round trip (tens of microseconds on a local socket; see
+  docs/scale-out.md for a remote server); ``statement_timeout`` bounds how long
+  a statement can hold the loop. COMMIT, the step that waits for the server's
+  fsync, and (re)connecting run on the writer's thread. Submit order is commit
+  order, and ``after_commit`` hooks run on the loop in that order.
 - Reads run on a small pool of read-only connections, each call one
   REPEATABLE READ transaction (one snapshot, as a WAL read on SQLite).
   ``lookup`` is ``read``: there is no cheap same-thread path to a server.
 
 A connection that fails (the server restarted, the network dropped) fails the
 group it was running with StorageError (``database_unreachable``), and the
-next group connects again. A COMMIT whose answer was lost is the one
+next group connects again, off the loop. A COMMIT whose answer was lost is the one
 ambiguous case: its callers hear a failure and retry, and the units they
 retry are idempotent (an admission finds its row; a transition whose row
 already moved reports that it did not apply).
@@ -45,6 +49,9 @@ log = logging.getLogger("tether.store")
 
 #: upper bound on units folded into one transaction (as db.py's MAX_GROUP)
 MAX_GROUP = 256
+#: a writer statement that has not answered in this long fails (a lock held by a
+#: stuck transaction elsewhere, a server in trouble): it runs on the event loop
+STATEMENT_TIMEOUT_MS = 5000
 
 
 @lru_cache(maxsize=1024)
@@ -153,9 +160,13 @@ class PgDatabase:
         import psycopg
         from psycopg_pool import ConnectionPool
 
-        def connect(**extra: Any) -> Any:
-            return psycopg.connect(url, autocommit=True, row_factory=_row_factory,
-                                   connect_timeout=max(1, int(connect_timeout)), **extra)
+        def connect() -> Any:
+            # a statement that waits longer fails (and its group) rather than stall the loop
+            conn = psycopg.connect(url, autocommit=True, row_factory=_row_factory,
+                                   connect_timeout=max(1, int(connect_timeout)),
+                                   application_name="tether-writer")
+            conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+            return conn
 
         def configure(conn: Any) -> None:
             conn.read_only = True
@@ -207,20 +218,29 @@ class PgDatabase:
                 self._idle.set()
             return
         assert self._loop is not None
-        self._worker.call(lambda: self._run_group(group), self._loop,
-                          lambda ok, value: self._finish(group, ok, value))
-
-    def _run_group(self, group: list[_Job]) -> list[tuple[bool, Any]]:
-        # on the writer's thread
         if self._writer is None or self._writer.closed:
-            self._writer = self._connect()
+            # (re)connecting takes round trips and may wait on the network: off the loop
+            self._worker.call(self._connect, self._loop,
+                              lambda ok, value: self._connected(group, ok, value))
+            return
+        self._run_group(group)
+
+    def _connected(self, group: list[_Job], ok: bool, value: Any) -> None:
+        if not ok:
+            self._finish(group, [], False, value)
+            return
+        self._writer = value
+        self._run_group(group)
+
+    def _run_group(self, group: list[_Job]) -> None:
+        # on the loop, as SQLite's units: they may touch the owner's in-memory state
         raw = self._writer
         conn = PgConn(raw)
+        outcomes: list[tuple[bool, Any]] = []
         try:
             if self.before_group is not None:
                 self.before_group(conn)
             raw.execute("BEGIN")
-            outcomes: list[tuple[bool, Any]] = []
             for job in group:
                 raw.execute("SAVEPOINT unit")
                 try:
@@ -234,8 +254,18 @@ class PgDatabase:
                     continue
                 raw.execute("RELEASE SAVEPOINT unit")
                 outcomes.append((True, value))
-            raw.execute("COMMIT")
-            return outcomes
+        except Exception as exc:  # noqa: BLE001 - the connection failed: the whole group does
+            self._discard_writer()
+            self._finish(group, [], False, translate(exc))
+            return
+        assert self._loop is not None
+        self._worker.call(self._commit, self._loop,
+                          lambda ok, err: self._finish(group, outcomes, ok, err))
+
+    def _commit(self) -> None:
+        # on the writer's thread: the one round trip that waits for the server's fsync
+        try:
+            self._writer.execute("COMMIT")
         except BaseException:
             self._discard_writer()
             raise
@@ -248,10 +278,12 @@ class PgDatabase:
             except Exception:  # noqa: BLE001 - it is being thrown away
                 pass
 
-    def _finish(self, group: list[_Job], ok: bool, value: Any) -> None:
-        outcomes = value if ok else [(False, value)] * len(group)
+    def _finish(self, group: list[_Job], outcomes: list[tuple[bool, Any]], ok: bool,
+                err: Any) -> None:
         if ok:
             self.commits += 1
+        else:
+            outcomes = [(False, err)] * len(group)
         for job, (unit_ok, result) in zip(group, outcomes, strict=True):
             if unit_ok and job.after_commit is not None:
                 try:

@@ -212,20 +212,19 @@ CREATE TABLE nodes (
     address     TEXT,
     pid         BIGINT,
     host        TEXT,
-    state       TEXT NOT NULL CHECK (state IN ('serving', 'draining', 'stopped')),
+    state       TEXT NOT NULL CHECK (state IN ('serving', 'draining', 'stopped', 'dead')),
     started_at  DOUBLE PRECISION NOT NULL,
     heartbeat_at DOUBLE PRECISION NOT NULL,
     expires_at  DOUBLE PRECISION NOT NULL
 );
 
 CREATE TABLE session_leases (
-    session_id  TEXT PRIMARY KEY REFERENCES sessions(session_id) ON DELETE CASCADE,
-    holder      TEXT,
-    holder_epoch BIGINT,
-    generation  BIGINT NOT NULL,
-    expires_at  DOUBLE PRECISION NOT NULL
+    session_id   TEXT PRIMARY KEY REFERENCES sessions(session_id) ON DELETE CASCADE,
+    holder_epoch BIGINT,  -- the holding node's epoch, NULL when free
+    generation   BIGINT NOT NULL,
+    expires_at   DOUBLE PRECISION NOT NULL
 );
-CREATE INDEX session_leases_holder ON session_leases(holder)
+CREATE INDEX session_leases_holder ON session_leases(holder_epoch)
 """
 
 PG_MIGRATIONS: tuple[str, ...] = (_V1, _V2)

@@ -54,10 +54,11 @@ def mark_delivered(conn: Conn, process_id: str, now: float) -> bool:
     return cur.rowcount == 1
 
 
-def running_before(conn: Conn, epoch: int) -> list[dict[str, Any]]:
-    """Rows an older owner (epoch < ``epoch``) left running."""
-    rows = conn.execute(_SELECT + " WHERE state = 'running' AND owner_epoch < ? "
-                        "ORDER BY created_at", (epoch,))
+def running_before(conn: Conn, epoch: int, only: int | None = None) -> list[dict[str, Any]]:
+    """Rows an older owner (epoch < ``epoch``) left running; with ``only``, those
+    one dead node of a fleet (that epoch) left."""
+    rows = conn.execute(_SELECT + f" WHERE state = 'running' AND owner_epoch "
+                        f"{'=' if only else '<'} ? ORDER BY created_at", (only or epoch,))
     return [dict(r) for r in rows]
 
 

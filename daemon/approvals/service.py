@@ -224,10 +224,11 @@ class ApprovalService:
                                 "removed from config.yaml)")
         return await self._journal.write(lambda tx: rows.remove_rule(tx.conn, rule_id))
 
-    async def recover(self) -> None:
-        """Cancel the prompts a previous owner left pending (their turns died with it)."""
+    async def recover(self, dead_epoch: int | None = None) -> None:
+        """Cancel the prompts a previous owner (in a fleet: the dead node of
+        ``dead_epoch``) left pending (their turns died with it)."""
         def unit(tx: Tx) -> int:
-            cancelled = rows.cancel_pending(tx.conn, "shutdown", tx.now)
+            cancelled = rows.cancel_pending(tx.conn, "shutdown", tx.now, dead_epoch)
             for r in cancelled:
                 tx.event(r["session_id"], "approval.resolved", {
                     "approval_id": r["approval_id"], "status": "cancelled",

@@ -181,13 +181,14 @@ class BackgroundDelegations:
         except _AlreadyDelivered:
             pass
 
-    async def recover(self) -> None:
-        """After a restart: rows an older owner left running → interrupted (keeping the
-        children that had finished); then deliver every finished, undelivered row."""
+    async def recover(self, dead_epoch: int | None = None) -> None:
+        """After a restart: rows an older owner (or, in a fleet, the dead node of
+        ``dead_epoch``) left running → interrupted (keeping the children that had
+        finished); then deliver every finished, undelivered row."""
         epoch = self._epoch
 
         def interrupt(tx: Tx) -> None:
-            for row in delegations.running_before(tx.conn, epoch):
+            for row in delegations.running_before(tx.conn, epoch, dead_epoch):
                 _interrupt(tx, row)
 
         await recover_deliveries(self._journal, interrupt, delegations.undelivered,

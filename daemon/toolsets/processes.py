@@ -239,13 +239,14 @@ class ProcessTable:
             await self._admit("process", sid, process_id, encode_payload(payload),
                               extra_unit=mark, internal=True)
 
-    async def recover(self) -> None:
-        """After a start: what an older owner left running is ended and ``lost``;
-        every notice still due is delivered."""
+    async def recover(self, dead_epoch: int | None = None) -> None:
+        """After a start: what an older owner (in a fleet: the dead node of
+        ``dead_epoch``) left running is ended and ``lost``; every notice still due
+        is delivered."""
         epoch = self._epoch
 
         def unit(tx: Tx) -> None:
-            for row in rows.running_before(tx.conn, epoch):
+            for row in rows.running_before(tx.conn, epoch, dead_epoch):
                 pid = row["pid"]
                 if pid and row["pid_started"] and _start_time(pid) == row["pid_started"]:
                     with contextlib.suppress(ProcessLookupError, PermissionError):

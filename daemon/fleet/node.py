@@ -1,0 +1,224 @@
+"""This owner as one node of a fleet: leases, fencing, and recovering dead nodes.
+
+Several owners share one PostgreSQL database (docs/scale-out.md). Any node
+admits any prompt; a session's turns run on the node that holds the session's
+lease, one at a time. The pieces:
+
+- **Placement.** The unit that admits a prompt also takes the session's lease
+  when it is free, expired or already this node's (`place`); then the turn
+  runs here. When another live node holds it, the admission is only recorded,
+  and the holder picks it up (`_adopt_held`, each tick).
+- **Heartbeat.** Every tick renews this node's row and every lease it holds
+  (one statement each). A node that finds its row declared dead has paused
+  past its lease (SIGSTOP, a frozen VM): it stops serving at once.
+- **Fencing.** Each lease has a generation that grows whenever it changes
+  hands. Every unit of a turn checks, under a row lock, that this node still
+  holds the session at the generation it took it at (`journal_for`); when it
+  does not, the unit writes nothing and raises `Fenced`.
+- **Recovery.** A node whose row ran out is claimed by one live node (``FOR
+  UPDATE SKIP LOCKED``), marked dead and its leases freed with their
+  generations moved on, in one transaction; then what it left is recovered as
+  a restarted owner would: its started admissions become unknown, its
+  background delegations interrupted and delivered, its processes lost, its
+  approval prompts cancelled. The queued work of its sessions goes to whichever
+  node takes each lease next (`_claim_unplaced`).
+- **Idle leases** are let go (each tick), so the next prompt of a session runs
+  wherever it arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from tether.store import fleet as fleet_rows
+
+from ..journal import Fenced, Journal, Tx, Unit
+from ..recovery import adopt, recover
+from ..scheduler import Scheduler
+from ..supervisor import Supervisor
+
+__all__ = ["FleetNode"]
+
+T = TypeVar("T")
+log = logging.getLogger("tether.fleet")
+
+#: sessions claimed per tick from dead or idle holders
+CLAIM_BATCH = 32
+
+
+class _FencedJournal(Journal):
+    """A journal whose every unit first checks a fence."""
+
+    def __init__(self, base: Journal, check: Callable[[Tx], None]) -> None:
+        super().__init__(base.db, base.bus)
+        self._check = check
+
+    def submit(self, fn: Unit[T]) -> asyncio.Future[tuple[T, list[Any]]]:
+        check = self._check
+
+        def fenced(tx: Tx) -> T:
+            check(tx)
+            return fn(tx)
+
+        return super().submit(fenced)
+
+
+class FleetNode:
+    """One owner's part in a fleet: see the module docstring."""
+
+    def __init__(self, journal: Journal, scheduler: Scheduler, supervisor: Supervisor, *,
+                 node_id: str, epoch: int, lease_seconds: float, policy: str) -> None:
+        self._journal = journal
+        self._scheduler = scheduler
+        self._supervisor = supervisor
+        self.node_id = node_id
+        self.epoch = epoch
+        self.ttl = lease_seconds
+        self._policy = policy
+        self.tick = min(0.25, lease_seconds / 10)
+        self.held: dict[str, int] = {}  # session_id -> the generation it is held at
+        self.fenced_out = False
+        self._recoverers: list[Callable[[int], Awaitable[None]]] = []
+        self._pump: Callable[[], None] = lambda: None
+
+    # -- joining and leaving ------------------------------------------------
+
+    async def join(self, address: str | None) -> None:
+        """Register this node (serving) before it admits anything."""
+        await self._journal.persist(
+            lambda tx: fleet_rows.register(tx.conn, node_id=self.node_id, epoch=self.epoch,
+                                           address=address, pid=os.getpid(),
+                                           host=socket.gethostname(), now=tx.now,
+                                           ttl=self.ttl), "this node's registration")
+
+    def start(self, pump: Callable[[], None],
+              recoverers: list[Callable[[int], Awaitable[None]]]) -> None:
+        """Begin the node's tick: heartbeat, recovery of dead nodes, claims.
+        ``recoverers`` each recover one dead node's rows of their kind by epoch."""
+        self._pump = pump
+        self._recoverers = recoverers
+        self._supervisor.spawn(self._run(), "fleet")
+
+    async def drain(self) -> None:
+        """Stop taking sessions (a draining node takes no new lease)."""
+        await self._journal.write(lambda tx: fleet_rows.set_state(tx.conn, self.epoch,
+                                                                  "draining"))
+
+    async def leave(self) -> None:
+        """Clean stop: hand every lease back and say so."""
+        def unit(tx: Tx) -> None:
+            fleet_rows.release_all(tx.conn, self.epoch)
+            fleet_rows.set_state(tx.conn, self.epoch, "stopped")
+
+        if not self.fenced_out:
+            await self._journal.write(unit)
+        self.held.clear()
+
+    # -- placement and fencing ---------------------------------------------
+
+    def place(self, tx: Tx, session_id: str) -> bool:
+        """In the unit that admits a prompt: hold the session's lease if it can be
+        had; whether its turns run here."""
+        generation = fleet_rows.take(tx.conn, session_id, self.epoch, tx.now, self.ttl)
+        if generation is None:
+            return False
+        self.held[session_id] = generation
+        return True
+
+    def journal_for(self, session_id: str) -> Journal:
+        """The journal a turn of ``session_id`` writes through: fenced by its lease."""
+        def check(tx: Tx) -> None:
+            generation = self.held.get(session_id)
+            if generation is None or not fleet_rows.fence(tx.conn, session_id, self.epoch,
+                                                          generation):
+                self.held.pop(session_id, None)
+                raise Fenced(f"this node (epoch {self.epoch}) no longer holds session "
+                             f"{session_id}: another node took it over")
+
+        return _FencedJournal(self._journal, check)
+
+    # -- the tick -------------------------------------------------------------
+
+    async def _run(self) -> None:
+        next_beat = 0.0
+        while not self._supervisor.draining:
+            try:
+                if time.monotonic() >= next_beat:
+                    if not await self._heartbeat():
+                        return
+                    next_beat = time.monotonic() + self.ttl / 3
+                await self._recover_dead()
+                await self._claim_unplaced()
+                await self._adopt_held()
+            except Exception as exc:  # noqa: BLE001 - a failing store: try next tick
+                log.warning("fleet tick failed: %s", exc)
+            await asyncio.sleep(self.tick)
+
+    async def _heartbeat(self) -> bool:
+        alive = await self._journal.write(
+            lambda tx: fleet_rows.heartbeat(tx.conn, self.epoch, tx.now, self.ttl))
+        if alive:
+            return True
+        # paused past the lease: another node has recovered this one's work; every
+        # turn write of it would be fenced. Stop serving, as a restart would.
+        self.fenced_out = True
+        self.held.clear()
+        log.error("this node (epoch %d) was declared dead by the fleet (it missed its "
+                  "heartbeat for %.0f s); stopping", self.epoch, self.ttl)
+        self._supervisor.stop_requested.set()
+        return False
+
+    async def _recover_dead(self) -> None:
+        while (dead := await self._journal.write(
+                lambda tx: fleet_rows.claim_dead(tx.conn, tx.now))) is not None:
+            epoch = int(dead["epoch"])
+            log.warning("node %s (epoch %d) stopped renewing its lease; recovering its work",
+                        dead["node_id"], epoch)
+            await recover(self._journal, self.epoch, self._scheduler, self._policy,
+                          dead_epoch=epoch, schedule=False)
+            for recoverer in self._recoverers:
+                try:
+                    await recoverer(epoch)
+                except Exception:  # noqa: BLE001 - one kind failing must not stop the rest
+                    log.exception("could not recover node %d's rows", epoch)
+
+    async def _claim_unplaced(self) -> None:
+        sessions = await self._journal.db.read(
+            lambda c: fleet_rows.unplaced_queued(c, time.time(), CLAIM_BATCH))
+        if not sessions:
+            return
+
+        def unit(tx: Tx) -> list[str]:
+            return [sid for sid in sessions if self.place(tx, sid)]
+
+        if await self._journal.write(unit):
+            await self._adopt_held()
+
+    async def _adopt_held(self) -> None:
+        """Schedule what others admitted for sessions held here; let idle leases go."""
+        rows = await self._journal.db.read(lambda c: fleet_rows.held_open(c, self.epoch))
+        rows = [r for r in rows if r["target_session_id"] in self.held]
+        if adopt(self._scheduler, rows, self._policy):
+            self._pump()
+        unknown = {(r["target_session_id"], r["admission_id"]) for r in rows
+                   if r["status"] == "unknown"}
+        for sid, aids in self._scheduler.paused().items():
+            for aid in aids:
+                if (sid, aid) not in unknown:  # resolved through another node
+                    self._scheduler.unblock(sid, aid)
+                    self._pump()
+
+        def release(tx: Tx) -> list[str]:
+            keep = self._scheduler.held()
+            gone = fleet_rows.release_idle(tx.conn, self.epoch, keep)
+            for sid in gone:
+                self.held.pop(sid, None)
+            return gone
+
+        await self._journal.write(release)

@@ -1,0 +1,139 @@
+"""Queries for the fleet's tables (PostgreSQL only): nodes and session leases.
+
+A node is one owner process on the shared database, known by its epoch (unique:
+``runtime.bump_epoch`` is one statement). It is alive while its row's
+``expires_at`` lies ahead; its heartbeat moves that, and the expiry of every
+lease it holds, forward. A session's lease names the node that runs its turns;
+``generation`` grows each time the lease changes hands, and every write the
+holder makes for the session's turn checks it (``fence``), under a row lock the
+successor's takeover has to wait for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .conn import Conn
+
+__all__ = [
+    "register", "heartbeat", "set_state", "alive", "take", "fence", "release_idle",
+    "release_all", "claim_dead", "unplaced_queued", "held_open", "list_nodes",
+]
+
+
+def register(conn: Conn, *, node_id: str, epoch: int, address: str | None, pid: int,
+             host: str, now: float, ttl: float) -> None:
+    conn.execute(
+        "INSERT INTO nodes(node_id, epoch, address, pid, host, state, started_at, "
+        "heartbeat_at, expires_at) VALUES (?, ?, ?, ?, ?, 'serving', ?, ?, ?)",
+        (node_id, epoch, address, pid, host, now, now, now + ttl))
+
+
+def heartbeat(conn: Conn, epoch: int, now: float, ttl: float) -> bool:
+    """Extend the node's life and every lease it holds; False when the node was
+    declared dead meanwhile (it paused past its lease: it must stop)."""
+    alive_now = conn.execute(
+        "UPDATE nodes SET heartbeat_at = ?, expires_at = ? "
+        "WHERE epoch = ? AND state IN ('serving', 'draining')",
+        (now, now + ttl, epoch)).rowcount == 1
+    if alive_now:
+        conn.execute("UPDATE session_leases SET expires_at = ? WHERE holder_epoch = ?",
+                     (now + ttl, epoch))
+    return alive_now
+
+
+def set_state(conn: Conn, epoch: int, state: str) -> None:
+    conn.execute("UPDATE nodes SET state = ? WHERE epoch = ? AND state != 'dead'",
+                 (state, epoch))
+
+
+def alive(conn: Conn, epoch: int) -> bool:
+    row = conn.execute("SELECT state FROM nodes WHERE epoch = ?", (epoch,)).fetchone()
+    return row is not None and row[0] in ("serving", "draining")
+
+
+def take(conn: Conn, session_id: str, epoch: int, now: float, ttl: float) -> int | None:
+    """Hold the session's lease: new, free, expired, or already this node's. The
+    generation it is held at, or None while another live node holds it. A node
+    that is no longer serving (draining, or declared dead) takes nothing."""
+    row = conn.execute(
+        "INSERT INTO session_leases(session_id, holder_epoch, generation, expires_at) "
+        "SELECT ?, ?, 1, ? WHERE EXISTS (SELECT 1 FROM nodes WHERE epoch = ? "
+        "                                AND state = 'serving') "
+        "ON CONFLICT(session_id) DO UPDATE SET holder_epoch = excluded.holder_epoch, "
+        "expires_at = excluded.expires_at, generation = CASE "
+        "  WHEN session_leases.holder_epoch = excluded.holder_epoch "
+        "  THEN session_leases.generation ELSE session_leases.generation + 1 END "
+        "WHERE session_leases.holder_epoch IS NULL OR session_leases.expires_at < ? "
+        "   OR session_leases.holder_epoch = excluded.holder_epoch "
+        "RETURNING generation",
+        (session_id, epoch, now + ttl, epoch, now)).fetchone()
+    return None if row is None else int(row[0])
+
+
+def fence(conn: Conn, session_id: str, epoch: int, generation: int) -> bool:
+    """Whether this node still holds the session at ``generation``; the row stays
+    share-locked until the transaction ends, so a takeover waits for this write."""
+    row = conn.execute(
+        "SELECT holder_epoch, generation FROM session_leases WHERE session_id = ? FOR SHARE",
+        (session_id,)).fetchone()
+    return row is not None and row[0] == epoch and int(row[1]) == generation
+
+
+def release_idle(conn: Conn, epoch: int, keep: list[str]) -> list[str]:
+    """Let go of every lease this node holds but for ``keep`` (sessions with work
+    here); the sessions released."""
+    rows = conn.execute(
+        "UPDATE session_leases SET holder_epoch = NULL WHERE holder_epoch = ? "
+        "AND NOT (session_id = ANY(?)) RETURNING session_id", (epoch, keep)).fetchall()
+    return [r[0] for r in rows]
+
+
+def release_all(conn: Conn, epoch: int) -> None:
+    conn.execute("UPDATE session_leases SET holder_epoch = NULL WHERE holder_epoch = ?",
+                 (epoch,))
+
+
+def claim_dead(conn: Conn, now: float) -> dict[str, Any] | None:
+    """One node whose life ran out, marked dead and its leases freed (each one's
+    generation moved on, so its late writes are refused); None if there is none.
+    Nodes recovering the fleet at the same time each claim a different one."""
+    row = conn.execute(
+        "SELECT node_id, epoch FROM nodes WHERE expires_at < ? "
+        "AND state IN ('serving', 'draining') ORDER BY epoch LIMIT 1 FOR UPDATE SKIP LOCKED",
+        (now,)).fetchone()
+    if row is None:
+        return None
+    conn.execute("UPDATE nodes SET state = 'dead' WHERE epoch = ?", (row[1],))
+    conn.execute("UPDATE session_leases SET holder_epoch = NULL, generation = generation + 1 "
+                 "WHERE holder_epoch = ?", (row[1],))
+    return {"node_id": row[0], "epoch": int(row[1])}
+
+
+def unplaced_queued(conn: Conn, now: float, limit: int) -> list[str]:
+    """Sessions with queued admissions whose lease is free or has run out: work
+    that no live node is going to run."""
+    rows = conn.execute(
+        "SELECT DISTINCT a.target_session_id FROM session_admissions a "
+        "LEFT JOIN session_leases l ON l.session_id = a.target_session_id "
+        "WHERE a.status IN ('queued', 'unknown') "
+        "AND (l.session_id IS NULL OR l.holder_epoch IS NULL OR l.expires_at < ?) LIMIT ?",
+        (now, limit)).fetchall()
+    return [r[0] for r in rows]
+
+
+def held_open(conn: Conn, epoch: int) -> list[dict[str, Any]]:
+    """The open admissions of every session this node holds, in admission order."""
+    rows = conn.execute(
+        "SELECT a.target_session_id, a.admission_id, a.status FROM session_admissions a "
+        "JOIN session_leases l ON l.session_id = a.target_session_id "
+        "WHERE l.holder_epoch = ? AND a.status != 'terminal' ORDER BY a.seq", (epoch,))
+    return [dict(r) for r in rows]
+
+
+def list_nodes(conn: Conn) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT n.node_id, n.epoch, n.address, n.pid, n.host, n.state, n.started_at, "
+        "n.heartbeat_at, n.expires_at, (SELECT COUNT(*) FROM session_leases l "
+        "WHERE l.holder_epoch = n.epoch) AS leases FROM nodes n ORDER BY n.epoch")
+    return [dict(r) for r in rows]
