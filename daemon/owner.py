@@ -42,7 +42,7 @@ from .approvals.service import ApprovalService
 from .config import Config, load_config
 from .cron.handlers import cron_handlers
 from .cron.jobs import CronJobs
-from .cron.service import CronService
+from .cron.service import FLEET_SLEEP_SECONDS, CronService
 from .delegation.background import BackgroundDelegations
 from .delegation.children import ChildRunner
 from .delegation.tool import delegate_task_tool
@@ -187,7 +187,8 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             tools.add(process_tool(processes))
             for tool in file_tools(config.tools):
                 tools.add(tool)
-            cron = CronService(journal, admissions_svc.admit, supervisor, config)
+            cron = CronService(journal, admissions_svc.admit, supervisor, config,
+                               **({"max_sleep": FLEET_SLEEP_SECONDS} if fleet else {}))
             cron_jobs = CronJobs(journal, cron, config)
 
             tokens = TokenService(db)
@@ -205,7 +206,10 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                 allowed_origins=dcfg.tcp_allowed_origins)
             tokens.on_revoke.append(listeners.drop_token)
             if fleet is not None:
-                await fleet.join(tcp)  # before anything is admitted: placement needs it
+                # before anything is admitted (placement needs the node's row); the
+                # recovery of dead nodes' work, as a restarted owner's, comes first
+                await fleet.start(tcp, str(home.root), turns.pump,
+                                  [approvals.recover, background.recover, processes.recover])
             await listeners.start_unix(home.socket)
             api = None
             if tcp:
@@ -229,8 +233,7 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                      f" and {listeners.tcp_url}" if listeners.tcp_url else "")
             turns.pump()
             if fleet is not None:
-                fleet.start(turns.pump, [approvals.recover, background.recover,
-                                         processes.recover])
+                await fleet.announce(listeners.tcp_url)
             else:
                 supervisor.spawn(background.recover(), "delegation-recovery")
                 supervisor.spawn(processes.recover(), "process-recovery")

@@ -16,17 +16,25 @@ from typing import Any
 from .conn import Conn
 
 __all__ = [
-    "register", "heartbeat", "set_state", "alive", "take", "fence", "release_idle",
+    "register", "heartbeat", "set_address", "set_state", "alive", "take", "fence", "release_idle",
     "release_all", "claim_dead", "unplaced_queued", "held_open", "list_nodes",
 ]
 
 
 def register(conn: Conn, *, node_id: str, epoch: int, address: str | None, pid: int,
-             host: str, now: float, ttl: float) -> None:
+             host: str, home: str, now: float, ttl: float) -> int:
+    """Add this node, serving. A node that ran from the same home on the same host
+    is gone for sure (this one holds the home's lock): its life is ended now, so
+    its work is recovered at once rather than when its lease would run out.
+    Returns how many such nodes there were."""
+    ended = conn.execute(
+        "UPDATE nodes SET expires_at = 0 WHERE host = ? AND home = ? "
+        "AND state IN ('serving', 'draining')", (host, home)).rowcount
     conn.execute(
-        "INSERT INTO nodes(node_id, epoch, address, pid, host, state, started_at, "
-        "heartbeat_at, expires_at) VALUES (?, ?, ?, ?, ?, 'serving', ?, ?, ?)",
-        (node_id, epoch, address, pid, host, now, now, now + ttl))
+        "INSERT INTO nodes(node_id, epoch, address, pid, host, home, state, started_at, "
+        "heartbeat_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, 'serving', ?, ?, ?)",
+        (node_id, epoch, address, pid, host, home, now, now, now + ttl))
+    return int(ended)
 
 
 def heartbeat(conn: Conn, epoch: int, now: float, ttl: float) -> bool:
@@ -40,6 +48,10 @@ def heartbeat(conn: Conn, epoch: int, now: float, ttl: float) -> bool:
         conn.execute("UPDATE session_leases SET expires_at = ? WHERE holder_epoch = ?",
                      (now + ttl, epoch))
     return alive_now
+
+
+def set_address(conn: Conn, epoch: int, address: str | None) -> None:
+    conn.execute("UPDATE nodes SET address = ? WHERE epoch = ?", (address, epoch))
 
 
 def set_state(conn: Conn, epoch: int, state: str) -> None:

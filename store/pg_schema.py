@@ -212,6 +212,7 @@ CREATE TABLE nodes (
     address     TEXT,
     pid         BIGINT,
     host        TEXT,
+    home        TEXT,
     state       TEXT NOT NULL CHECK (state IN ('serving', 'draining', 'stopped', 'dead')),
     started_at  DOUBLE PRECISION NOT NULL,
     heartbeat_at DOUBLE PRECISION NOT NULL,

@@ -46,6 +46,8 @@ log = logging.getLogger("tether.cron")
 RETRY_SECONDS = 2.0
 #: the loop never sleeps longer than this: a clock stepped forward is noticed
 MAX_SLEEP_SECONDS = 300.0
+#: ... and in a fleet no longer than this (a job created on another node is seen)
+FLEET_SLEEP_SECONDS = 1.0
 
 
 class Admit(Protocol):
@@ -80,7 +82,9 @@ def job_grace(job: dict[str, Any], schedule: Schedule, now: float) -> float:
 
 class CronService:
     def __init__(self, journal: Journal, admit: Admit, supervisor: Supervisor,
-                 config: Config) -> None:
+                 config: Config, *, max_sleep: float = MAX_SLEEP_SECONDS) -> None:
+        # in a fleet, jobs change on other nodes too, unannounced: look again often
+        self._max_sleep = max_sleep
         self._journal = journal
         self._admit = admit
         self._supervisor = supervisor
@@ -127,10 +131,10 @@ class CronService:
             except Exception:  # noqa: BLE001 - a bug must not stop every job for good
                 log.exception("cron: a pass over the jobs failed")
                 wake_at = time.time() + RETRY_SECONDS
-            delay = MAX_SLEEP_SECONDS if wake_at is None else max(0.0, wake_at - time.time())
+            delay = self._max_sleep if wake_at is None else max(0.0, wake_at - time.time())
             if delay > 0:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), min(delay, MAX_SLEEP_SECONDS))
+                    await asyncio.wait_for(self._wake.wait(), min(delay, self._max_sleep))
 
     async def _pass(self) -> float | None:
         """Fire every due job; the earliest time a job is due next (None: no job is)."""

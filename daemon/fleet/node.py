@@ -89,21 +89,27 @@ class FleetNode:
 
     # -- joining and leaving ------------------------------------------------
 
-    async def join(self, address: str | None) -> None:
-        """Register this node (serving) before it admits anything."""
+    async def start(self, address: str | None, home: str, pump: Callable[[], None],
+                    recoverers: list[Callable[[int], Awaitable[None]]]) -> None:
+        """Register this node (serving), recover what dead nodes left and claim the
+        work nobody runs, all before it serves; then begin the tick. ``recoverers``
+        each recover one dead node's rows of their kind, by its epoch."""
+        self._pump = pump
+        self._recoverers = recoverers
         await self._journal.persist(
             lambda tx: fleet_rows.register(tx.conn, node_id=self.node_id, epoch=self.epoch,
                                            address=address, pid=os.getpid(),
-                                           host=socket.gethostname(), now=tx.now,
-                                           ttl=self.ttl), "this node's registration")
-
-    def start(self, pump: Callable[[], None],
-              recoverers: list[Callable[[int], Awaitable[None]]]) -> None:
-        """Begin the node's tick: heartbeat, recovery of dead nodes, claims.
-        ``recoverers`` each recover one dead node's rows of their kind by epoch."""
-        self._pump = pump
-        self._recoverers = recoverers
+                                           host=socket.gethostname(), home=home,
+                                           now=tx.now, ttl=self.ttl),
+            "this node's registration")
+        await self._recover_dead()
+        await self._claim_unplaced()
         self._supervisor.spawn(self._run(), "fleet")
+
+    async def announce(self, address: str | None) -> None:
+        """Where clients reach this node (its TCP listener, once bound)."""
+        await self._journal.write(lambda tx: fleet_rows.set_address(tx.conn, self.epoch,
+                                                                    address))
 
     async def drain(self) -> None:
         """Stop taking sessions (a draining node takes no new lease)."""
