@@ -231,6 +231,7 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
     if env.get("OPENAI_API_KEY"):
         model = replace(model, api_key=env["OPENAI_API_KEY"])
     from tether.rpc.names import PROVIDER_NAMES
+    from tether.rpc.protocol import MAX_TEXT_CHARS
 
     from .provider import base_url_problem  # httpx: only when loading
 
@@ -256,6 +257,11 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
         raise ConfigError("config.yaml: `daemon.unknown_policy` must be manual or interrupt")
     if daemon.max_running_turns < 1 or daemon.max_connections < 1:
         raise ConfigError("config.yaml: daemon limits must be at least 1")
+    if not 1 <= daemon.max_text_chars <= MAX_TEXT_CHARS:
+        # above the protocol's ceiling, a text between the two would be refused by
+        # validation in other words than this limit's (docs/configuration.md)
+        raise ConfigError(f"config.yaml: `daemon.max_text_chars` must be from 1 to "
+                          f"{MAX_TEXT_CHARS} (the protocol's ceiling on one text)")
     if daemon.max_db_bytes is not None and daemon.max_db_bytes < MIN_DB_BYTES:
         raise ConfigError(f"config.yaml: `daemon.max_db_bytes` must be at least {MIN_DB_BYTES}")
     if cron.timezone is not None:

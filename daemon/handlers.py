@@ -157,7 +157,7 @@ def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
             await turns.wait(p.session_id, aid, INTERRUPT_WAIT_SECONDS)
         return {"interrupted": aid is not None, "admission_id": aid}
 
-    @d.register("prompt.submit")
+    @d.register("prompt.submit", refine=admissions.oversize)
     async def prompt_submit(p: m.PromptSubmitParams, call: Call) -> dict[str, Any]:
         return await admissions.submit(p)
 
