@@ -70,6 +70,8 @@ class Identity:
     version: str
     instance_id: str
     epoch: int
+    #: settings.turn_defaults of the owner's configuration
+    turn_defaults: dict[str, str | None]
 
 
 def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
@@ -87,7 +89,8 @@ def build_dispatcher(*, identity: Identity, db: Database, bus: EventBus,
         return {"protocol": PROTOCOL, "version": identity.version,
                 "instance_id": identity.instance_id, "epoch": identity.epoch,
                 "pid": os.getpid(), "capabilities": CAPABILITIES,
-                "providers": list(PROVIDER_NAMES), "toolsets": list(TOOLSETS)}
+                "providers": list(PROVIDER_NAMES), "toolsets": list(TOOLSETS),
+                "turn_defaults": identity.turn_defaults}
 
     @d.register("ping")
     async def ping(p: m.PingParams, call: Call) -> dict[str, Any]:

@@ -57,6 +57,7 @@ from .recovery import recover
 from .scheduler import Scheduler
 from .server import Listeners, parse_hostport, tcp_address
 from .sessions import SessionService
+from .settings import turn_defaults
 from .supervisor import Supervisor
 from .tokens import TokenService, register_token_methods
 from .tools import ToolRegistry
@@ -152,7 +153,8 @@ async def _serve(home: Home, config: Config, tcp: str | None,
         loop = asyncio.get_running_loop()
         async with httpx.AsyncClient() as http, asyncio.TaskGroup() as tasks:
             identity = Identity(version=tether_version(),
-                                instance_id="own_" + secrets.token_hex(8), epoch=epoch)
+                                instance_id="own_" + secrets.token_hex(8), epoch=epoch,
+                                turn_defaults=turn_defaults(config))
             supervisor = Supervisor(tasks)
             tools = ToolRegistry()
             approvals = ApprovalService(journal, scheduler, supervisor, config.approvals,

@@ -18,7 +18,7 @@ from .config import Config
 from .provider import OPENAI_BASE_URL, base_url_problem
 
 __all__ = ["TurnSettings", "resolve_turn", "resolve_child", "ResolveError",
-           "check_turn_options", "TOOLSETS", "DEFAULT_TOOLSETS"]
+           "check_turn_options", "turn_defaults", "shown_url", "TOOLSETS", "DEFAULT_TOOLSETS"]
 
 DEMO_MODEL = "tether-demo"
 #: the toolsets of a session that names none: all of them (SPEC §12)
@@ -113,6 +113,26 @@ def resolve_turn(config: Config, session_options: dict[str, Any],
         max_turns=_pick("max_turns", turn_options, session_options) or config.daemon.max_turns,
         ignore_rules=bool(_pick("ignore_rules", turn_options, session_options)),
     )
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be shown or sent to a client: without user, password or query
+    (where an endpoint's credentials could be written)."""
+    import httpx
+
+    try:
+        return str(httpx.URL(url).copy_with(username=None, password=None, query=None))
+    except (httpx.InvalidURL, ValueError):
+        return "(not a valid URL)"
+
+
+def turn_defaults(config: Config) -> dict[str, str | None]:
+    """The provider, model and endpoint of a turn that names none: what
+    runtime.describe reports (`tether status`) and `tether config check` prints."""
+    s = resolve_turn(config, {}, {})
+    endpoint = _endpoint(s.provider, s.base_url)
+    return {"provider": s.provider, "model": s.model,
+            "base_url": shown_url(endpoint) if endpoint else None}
 
 
 def resolve_child(config: Config, parent: TurnSettings, toolsets: tuple[str, ...]) -> TurnSettings:
