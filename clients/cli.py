@@ -108,6 +108,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_status)
 
+    p = command("logs", "show the end of the owner's log (never starts an owner)",
+                description=(
+                    "Show the end of the owner's log, <home>/logs/owner.log: what the owner "
+                    "did and every error, with times. --stdio shows <home>/logs/daemon.log "
+                    "instead: the raw output of an owner a client started (why it could not "
+                    "start, a crash's traceback). Never starts an owner."))
+    p.add_argument("-n", "--lines", type=int, default=20, metavar="N",
+                   help="how many of the last lines (default 20)")
+    p.add_argument("-f", "--follow", action="store_true",
+                   help="keep printing new lines, across rotations and restarts, until Ctrl-C")
+    p.add_argument("--stdio", action="store_true",
+                   help="show logs/daemon.log, the owner's raw stdout/stderr")
+    p.set_defaults(func=_lazy("logs_cmd", "cmd_logs"))
+
     p = command("chat", "chat with an agent: one finite turn, or interactive on a terminal",
                 description=(
                     "Chat with an agent. Finite (one turn, delegations joined before the "

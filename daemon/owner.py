@@ -84,17 +84,21 @@ def tether_version() -> str:
 
 
 def setup_logging(home: Home, *, foreground: bool) -> None:
+    """logs/owner.log (and stderr with ``foreground``): tether's records from INFO up,
+    and the warnings of the libraries the owner runs on (asyncio's unretrieved task
+    errors, websockets' failed handshakes), which would otherwise reach only stderr."""
     root = logging.getLogger("tether")
     root.setLevel(logging.INFO)
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    handler = logging.handlers.RotatingFileHandler(home.logs / "owner.log",
+    handler = logging.handlers.RotatingFileHandler(home.owner_log,
                                                    maxBytes=5 * 1024 * 1024, backupCount=3)
-    handler.setFormatter(fmt)
-    root.addHandler(handler)
+    handlers: list[logging.Handler] = [handler]
     if foreground:
-        stream = logging.StreamHandler()
-        stream.setFormatter(fmt)
-        root.addHandler(stream)
+        handlers.append(logging.StreamHandler())
+    for h in handlers:
+        h.setFormatter(fmt)
+        for name in ("tether", "asyncio", "websockets"):
+            logging.getLogger(name).addHandler(h)
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
