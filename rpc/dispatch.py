@@ -228,7 +228,9 @@ class Dispatcher:
         except ValidationError as exc:
             if notification:
                 return None
-            refined = route.refine(params) if route.refine is not None else None
+            # params is an object here: a list was answered above
+            refined = route.refine(params) if route.refine is not None \
+                and type(params) is dict else None
             return encode_error(rid, refined or _invalid_params(exc))
 
         try:
