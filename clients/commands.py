@@ -135,12 +135,12 @@ async def _status(home: Any, desc: dict[str, Any], as_json: bool) -> int:
         print(f"  provider      {defaults.get('provider')} ({where})")
         print(f"  model         {defaults.get('model')}")
     print(f"  capabilities  {', '.join(info.get('capabilities') or [])}")
-    if changed := _config_changed_since(home, desc.get("started_at")):
+    if changed := config_changed_since(home, desc.get("started_at")):
         print(f"  note          {changed}")
     return EXIT_OK
 
 
-def _config_changed_since(home: Any, started_at: Any) -> str:
+def config_changed_since(home: Any, started_at: Any) -> str:
     """A note when config.yaml was written after the owner read it, else ""."""
     from datetime import datetime
 

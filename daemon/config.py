@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "CronConfig", "HttpConfig",
-           "ApprovalsConfig", "ToolsConfig", "ConfigError", "load_config"]
+           "ApprovalsConfig", "ToolsConfig", "ConfigError", "load_config", "read_config_file",
+           "build_config"]
 
 
 #: the smallest daemon.max_db_bytes accepted: room for the schema and a little more
@@ -192,7 +193,11 @@ def _section(cls: type, raw: Any, name: str) -> Any:
 
 def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
     """Read config.yaml (missing file = defaults) and apply the environment."""
-    env = dict(os.environ) if env is None else env
+    return build_config(read_config_file(path), env)
+
+
+def read_config_file(path: Path | None) -> dict[str, Any]:
+    """config.yaml's top-level mapping as written ({} when there is no file)."""
     raw: dict[str, Any] = {}
     if path is not None and path.is_symlink() and not path.exists():
         raise ConfigError(f"{path} is a symlink to {os.readlink(path)}, which does not exist; "
@@ -209,6 +214,15 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
         raw = loaded or {}
+    return raw
+
+
+def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Config:
+    """The Config of config.yaml's mapping ``raw`` with the environment applied: the
+    environment wins over the file for OPENAI_BASE_URL (which also makes the provider
+    `custom` when the file names none) and OPENAI_API_KEY; config_report.py says so
+    per setting."""
+    env = dict(os.environ) if env is None else env
     sections = [f.name for f in fields(Config)] + list(OTHER_SECTIONS)
     for key in raw:
         if key not in sections:
