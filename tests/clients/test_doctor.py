@@ -131,3 +131,34 @@ def test_a_descriptor_whose_socket_accepts_nothing_fails_the_socket_check(tmp_pa
     assert f"`kill {other.pid}`" in fix
     assert checks["settings"][0] == "skip"
     assert not (home / "daemon.sock").exists()  # nothing was started
+
+
+def test_on_a_terminal_the_marks_are_ticks_and_crosses(tmp_path):
+    import os
+    import pty
+    import subprocess
+
+    from clihelp import CLI
+    from harness import clean_env
+
+    home = tmp_path / "home"
+    write_config(home, "http://127.0.0.1:9/v1")  # nothing listens on the discard port
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run([*CLI, "doctor"], env=clean_env(home), stdin=subprocess.DEVNULL,
+                              stdout=follower, stderr=subprocess.PIPE, timeout=60, check=False)
+        os.close(follower)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the terminal's other side is closed and drained
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(leader)
+    text = out.decode()
+    assert done.returncode == 1
+    assert "✓    config" in text and "-    socket" in text and "✗    model" in text
