@@ -3,7 +3,8 @@
 ``main()`` is the console script. Each subcommand is one ``cmd_*`` function
 of commands.py; ``chat`` lives in ``chat.py``. Imports are lazy and per command: ``tether
 chat`` loads the client (websockets, orjson) but never pydantic, httpx, yaml or
-the daemon; only ``serve --foreground`` and ``bench`` import ``tether.daemon``.
+the daemon; only ``serve --foreground``, ``bench``, ``config check`` and ``doctor``
+import ``tether.daemon``.
 Every failure leaves through ``main()``, which prints ``tether: reason: detail``
 and a hint (exits.py), never a traceback.
 """
@@ -110,6 +111,40 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("status", "show the owner (exit 3 if none is running)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_status)
+
+    p = command("config", "show the effective configuration and where each value came from",
+                description=(
+                    "`tether config check` (the default): the configuration an owner of this "
+                    "home would start with — config.yaml, the environment (OPENAI_BASE_URL, "
+                    "OPENAI_API_KEY) and the defaults — every setting with where its value "
+                    "came from, secrets masked. Exit 0 when valid; 2 with the reason when the "
+                    "owner would refuse it. Never starts an owner."))
+    p.add_argument("action", nargs="?", choices=("check",), default="check")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_lazy("config_cmd", "cmd_config"))
+
+    p = command("doctor", "check the configuration, the owner and the model endpoint",
+                description=(
+                    "One line per check, ok or FAIL with how to fix it: the configuration "
+                    "is valid; the owner runs (pid, addresses) or not; its socket answers; "
+                    "it uses the configuration here; the model endpoint answers GET "
+                    "{base_url}/models with the configured key and serves the configured "
+                    "model. Exit 0 when nothing failed, 1 otherwise. Never starts an owner."))
+    p.set_defaults(func=_lazy("doctor", "cmd_doctor"))
+
+    p = command("logs", "show the end of the owner's log (never starts an owner)",
+                description=(
+                    "Show the end of the owner's log, <home>/logs/owner.log: what the owner "
+                    "did and every error, with times. --stdio shows <home>/logs/daemon.log "
+                    "instead: the raw output of an owner a client started (why it could not "
+                    "start, a crash's traceback). Never starts an owner."))
+    p.add_argument("-n", "--lines", type=int, default=20, metavar="N",
+                   help="how many of the last lines (default 20)")
+    p.add_argument("-f", "--follow", action="store_true",
+                   help="keep printing new lines, across rotations and restarts, until Ctrl-C")
+    p.add_argument("--stdio", action="store_true",
+                   help="show logs/daemon.log, the owner's raw stdout/stderr")
+    p.set_defaults(func=_lazy("logs_cmd", "cmd_logs"))
 
     p = command("chat", "chat with an agent: one finite turn, or interactive on a terminal",
                 description=(

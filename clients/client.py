@@ -181,7 +181,7 @@ class TetherClient:
                 if time.monotonic() >= deadline:
                     raise OwnerUnavailable(
                         "unreachable", f"cannot connect to the owner: {exc}",
-                        "`tether status` shows whether it runs; its log is <home>/logs/owner.log"
+                        "`tether status` shows whether it runs; `tether logs`, its log"
                     ) from None
             await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 2.0)

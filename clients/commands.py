@@ -132,8 +132,32 @@ async def _status(home: Any, desc: dict[str, Any], as_json: bool) -> int:
     print(f"  socket        {desc.get('socket')}")
     print(f"  tcp           {desc.get('tcp_url') or '-'}")
     print(f"  started       {desc.get('started_at')}")
+    defaults = info.get("turn_defaults")
+    if isinstance(defaults, dict):  # an older owner does not say
+        where = defaults.get("base_url") or "offline, no endpoint"
+        print(f"  provider      {defaults.get('provider')} ({where})")
+        print(f"  model         {defaults.get('model')}")
     print(f"  capabilities  {', '.join(info.get('capabilities') or [])}")
+    if changed := config_changed_since(home, desc.get("started_at")):
+        print(f"  note          {changed}")
     return EXIT_OK
+
+
+def config_changed_since(home: Any, started_at: Any) -> str:
+    """A note when config.yaml was written after the owner read it, else ""."""
+    from datetime import datetime
+
+    from tether.rpc.home import HomeLayout
+
+    try:
+        started = datetime.fromisoformat(str(started_at)).timestamp()
+        written = HomeLayout(home).config.stat().st_mtime
+    except (OSError, ValueError):
+        return ""
+    if written <= started + 1:  # started_at has whole seconds
+        return ""
+    return ("config.yaml changed after the owner started, which read it then: "
+            "`tether stop` and the next command starts an owner with it")
 
 
 # -- chat and viewers ---------------------------------------------------------

@@ -43,6 +43,7 @@ __all__ = [
     "describe_owner",
     "ensure_owner",
     "live_descriptor",
+    "lock_holder",
     "pid_alive",
     "read_descriptor",
     "start_owner",
@@ -132,7 +133,7 @@ def live_descriptor(home: Path) -> dict[str, Any] | None:
     return desc
 
 
-def _lock_holder(home: Path) -> int | None:
+def lock_holder(home: Path) -> int | None:
     """The pid an owner wrote into daemon.lock, if that process still exists.
 
     A hint only: reading the file does not take the lock (taking it, even
@@ -276,7 +277,7 @@ async def _start_and_wait(home: Path, tcp: str | None, timeout: float,
     proc: subprocess.Popen[bytes] | None = None
     # An owner that holds the lock but has no descriptor yet is starting (another
     # client's) or stopping (a restart): give it a moment before competing.
-    next_spawn = time.monotonic() + (0.5 if _lock_holder(home) else 0.0)
+    next_spawn = time.monotonic() + (0.5 if lock_holder(home) else 0.0)
     backoff = 0.2
     while True:
         desc = live_descriptor(home)
@@ -314,7 +315,7 @@ async def _start_and_wait(home: Path, tcp: str | None, timeout: float,
                                        _home_hint(home)) from None
             reports.append(_StartReport(proc))
         if time.monotonic() > deadline:
-            holder = _lock_holder(home)
+            holder = lock_holder(home)
             who = f" (pid {holder} holds the lock but does not answer)" if holder else ""
             raise OwnerUnavailable("start_timeout",
                                    f"no owner came up for {home} within {timeout:g} s{who}",

@@ -40,9 +40,9 @@ _RPC: dict[str, tuple[int, str]] = {
                                      "moment and a new owner will start"),
     "overloaded": (EXIT_OWNER, "the owner hit one of its limits; try again shortly"),
     "storage_unavailable": (EXIT_OWNER, "the owner cannot use state.db (disk full? locked?); "
-                                        "see <home>/logs/owner.log"),
-    "internal_error": (EXIT_OWNER, "a bug in the owner; <home>/logs/owner.log has the error "
-                                  "id"),
+                                        "`tether logs` shows the owner's log"),
+    "internal_error": (EXIT_OWNER, "a bug in the owner; `tether logs` shows its log, where the "
+                                  "error id is"),
     "unknown_execution": (EXIT_TURN, "a turn was running when the owner crashed; "
                                      "`tether resolve SESSION` records it interrupted and "
                                      "unpauses the session"),
@@ -151,7 +151,8 @@ def receipt_exit(receipt: dict[str, Any]) -> CliError | None:
     error = (receipt.get("result") or {}).get("error") or outcome or status
     hints = {
         "failed": "check the model settings (--provider/--base-url/--model or "
-                  "<home>/config.yaml); the owner's log is <home>/logs/owner.log",
+                  "<home>/config.yaml; `tether doctor` tests them); the owner's log: "
+                  "`tether logs` (<home>/logs/owner.log)",
         "cancelled": "the turn was cancelled by request (Ctrl-C or another client)",
         "interrupted": "the owner stopped during the turn; ask again to run it anew",
     }

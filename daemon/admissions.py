@@ -73,19 +73,40 @@ class AdmissionService:
     # -- prompt.submit ----------------------------------------------------
 
     def check_submit(self, p: PromptSubmitParams) -> None:
-        limit = self._limits.max_text_chars
-        if len(p.text) > limit:
-            raise InvalidParams(f"text is {len(p.text)} characters; the limit is {limit}",
-                                fields=[{"loc": "text", "msg": f"longer than {limit}",
-                                         "type": "too_long"}])
         # attachments become part of the user message, so they count toward it too
         total = len(p.text) + sum(len(a.content) for a in p.attachments or ())
-        if total > limit:
-            raise InvalidParams(
-                f"text and attachments are {total} characters; the limit is {limit}",
+        if (refusal := self._too_long(len(p.text), total)) is not None:
+            raise refusal
+        check_turn_options(p.provider, p.toolsets, p.base_url)
+
+    def _too_long(self, text_chars: int, total_chars: int) -> InvalidParams | None:
+        """The refusal of a prompt longer than ``daemon.max_text_chars``, if it is."""
+        limit = self._limits.max_text_chars
+        if text_chars > limit:
+            return InvalidParams(f"text is {text_chars} characters; the limit is {limit}",
+                                 fields=[{"loc": "text", "msg": f"longer than {limit}",
+                                          "type": "too_long"}])
+        if total_chars > limit:
+            return InvalidParams(
+                f"text and attachments are {total_chars} characters; the limit is {limit}",
                 fields=[{"loc": "attachments", "msg": f"text + attachments longer than {limit}",
                          "type": "too_long"}])
-        check_turn_options(p.provider, p.toolsets, p.base_url)
+        return None
+
+    def oversize(self, raw: dict[str, Any]) -> InvalidParams | None:
+        """For prompt.submit params that failed validation: the configured limit's
+        refusal when their text is too long. A text beyond the protocol's ceiling
+        (MAX_TEXT_CHARS) fails validation before check_submit could see it; this
+        gives it the same words as any other text over ``daemon.max_text_chars``,
+        which config.py keeps at or below that ceiling."""
+        text = raw.get("text")
+        if not isinstance(text, str):
+            return None
+        attachments = raw.get("attachments")
+        contents = [a.get("content") for a in attachments if isinstance(a, dict)] \
+            if isinstance(attachments, list) else []
+        total = len(text) + sum(len(c) for c in contents if isinstance(c, str))
+        return self._too_long(len(text), total)
 
     async def submit(self, p: PromptSubmitParams) -> dict[str, Any]:
         payload_json = ledger.encode_payload(payload_of(p))

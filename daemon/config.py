@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "CronConfig", "HttpConfig",
-           "ApprovalsConfig", "ToolsConfig", "ConfigError", "load_config", "read_yaml"]
+           "ApprovalsConfig", "ToolsConfig", "ConfigError", "load_config", "read_config_file",
+           "build_config"]
 
 
 #: the smallest daemon.max_db_bytes accepted: room for the schema and a little more
@@ -190,15 +191,19 @@ def _section(cls: type, raw: Any, name: str) -> Any:
     return cls(**values)
 
 
-def read_yaml(path: Path | None) -> dict[str, Any]:
-    """config.yaml as a mapping ({} when there is none); a broken file is a ConfigError."""
-    if path is None:
-        return {}
-    if path.is_symlink() and not path.exists():
+def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
+    """Read config.yaml (missing file = defaults) and apply the environment."""
+    return build_config(read_config_file(path), env)
+
+
+def read_config_file(path: Path | None) -> dict[str, Any]:
+    """config.yaml's top-level mapping as written ({} when there is no file)."""
+    raw: dict[str, Any] = {}
+    if path is not None and path.is_symlink() and not path.exists():
         raise ConfigError(f"{path} is a symlink to {os.readlink(path)}, which does not exist; "
                           "fix or remove the link (without a config.yaml the owner runs the "
                           "offline demo)")
-    if path.exists():
+    if path is not None and path.exists():
         import yaml
 
         try:
@@ -208,14 +213,16 @@ def read_yaml(path: Path | None) -> dict[str, Any]:
             raise ConfigError(f"cannot read {path}: {' '.join(str(exc).split())}") from None
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
-        return loaded or {}
-    return {}
+        raw = loaded or {}
+    return raw
 
 
-def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
-    """Read config.yaml (missing file = defaults) and apply the environment."""
+def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Config:
+    """The Config of config.yaml's mapping ``raw`` with the environment applied: the
+    environment wins over the file for OPENAI_BASE_URL (which also makes the provider
+    `custom` when the file names none) and OPENAI_API_KEY; config_report.py says so
+    per setting."""
     env = dict(os.environ) if env is None else env
-    raw = read_yaml(path)
     sections = [f.name for f in fields(Config)] + list(OTHER_SECTIONS)
     for key in raw:
         if key not in sections:
@@ -238,6 +245,7 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
     if env.get("OPENAI_API_KEY"):
         model = replace(model, api_key=env["OPENAI_API_KEY"])
     from tether.rpc.names import PROVIDER_NAMES
+    from tether.rpc.protocol import MAX_TEXT_CHARS
 
     from .provider import base_url_problem  # httpx: only when loading
 
@@ -263,6 +271,11 @@ def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
         raise ConfigError("config.yaml: `daemon.unknown_policy` must be manual or interrupt")
     if daemon.max_running_turns < 1 or daemon.max_connections < 1:
         raise ConfigError("config.yaml: daemon limits must be at least 1")
+    if not 1 <= daemon.max_text_chars <= MAX_TEXT_CHARS:
+        # above the protocol's ceiling, a text between the two would be refused by
+        # validation in other words than this limit's (docs/configuration.md)
+        raise ConfigError(f"config.yaml: `daemon.max_text_chars` must be from 1 to "
+                          f"{MAX_TEXT_CHARS} (the protocol's ceiling on one text)")
     if daemon.max_db_bytes is not None and daemon.max_db_bytes < MIN_DB_BYTES:
         raise ConfigError(f"config.yaml: `daemon.max_db_bytes` must be at least {MIN_DB_BYTES}")
     if cron.timezone is not None:

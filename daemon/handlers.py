@@ -70,6 +70,8 @@ class Identity:
     version: str
     instance_id: str
     epoch: int
+    #: settings.turn_defaults of the owner's configuration
+    turn_defaults: dict[str, str | None]
 
 
 def build_dispatcher(*, identity: Identity, db: Store, bus: EventBus,
@@ -87,7 +89,8 @@ def build_dispatcher(*, identity: Identity, db: Store, bus: EventBus,
         return {"protocol": PROTOCOL, "version": identity.version,
                 "instance_id": identity.instance_id, "epoch": identity.epoch,
                 "pid": os.getpid(), "capabilities": CAPABILITIES,
-                "providers": list(PROVIDER_NAMES), "toolsets": list(TOOLSETS)}
+                "providers": list(PROVIDER_NAMES), "toolsets": list(TOOLSETS),
+                "turn_defaults": identity.turn_defaults}
 
     @d.register("ping")
     async def ping(p: m.PingParams, call: Call) -> dict[str, Any]:
@@ -157,7 +160,7 @@ def build_dispatcher(*, identity: Identity, db: Store, bus: EventBus,
             await turns.wait(p.session_id, aid, INTERRUPT_WAIT_SECONDS)
         return {"interrupted": aid is not None, "admission_id": aid}
 
-    @d.register("prompt.submit")
+    @d.register("prompt.submit", refine=admissions.oversize)
     async def prompt_submit(p: m.PromptSubmitParams, call: Call) -> dict[str, Any]:
         return await admissions.submit(p)
 

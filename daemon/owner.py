@@ -58,6 +58,7 @@ from .recovery import recover
 from .scheduler import Scheduler
 from .server import Listeners, parse_hostport, tcp_address
 from .sessions import SessionService
+from .settings import turn_defaults
 from .store_config import StoreConfig, load_store_config, open_store, shown_url
 from .supervisor import Supervisor
 from .tokens import TokenService, register_token_methods
@@ -85,17 +86,21 @@ def tether_version() -> str:
 
 
 def setup_logging(home: Home, *, foreground: bool) -> None:
+    """logs/owner.log (and stderr with ``foreground``): tether's records from INFO up,
+    and the warnings of the libraries the owner runs on (asyncio's unretrieved task
+    errors, websockets' failed handshakes), which would otherwise reach only stderr."""
     root = logging.getLogger("tether")
     root.setLevel(logging.INFO)
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    handler = logging.handlers.RotatingFileHandler(home.logs / "owner.log",
+    handler = logging.handlers.RotatingFileHandler(home.owner_log,
                                                    maxBytes=5 * 1024 * 1024, backupCount=3)
-    handler.setFormatter(fmt)
-    root.addHandler(handler)
+    handlers: list[logging.Handler] = [handler]
     if foreground:
-        stream = logging.StreamHandler()
-        stream.setFormatter(fmt)
-        root.addHandler(stream)
+        handlers.append(logging.StreamHandler())
+    for h in handlers:
+        h.setFormatter(fmt)
+        for name in ("tether", "asyncio", "websockets"):
+            logging.getLogger(name).addHandler(h)
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -156,7 +161,8 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
         loop = asyncio.get_running_loop()
         async with httpx.AsyncClient() as http, asyncio.TaskGroup() as tasks:
             identity = Identity(version=tether_version(),
-                                instance_id="own_" + secrets.token_hex(8), epoch=epoch)
+                                instance_id="own_" + secrets.token_hex(8), epoch=epoch,
+                                turn_defaults=turn_defaults(config))
             supervisor = Supervisor(tasks)
             fleet = FleetNode(journal, scheduler, supervisor, node_id=identity.instance_id,
                               epoch=epoch, lease_seconds=store.lease_seconds,

@@ -24,7 +24,8 @@ A request's deadline bounds all of its attempts, so once it has passed there is 
 left to retry in. `attempt_failure` maps each exception httpx can raise (the tree under
 ``httpx.HTTPError``, ``httpx.StreamError`` and ``httpx.InvalidURL``) to the one attempt's
 `AttemptFailed`; the retry loop in provider.py turns the last one into a `ProviderError`.
-No other module catches httpx exceptions.
+No other module catches httpx exceptions (probe.py, `tether doctor`'s look at an endpoint,
+catches `BUILD_FAILURES` and classifies them here too).
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ __all__ = [
     "attempt_detail",
     "attempt_failure",
     "final_error",
+    "refused",
     "scrub_key",
     "status_failure",
+    "status_fix",
 ]
 
 # How much of an error body we read: enough for any useful message, bounded so a
@@ -122,7 +125,7 @@ def attempt_failure(
             "and base_url for spaces, line breaks or control characters",
             retryable=False,
         )
-    if isinstance(exc, httpx.ConnectError) and _refused(exc):
+    if isinstance(exc, httpx.ConnectError) and refused(exc):
         host = httpx.URL(url).netloc.decode("ascii", "replace") if "://" in url else url
         what = (f"connection refused by {host} (nothing listens there): is the model "
                 f"server running, and is {url} its address?")
@@ -167,7 +170,7 @@ def _html_summary(text: str) -> str | None:
     return "an HTML page"
 
 
-def _status_fix(status: int, url: str) -> str:
+def status_fix(status: int, url: str) -> str:
     """The likely fix for a status, when the URL suggests one."""
     if status == 404:
         path = url.split("://", 1)[-1].partition("/")[2]
@@ -182,7 +185,7 @@ def _status_fix(status: int, url: str) -> str:
     return ""
 
 
-def _refused(exc: BaseException) -> bool:
+def refused(exc: BaseException) -> bool:
     """Whether a connect failed because nothing listens at the address."""
     seen: BaseException | None = exc
     for _ in range(8):
@@ -216,7 +219,7 @@ async def status_failure(
     return AttemptFailed(
         reason,
         f"provider returned HTTP {response.status_code}",
-        where=(f"POST {url}" if url else "") + _status_fix(response.status_code, url),
+        where=(f"POST {url}" if url else "") + status_fix(response.status_code, url),
         retryable=retryable,
         status=response.status_code,
         body=excerpt[:_ERROR_EXCERPT_CHARS],

@@ -18,7 +18,8 @@ from .config import Config
 from .provider import OPENAI_BASE_URL, base_url_problem
 
 __all__ = ["TurnSettings", "resolve_turn", "resolve_child", "ResolveError",
-           "check_turn_options", "TOOLSETS", "DEFAULT_TOOLSETS"]
+           "check_turn_options", "endpoint", "turn_defaults", "shown_url", "TOOLSETS",
+           "DEFAULT_TOOLSETS"]
 
 DEMO_MODEL = "tether-demo"
 #: the toolsets of a session that names none: all of them (SPEC §12)
@@ -69,7 +70,7 @@ def _pick(key: str, *layers: dict[str, Any]) -> Any:
     return None
 
 
-def _endpoint(provider: str | None, base_url: str | None) -> str | None:
+def endpoint(provider: str | None, base_url: str | None) -> str | None:
     """Where a provider's requests go (None: nowhere, the offline demo)."""
     if provider == "demo":
         return None
@@ -93,12 +94,12 @@ def resolve_turn(config: Config, session_options: dict[str, Any],
     # The configured key belongs to the configured endpoint: a request that goes
     # anywhere else (a base_url a client chose, or another provider's default URL:
     # any client, a TCP token holder too, can ask for either) never carries it.
-    own_endpoint = _endpoint(provider, base_url) == _endpoint(m.provider, m.base_url)
+    own_endpoint = endpoint(provider, base_url) == endpoint(m.provider, m.base_url)
     model = _pick("model", turn_options, session_options) or m.default
     if model is None:
         model = DEMO_MODEL if provider == "demo" else "gpt-4o-mini"
     toolsets = _pick("toolsets", turn_options, session_options)
-    if provider == "openai" and _endpoint(provider, base_url) == OPENAI_BASE_URL.rstrip("/") \
+    if provider == "openai" and endpoint(provider, base_url) == OPENAI_BASE_URL.rstrip("/") \
             and not (own_endpoint and m.api_key):
         raise ResolveError("provider openai needs an API key and none is configured for it: "
                            "set OPENAI_API_KEY (or model.api_key with model.provider openai) "
@@ -113,6 +114,25 @@ def resolve_turn(config: Config, session_options: dict[str, Any],
         max_turns=_pick("max_turns", turn_options, session_options) or config.daemon.max_turns,
         ignore_rules=bool(_pick("ignore_rules", turn_options, session_options)),
     )
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be shown or sent to a client: without user, password or query
+    (where an endpoint's credentials could be written)."""
+    import httpx
+
+    try:
+        return str(httpx.URL(url).copy_with(username=None, password=None, query=None))
+    except (httpx.InvalidURL, ValueError):
+        return "(not a valid URL)"
+
+
+def turn_defaults(config: Config) -> dict[str, str | None]:
+    """The provider, model and endpoint of a turn that names none: what
+    runtime.describe reports (`tether status`) and `tether config check` prints."""
+    s = resolve_turn(config, {}, {})
+    url = endpoint(s.provider, s.base_url)
+    return {"provider": s.provider, "model": s.model, "base_url": shown_url(url) if url else None}
 
 
 def resolve_child(config: Config, parent: TurnSettings, toolsets: tuple[str, ...]) -> TurnSettings:

@@ -53,10 +53,10 @@ def _check_url(url: str, source: str) -> str:
 def load_store_config(path: Path | None, flag: str | None = None,
                       env: dict[str, str] | None = None) -> StoreConfig:
     """The ``store`` section of config.yaml, then the environment, then the flag."""
-    from .config import _unknown, read_yaml
+    from .config import _unknown, read_config_file
 
     env = dict(os.environ) if env is None else env
-    raw: Any = (read_yaml(path) or {}).get("store") if path is not None else None
+    raw: Any = read_config_file(path).get("store") if path is not None else None
     values: dict[str, Any] = {}
     if raw is not None:
         if not isinstance(raw, dict):

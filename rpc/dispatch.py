@@ -33,7 +33,7 @@ from .framing import encode_error, encode_result
 from .methods import METHODS, Method
 from .models import Model
 
-__all__ = ["MAX_BATCH", "MAX_FIELD_ERRORS", "Dispatcher", "Handler"]
+__all__ = ["MAX_BATCH", "MAX_FIELD_ERRORS", "Dispatcher", "Handler", "Refine"]
 
 log = logging.getLogger("tether.rpc")
 
@@ -41,6 +41,8 @@ MAX_BATCH = 100  # requests per batch frame; more is invalid_request, not a part
 MAX_FIELD_ERRORS = 20  # validation problems listed in invalid_params data.fields
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
+#: asked for a better refusal when a request's params fail validation (see register)
+Refine = Callable[[dict[str, Any]], RpcError | None]
 H = TypeVar("H", bound=Handler)
 
 # "A Request object" has exactly these members; anything else is most likely a
@@ -54,6 +56,7 @@ class _Route(NamedTuple):
     handler: Handler
     params: type[Model]
     shared: Model | None  # one instance reused when the params model has no fields
+    refine: Refine | None
 
 
 class Dispatcher:
@@ -90,8 +93,13 @@ class Dispatcher:
     def methods(self) -> Mapping[str, Method]:
         return self._methods
 
-    def register(self, name: str) -> Callable[[H], H]:
+    def register(self, name: str, *, refine: Refine | None = None) -> Callable[[H], H]:
         """Decorator registering the handler of method ``name``.
+
+        ``refine(params)``, when given, is asked whenever the raw params fail
+        validation; an error it returns is sent instead of the validation's own.
+        The owner uses it so that a text beyond the protocol's ceiling is refused
+        in the words of its own, lower, configured limit.
 
         Raises ``ValueError`` for a name outside the method table or one that
         already has a handler.
@@ -110,7 +118,7 @@ class Dispatcher:
             if self._check_results:
                 wrapped = _checking(handler, method)
             shared = method.params() if not method.params.model_fields else None
-            self._routes[name] = _Route(wrapped, method.params, shared)
+            self._routes[name] = _Route(wrapped, method.params, shared, refine)
             return handler
 
         return decorator
@@ -220,7 +228,10 @@ class Dispatcher:
         except ValidationError as exc:
             if notification:
                 return None
-            return encode_error(rid, _invalid_params(exc))
+            # params is an object here: a list was answered above
+            refined = route.refine(params) if route.refine is not None \
+                and type(params) is dict else None
+            return encode_error(rid, refined or _invalid_params(exc))
 
         try:
             result = await route.handler(validated, ctx)

@@ -102,6 +102,14 @@ class HomeLayout:
         return self.root / "logs"
 
     @property
+    def owner_log(self) -> Path:
+        """``logs/owner.log``: the owner's log (what it did, every error, with times);
+        rotated at 5 MiB into ``owner.log.1`` to ``.3``. What ``tether logs`` shows."""
+        return self.logs / "owner.log"
+
+    @property
     def owner_stdio_log(self) -> Path:
-        """``logs/daemon.log``: stdout and stderr of an owner that a client started."""
+        """``logs/daemon.log``: stdout and stderr of an owner that a client started:
+        what never went through the log, such as why it could not start or a crash's
+        traceback (``tether logs --stdio``)."""
         return self.logs / "daemon.log"

@@ -54,6 +54,7 @@ __all__ = [
     "TokenCreateParams",
     "TokenCreateResult",
     "TranscriptMessage",
+    "TurnDefaults",
     "TurnOptions",
     "TurnResult",
 ]
@@ -96,15 +97,8 @@ class TurnOptions(Model):
     ignore_rules: bool | None = None
 
 
-TURN_OPTION_FIELDS: tuple[str, ...] = (
-    "provider",
-    "model",
-    "base_url",
-    "toolsets",
-    "reasoning",
-    "max_turns",
-    "ignore_rules",
-)
+TURN_OPTION_FIELDS: tuple[str, ...] = ("provider", "model", "base_url", "toolsets", "reasoning",
+                                       "max_turns", "ignore_rules")
 
 
 class RuntimeDescribeParams(Model):
@@ -199,6 +193,16 @@ class PromptResolveUnknownParams(Model):
 # --------------------------------------------------------------------------- results
 
 
+class TurnDefaults(Model):
+    """What a turn that names no provider, model or base_url runs with, from the owner's
+    configuration (a session's own options come first). ``base_url`` is the endpoint
+    its requests go to, without credentials or query (null for the offline demo)."""
+
+    provider: str
+    model: str
+    base_url: str | None
+
+
 class RuntimeDescribeResult(Model):
     protocol: str
     version: str
@@ -209,6 +213,7 @@ class RuntimeDescribeResult(Model):
     #: the provider and toolset names turn options accept
     providers: list[str]
     toolsets: list[str]
+    turn_defaults: TurnDefaults
 
 
 class PingResult(Model):

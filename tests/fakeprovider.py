@@ -5,7 +5,8 @@ returns a reply (`Message`, `Status`, `Stall`, `RawSSE`, `Drip`, `Held`, or a pl
 assistant-message dict).
 Each request runs on its own thread, so a handler may block (on a `threading.Barrier`, say)
 while other requests proceed. The server answers in the shape the request asked for: SSE
-chunks when ``stream`` is true, one JSON body otherwise.
+chunks when ``stream`` is true, one JSON body otherwise. ``GET /v1/models`` lists ``models``
+(401 to a key other than ``api_key``, if set); other paths are 404s, as on a real server.
 
     with FakeProvider(lambda req: text_reply("hi")) as fake:
         provider = OpenAIProvider(client, name="custom", base_url=fake.url, api_key=None)
@@ -24,18 +25,8 @@ from typing import Any
 
 from tether.daemon.delegation.tasks import CHILD_SYSTEM_PROMPT
 
-__all__ = [
-    "Drip",
-    "FakeProvider",
-    "Held",
-    "Message",
-    "RawSSE",
-    "Reply",
-    "Stall",
-    "Status",
-    "text_reply",
-    "tool_call_reply",
-]
+__all__ = ["Drip", "FakeProvider", "Held", "Message", "RawSSE", "Reply", "Stall", "Status",
+           "text_reply", "tool_call_reply"]
 
 
 @dataclass
@@ -197,6 +188,19 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass  # keep test output clean; failures are recorded in FakeProvider.errors
 
+    def do_GET(self) -> None:
+        fake = self.server.fake
+        with fake._lock:
+            fake.gets.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
+        if self.path != "/v1/models":
+            self._send(404, b'{"error": {"message": "not found"}}', "application/json")
+        elif fake.api_key and self.headers.get("Authorization") != f"Bearer {fake.api_key}":
+            self._send(401, b'{"error": {"message": "invalid api key"}}', "application/json")
+        else:
+            listed = [{"id": m, "object": "model", "owned_by": "fake"} for m in fake.models]
+            self._send(200, json.dumps({"object": "list", "data": listed}).encode(),
+                       "application/json")
+
     def do_POST(self) -> None:
         fake = self.server.fake
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -329,8 +333,12 @@ class _Server(ThreadingHTTPServer):
 class FakeProvider:
     """A running fake provider at ``url`` (``http://127.0.0.1:PORT/v1``); use as a context manager."""
 
-    def __init__(self, handler: Callable[[dict], Reply | dict]) -> None:
+    def __init__(self, handler: Callable[[dict], Reply | dict], *,
+                 models: tuple[str, ...] = ("test-model",), api_key: str | None = None) -> None:
         self.handler = handler
+        self.models = models  # what GET /v1/models lists
+        self.api_key = api_key  # the key GET /v1/models requires (None: any or none)
+        self.gets: list[tuple[str, dict[str, str]]] = []  # (path, headers) of each GET
         self.requests: list[dict] = []
         self.request_headers: list[dict[str, str]] = []
         self.errors: list[str] = []

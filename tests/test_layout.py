@@ -1,8 +1,8 @@
 """The repository's shape and import direction (docs/architecture.md).
 
 rpc and store are leaves; daemon imports rpc and store; clients imports rpc
-only, except for the `serve`/`bench` commands, which import daemon lazily
-inside a function.
+only, except for the `serve`/`bench`/`config check`/`doctor` commands, which
+import daemon lazily inside a function.
 """
 
 import ast

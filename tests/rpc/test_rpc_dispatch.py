@@ -564,3 +564,26 @@ async def test_unknown_members_are_echoed_bounded(d, ctx):
     err = error_of(await call(d, ctx, msg))
     assert err["code"] == -32600
     assert len(err["data"]["detail"]) < 1000
+
+
+async def test_refine_replaces_a_validation_error_only_when_it_answers(ctx):
+    from tether.rpc import InvalidParams
+
+    d = Dispatcher()
+    seen = []
+
+    def refine(params):
+        seen.append(params)
+        if len(params.get("text", "")) > 10:
+            return InvalidParams("text is too long for this owner", fields=[])
+        return None
+
+    @d.register("prompt.submit", refine=refine)
+    async def submit(params, ctx):
+        raise AssertionError("invalid params never reach the handler")
+
+    long = error_of(await call(d, ctx, req("prompt.submit", {"text": "x" * 11})))
+    assert long["data"]["detail"] == "text is too long for this owner"
+    short = error_of(await call(d, ctx, req("prompt.submit", {"text": "x"})))
+    assert short["message"] == "invalid_params" and "session_id" in short["data"]["detail"]
+    assert seen == [{"text": "x" * 11}, {"text": "x"}]

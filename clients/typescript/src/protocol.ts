@@ -143,6 +143,7 @@ ToolCompletePayload?: ToolCompletePayload
 ToolStartEvent?: ToolStartEvent
 ToolStartPayload?: ToolStartPayload
 TranscriptMessage?: TranscriptMessage
+TurnDefaults?: TurnDefaults
 TurnOptions?: TurnOptions
 TurnResult?: TurnResult
 UnknownExecutionErrorData?: UnknownExecutionErrorData
@@ -1246,6 +1247,17 @@ pid: number
 capabilities: string[]
 providers: string[]
 toolsets: string[]
+turn_defaults: TurnDefaults
+}
+/**
+ * What a turn that names no provider, model or base_url runs with, from the owner's
+ * configuration (a session's own options come first). ``base_url`` is the endpoint
+ * its requests go to, without credentials or query (null for the offline demo).
+ */
+export interface TurnDefaults {
+provider: string
+model: string
+base_url: (string | null)
 }
 export interface RuntimeDrainingErrorData {
 reason: "runtime_draining"

@@ -1,0 +1,107 @@
+"""``tether config check``: the configuration an owner of this home would start with.
+
+It reads ``<home>/config.yaml`` and the environment exactly as the owner does
+(``tether.daemon.config_report``, imported only here: PyYAML, pydantic-free
+but not free), and prints every setting with its value and where that came
+from (``default``, ``config.yaml``, ``env NAME``), secrets masked. A
+configuration the owner would refuse is reported as ``tether: invalid_config:
+…`` with a hint, exit 2. Never starts an owner; when one runs, says that it
+uses what it read when it started.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .exits import CONTEXT, EXIT_OK, EXIT_USAGE, CliError
+
+__all__ = ["cmd_config", "check_config", "home_source"]
+
+#: test-only fault hooks of the owner (daemon/faults.py); worth a word when set
+_FAULT_VARS = ("TETHER_FAULT", "TETHER_FAULT_STORAGE")
+
+
+def home_source(args: Any) -> str:
+    """Where the home came from: the --home flag, $TETHER_HOME, or the default."""
+    if getattr(args, "home", None):
+        return "flag --home"
+    return "env TETHER_HOME" if os.environ.get("TETHER_HOME") else "default"
+
+
+def check_config(home: Any) -> Any:
+    """The ConfigReport of ``home`` in this environment; an invalid configuration
+    raises the CliError the user sees."""
+    from tether.daemon.config import ConfigError
+    from tether.daemon.config_report import config_report
+    from tether.rpc.home import HomeLayout
+
+    try:
+        return config_report(HomeLayout(home).config, os.environ)
+    except ConfigError as exc:
+        raise CliError(EXIT_USAGE, "invalid_config", str(exc),
+                       f"fix {HomeLayout(home).config} (docs/configuration.md lists every "
+                       "key); until then an owner of this home refuses to start") from None
+
+
+def describe_turns(defaults: dict[str, Any]) -> str:
+    where = f"at {defaults['base_url']}" if defaults.get("base_url") else "(offline)"
+    return f"{defaults['provider']} {where}, model {defaults['model']}"
+
+
+def cmd_config(args: Any) -> int:
+    from tether.rpc.home import HomeLayout, resolve_home
+
+    CONTEXT.home = home = resolve_home(args.home)
+    report = check_config(home)
+    path = HomeLayout(home).config
+    if args.json:
+        import orjson
+
+        print(orjson.dumps({
+            "home": str(home), "home_source": home_source(args), "file": str(path),
+            "file_exists": path.exists(), "valid": True,
+            "turn_defaults": report.turn_defaults,
+            "settings": {s.key: {"value": s.value, "source": s.source}
+                         for s in report.settings},
+        }).decode())
+        return EXIT_OK
+    print(f"home    {home} ({home_source(args)})")
+    print(f"file    {path}: " + ("valid" if path.exists() else
+                                     "none, so defaults and environment only: valid"))
+    print(f"turns   {describe_turns(report.turn_defaults)} (when a session and its prompt "
+          "name none)")
+    _owner_note(home)
+    for name in _FAULT_VARS:
+        if os.environ.get(name):
+            print(f"note    {name} is set: an owner started from here injects test faults")
+    print()
+    key_width = max(len(s.key) for s in report.settings)
+    values = [_text(s.value) for s in report.settings]
+    value_width = min(max(len(v) for v in values), 40)
+    for s, v in zip(report.settings, values, strict=True):
+        print(f"{s.key:<{key_width}}  {v:<{value_width}}  {s.source}")
+    return EXIT_OK
+
+
+def _owner_note(home: Any) -> None:
+    from .commands import config_changed_since
+    from .discovery import live_descriptor
+
+    desc = live_descriptor(home)
+    if desc is None:
+        return
+    print(f"owner   running (pid {desc.get('pid')}, started {desc.get('started_at')}): it uses "
+          "the configuration it read then (`tether status` shows its provider and model)")
+    if changed := config_changed_since(home, desc.get("started_at")):
+        print(f"note    {changed}")
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ", ".join(value) if value else "[]"
+    return str(value)

@@ -1,0 +1,214 @@
+"""``tether doctor``: one line per check, each ``ok`` or ``FAIL`` with the fix.
+
+The checks, in order: the configuration (as ``tether config check`` reads
+it); the owner (running, with its pid and addresses, or not); its socket (it
+answers ``runtime.describe``, at the CLI's version); its settings (the
+provider and model it runs with are what the configuration here says); and
+the model endpoint (``GET {base_url}/models`` with the configured key: a
+server is there, takes the key and serves the model; tether.daemon.probe).
+A check that cannot run because an earlier one failed, or has nothing to look
+at, says ``skip``. Exit 0 when nothing failed, 1 otherwise. Never starts an
+owner; imports the daemon's config and httpx, so it is not a fast path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from .exits import CONTEXT, EXIT_OK, EXIT_TURN, CliError
+
+__all__ = ["cmd_doctor", "EXIT_CHECK_FAILED"]
+
+#: `tether doctor`'s exit status when a check failed
+EXIT_CHECK_FAILED = EXIT_TURN
+#: how long the owner has to answer runtime.describe
+DESCRIBE_TIMEOUT = 5.0
+
+
+@dataclass
+class Check:
+    name: str
+    state: str  # ok | FAIL | skip
+    detail: str
+    fix: str = ""
+
+
+def cmd_doctor(args: Any) -> int:
+    from tether.rpc.home import resolve_home
+
+    CONTEXT.home = home = resolve_home(args.home)
+    checks: list[Check] = []
+    report = _config(home, checks)
+    desc = _owner(home, checks)
+    runtime = _socket(home, desc, checks)
+    _settings(report, runtime, checks)
+    _model(report, checks)
+    tty = sys.stdout.isatty()
+    marks = {"ok": "✓", "FAIL": "✗", "skip": "-"} if tty else {}
+    width = max(len(c.name) for c in checks)
+    for c in checks:
+        mark = marks.get(c.state, c.state)
+        print(f"{mark:<4} {c.name:<{width}}  {c.detail}")
+        if c.fix:
+            print(f"{'':<4} {'':<{width}}  fix: {c.fix}")
+    return EXIT_CHECK_FAILED if any(c.state == "FAIL" for c in checks) else EXIT_OK
+
+
+def _config(home: Any, checks: list[Check]) -> Any:
+    from .config_cmd import check_config, describe_turns
+
+    try:
+        report = check_config(home)
+    except CliError as err:
+        checks.append(Check("config", "FAIL", err.detail, err.hint))
+        return None
+    checks.append(Check("config", "ok", f"valid: turns use {describe_turns(report.turn_defaults)}"))
+    return report
+
+
+def _owner(home: Any, checks: list[Check]) -> dict[str, Any] | None:
+    """The descriptor of a running owner (its pid alive), or None."""
+    from .discovery import lock_holder, pid_alive, read_descriptor
+
+    desc = read_descriptor(home)
+    if desc is not None and pid_alive(desc.get("pid")):
+        where = str(desc.get("socket"))
+        if desc.get("tcp_url"):
+            where += f" and {desc['tcp_url']}"
+        checks.append(Check("owner", "ok", f"running: pid {desc.get('pid')}, "
+                                           f"started {desc.get('started_at')}, at {where}"))
+        return desc
+    holder = lock_holder(home)
+    if holder is not None:
+        checks.append(Check("owner", "FAIL", f"pid {holder} holds daemon.lock but has not "
+                                             "written daemon.json: starting, or stuck",
+                            f"run `tether doctor` again in a moment; if it stays, `tether "
+                            f"logs` shows why, and `kill {holder}` ends it"))
+        return None
+    stale = f" (daemon.json of pid {desc.get('pid')} is left from a crash; harmless)" \
+        if desc is not None else ""
+    checks.append(Check("owner", "ok", f"not running{stale}; `tether chat` or `tether serve` "
+                                       "starts one"))
+    return None
+
+
+def _socket(home: Any, desc: dict[str, Any] | None, checks: list[Check]) -> dict[str, Any] | None:
+    """runtime.describe of the running owner, or None."""
+    from tether.rpc.errors import RpcError
+
+    from .client import ConnectionLost
+    from .discovery import OwnerUnavailable
+
+    if desc is None:
+        checks.append(Check("socket", "skip", "no owner running"))
+        return None
+    pid, sock = desc.get("pid"), str(desc.get("socket"))
+    if not _accepts(sock):
+        checks.append(Check("socket", "FAIL",
+                            f"{sock} accepts no connection, though pid {pid} of daemon.json "
+                            "exists", f"if pid {pid} is a stuck owner, `kill {pid}`; if it is "
+                            "another program (its pid reused after a crash), the next command "
+                            "starts an owner. `tether logs` shows what the owner did last"))
+        return None
+    try:
+        info = asyncio.run(asyncio.wait_for(_describe(home), DESCRIBE_TIMEOUT))
+    except (OSError, TimeoutError, OwnerUnavailable, ConnectionLost, RpcError) as exc:
+        what = f"{exc.reason}: {exc.detail}" if isinstance(exc, OwnerUnavailable) else \
+            f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        checks.append(Check("socket", "FAIL",
+                            f"{desc.get('socket')} does not answer ({what})",
+                            f"`tether logs` shows what the owner is doing; `tether stop` (or "
+                            f"`kill {desc.get('pid')}`) and the next command starts a new one"))
+        return None
+    mine = _version()
+    if info.get("version") != mine:
+        checks.append(Check("socket", "FAIL",
+                            f"the owner answers, but runs tether {info.get('version')} and this "
+                            f"CLI is {mine}", "`tether stop`; the next command starts an "
+                                              "owner of this version"))
+        return info
+    checks.append(Check("socket", "ok", f"answers at {desc.get('socket')} (tether "
+                                        f"{info.get('version')}, {info.get('protocol')})"))
+    return info
+
+
+def _accepts(path: str) -> bool:
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(DESCRIBE_TIMEOUT)
+        try:
+            s.connect(path)
+        except OSError:
+            return False
+    return True
+
+
+async def _describe(home: Any) -> dict[str, Any]:
+    from .client import TetherClient
+
+    async with await TetherClient.connect(home, autostart=False) as client:
+        return await client.describe()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tether")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _settings(report: Any, runtime: dict[str, Any] | None, checks: list[Check]) -> None:
+    """Whether the running owner uses what the configuration here says."""
+    from .config_cmd import describe_turns
+
+    if runtime is None:
+        checks.append(Check("settings", "skip", "no owner answering"))
+        return
+    if report is None:
+        checks.append(Check("settings", "skip", "no valid configuration to compare it with"))
+        return
+    theirs = runtime.get("turn_defaults")
+    if not isinstance(theirs, dict):
+        checks.append(Check("settings", "skip", "the owner does not report its settings"))
+        return
+    if theirs != report.turn_defaults:
+        checks.append(Check("settings", "FAIL",
+                            f"the owner runs {describe_turns(theirs)}; the configuration here "
+                            f"gives {describe_turns(report.turn_defaults)}",
+                            "the owner read config.yaml and its environment when it started: "
+                            "`tether stop`, and the next command starts one with these"))
+        return
+    checks.append(Check("settings", "ok", "the owner uses the configuration here"))
+
+
+def _model(report: Any, checks: list[Check]) -> None:
+    if report is None:
+        checks.append(Check("model", "skip", "the configuration is invalid"))
+        return
+    defaults = report.turn_defaults
+    if defaults["provider"] == "demo":
+        checks.append(Check("model", "ok", "provider demo is offline: it needs no endpoint"))
+        return
+    from tether.daemon.probe import probe_models
+    from tether.daemon.settings import endpoint, resolve_turn
+
+    m = report.config.model
+    # the endpoint and key of a turn that names none: the key goes only where the
+    # owner would send it, and the URL is the real one (a shown one has no credentials)
+    turn = resolve_turn(report.config, {}, {})
+    url = endpoint(turn.provider, turn.base_url)
+    if url is None:
+        checks.append(Check("model", "FAIL", f"provider {turn.provider} has no base_url",
+                            "set model.base_url (or OPENAI_BASE_URL) to the server's "
+                            "OpenAI-compatible root, e.g. http://127.0.0.1:8000/v1"))
+        return
+    probe = probe_models(url, turn.api_key, turn.model,
+                         connect_timeout=m.connect_timeout_seconds,
+                         timeout=min(m.timeout_seconds, 30.0))
+    checks.append(Check("model", "ok" if probe.ok else "FAIL", probe.detail, probe.fix))

@@ -1,0 +1,93 @@
+"""The effective configuration as `tether config check` and `tether doctor` show it.
+
+Every setting of ``Config``, with its value and where the value came from:
+``default``, ``config.yaml``, or ``env NAME`` (the environment rules of
+``config.build_config``). Secrets are never shown: an API key is ``(set)``, or
+its last four characters after an ellipsis (``sk-…abcd``) when it is long
+enough that those say nothing useful about the rest; an endpoint is shown
+without user, password or query (``settings.shown_url``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from .config import Config, build_config, read_config_file
+from .settings import shown_url, turn_defaults
+
+__all__ = ["ConfigReport", "Setting", "config_report", "mask_secret"]
+
+#: settings whose values are secrets
+SECRETS = frozenset({"model.api_key", "delegation.api_key"})
+#: settings that are endpoints (shown without credentials)
+URLS = frozenset({"model.base_url", "delegation.base_url"})
+#: a key shorter than this is only ever shown as ``(set)``
+_MASK_MIN_CHARS = 16
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str  # section.name
+    value: Any  # as JSON would hold it; secrets already masked
+    source: str  # default | config.yaml | env NAME
+
+
+@dataclass(frozen=True)
+class ConfigReport:
+    config: Config
+    settings: list[Setting]
+    #: settings.turn_defaults: what a turn that names nothing runs with
+    turn_defaults: dict[str, str | None]
+
+
+def mask_secret(value: str | None) -> str | None:
+    """``sk-…abcd`` for a long key (its usual ``xx-`` prefix and last four characters),
+    ``(set)`` for a short one, None for none."""
+    if not value:
+        return None
+    if len(value) < _MASK_MIN_CHARS:
+        return "(set)"
+    head = value.split("-", 1)[0]
+    prefix = head + "-" if "-" in value and len(head) <= 3 and head.isalpha() else ""
+    return f"{prefix}…{value[-4:]}"
+
+
+def _source(section: str, key: str, raw: Mapping[str, Any], env: Mapping[str, str]) -> str:
+    """Where ``section.key`` came from, by the rules of config.build_config."""
+    written = isinstance(raw.get(section), dict) and key in raw[section]
+    if section == "model":
+        if key == "base_url" and env.get("OPENAI_BASE_URL"):
+            return "env OPENAI_BASE_URL"
+        if key == "api_key" and env.get("OPENAI_API_KEY"):
+            return "env OPENAI_API_KEY"
+        if key == "provider" and not written and env.get("OPENAI_BASE_URL"):
+            return "env OPENAI_BASE_URL"
+    return "config.yaml" if written else "default"
+
+
+def _shown(key: str, value: Any) -> Any:
+    if key in SECRETS:
+        return mask_secret(value)
+    if key in URLS and isinstance(value, str):
+        return shown_url(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def config_report(path: Path, env: Mapping[str, str]) -> ConfigReport:
+    """The effective configuration of config.yaml at ``path`` under ``env``; raises
+    ``ConfigError`` exactly when the owner would refuse to start with it."""
+    raw = read_config_file(path)
+    config = build_config(raw, dict(env))
+    settings = []
+    for section in fields(Config):
+        values = getattr(config, section.name)
+        for f in fields(values):
+            settings.append(Setting(f"{section.name}.{f.name}",
+                                    _shown(f"{section.name}.{f.name}", getattr(values, f.name)),
+                                    _source(section.name, f.name, raw, env)))
+    return ConfigReport(config, settings, turn_defaults(config))

@@ -1,0 +1,164 @@
+"""`tether doctor` against a real owner and the fake model server: a served model, an
+unknown one, a base_url without /v1, a wrong key, no server; never starting an owner."""
+
+from fakeprovider import FakeProvider, text_reply
+from harness import OwnerProcess, write_config
+
+
+def _checks(out: str) -> dict[str, tuple[str, str, str]]:
+    """check name -> (state, detail, fix) from doctor's lines."""
+    found: dict[str, tuple[str, str, str]] = {}
+    name = ""
+    for line in out.splitlines():
+        state, _, rest = line.partition(" ")
+        if not state:  # an indented fix line
+            fix = line.strip().removeprefix("fix: ")
+            found[name] = (*found[name][:2], fix)
+            continue
+        name, _, detail = rest.strip().partition(" ")
+        found[name] = (state, detail.strip(), "")
+    return found
+
+
+def _ok(req):
+    return text_reply("ok")
+
+
+def test_all_pass_with_a_served_model_and_a_running_owner(tmp_path, run_cli):
+    home = tmp_path / "home"
+    with FakeProvider(_ok, models=("other", "test-model"), api_key="local-test-only") as fake:
+        write_config(home, fake.url)
+        with OwnerProcess(home) as owner:
+            done = run_cli(home, "doctor")
+            # the configuration now says something else than what the owner read
+            write_config(home, fake.url, model={"default": "other"})
+            stale = run_cli(home, "doctor")
+    assert done.returncode == 0, done
+    checks = _checks(done.stdout)
+    assert list(checks) == ["config", "owner", "socket", "settings", "model"]
+    assert {c[0] for c in checks.values()} == {"ok"}, done.stdout
+    assert checks["owner"][1].startswith(f"running: pid {owner.proc.pid}, started ")
+    assert f"at {home}/daemon.sock" in checks["owner"][1]
+    assert checks["model"][1] == f"test-model is served at {fake.url}/models (HTTP 200, 2 models)"
+    # the configured key went with the request
+    assert fake.gets[0] == ("/v1/models", fake.gets[0][1])
+    assert fake.gets[0][1]["authorization"] == "Bearer local-test-only"
+    assert stale.returncode == 1
+    state, detail, fix = _checks(stale.stdout)["settings"]
+    assert state == "FAIL" and "model test-model" in detail and "model other" in detail
+    assert "`tether stop`" in fix
+    assert _checks(stale.stdout)["model"][0] == "ok"  # `other` is served too
+
+
+def test_an_unknown_model_is_named_with_the_served_ones(tmp_path, run_cli):
+    home = tmp_path / "home"
+    with FakeProvider(_ok, models=("llama3", "qwen2.5")) as fake:
+        write_config(home, fake.url)
+        done = run_cli(home, "doctor")
+    assert done.returncode == 1
+    state, detail, fix = _checks(done.stdout)["model"]
+    assert state == "FAIL"
+    assert detail == f"model test-model is not served at {fake.url}/models; it serves 2: " \
+                     "llama3, qwen2.5"
+    assert fix.startswith("set model.default in config.yaml (or pass --model)")
+    assert not (home / "daemon.json").exists()  # doctor never starts an owner
+
+
+def test_a_404_without_v1_suggests_it_and_a_wrong_key_says_so(tmp_path, run_cli):
+    home = tmp_path / "home"
+    with FakeProvider(_ok) as fake:
+        write_config(home, fake.url.removesuffix("/v1"))
+        missing = run_cli(home, "doctor")
+    with FakeProvider(_ok, api_key="the-right-one") as fake:
+        write_config(home, fake.url)
+        wrong = run_cli(home, "doctor")
+    state, detail, fix = _checks(missing.stdout)["model"]
+    assert state == "FAIL" and missing.returncode == 1
+    root = fake.url.removesuffix("/v1")
+    assert detail.startswith(f"GET {root.rsplit(':', 1)[0]}:") and "answered HTTP 404" in detail
+    assert "missing `/v1`" in fix
+    state, detail, fix = _checks(wrong.stdout)["model"]
+    assert state == "FAIL" and "answered HTTP 401" in detail
+    assert "check the API key" in fix
+    assert "local-test-only" not in wrong.stdout
+
+
+def test_no_server_and_demo_and_an_invalid_configuration(tmp_path, run_cli):
+    home = tmp_path / "home"
+    with FakeProvider(_ok) as fake:
+        url = fake.url
+    write_config(home, url)  # nothing listens there any more
+    down = run_cli(home, "doctor")
+    port = url.split(":")[2].split("/")[0]
+    state, detail, fix = _checks(down.stdout)["model"]
+    assert state == "FAIL" and detail.startswith(f"no server at 127.0.0.1:{port} ")
+    assert "start the model server" in fix
+    write_config(home)
+    demo = run_cli(home, "doctor")
+    assert demo.returncode == 0, demo
+    assert _checks(demo.stdout)["model"] == ("ok", "provider demo is offline: it needs no "
+                                                   "endpoint", "")
+    assert _checks(demo.stdout)["owner"][1].startswith("not running")
+    (home / "config.yaml").write_text("modle: {}\n")
+    bad = run_cli(home, "doctor")
+    checks = _checks(bad.stdout)
+    assert bad.returncode == 1
+    assert checks["config"][0] == "FAIL" and "did you mean `model`?" in checks["config"][1]
+    assert checks["model"][0] == "skip"
+    assert not (home / "daemon.json").exists()
+
+
+def test_a_descriptor_whose_socket_accepts_nothing_fails_the_socket_check(tmp_path, run_cli):
+    import json
+    import subprocess
+
+    home = tmp_path / "home"
+    write_config(home)
+    other = subprocess.Popen(["sleep", "60"])  # a live pid that is not an owner
+    try:
+        (home / "daemon.json").write_text(json.dumps({
+            "pid": other.pid, "socket": str(home / "daemon.sock"),
+            "started_at": "2024-01-01T00:00:00+00:00"}))
+        done = run_cli(home, "doctor")
+    finally:
+        other.kill()
+        other.wait()
+    checks = _checks(done.stdout)
+    assert done.returncode == 1
+    assert checks["owner"][1].startswith(f"running: pid {other.pid}")
+    state, detail, fix = checks["socket"]
+    assert state == "FAIL" and detail.startswith(f"{home}/daemon.sock accepts no connection")
+    assert f"`kill {other.pid}`" in fix
+    assert checks["settings"][0] == "skip"
+    assert not (home / "daemon.sock").exists()  # nothing was started
+
+
+def test_on_a_terminal_the_marks_are_ticks_and_crosses(tmp_path):
+    import os
+    import pty
+    import subprocess
+
+    from clihelp import CLI
+    from harness import clean_env
+
+    home = tmp_path / "home"
+    write_config(home, "http://127.0.0.1:9/v1")  # nothing listens on the discard port
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run([*CLI, "doctor"], env=clean_env(home), stdin=subprocess.DEVNULL,
+                              stdout=follower, stderr=subprocess.PIPE, timeout=60, check=False)
+        os.close(follower)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the terminal's other side is closed and drained
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(leader)
+    text = out.decode()
+    assert done.returncode == 1
+    assert "✓    config" in text and "-    socket" in text and "✗    model" in text

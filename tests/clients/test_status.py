@@ -1,0 +1,49 @@
+"""`tether status`: the running owner, with the provider and model its turns use."""
+
+import json
+import os
+import time
+
+from fakeprovider import FakeProvider, text_reply
+from harness import OwnerProcess, clean_env, write_config
+
+
+def _lines(out: str) -> dict[str, str]:
+    return {k: v.strip() for k, _, v in (line.strip().partition(" ") for line in
+                                          out.splitlines()[1:])}
+
+
+def test_status_names_the_provider_and_model_of_the_running_owner(tmp_path, run_cli):
+    home = tmp_path / "home"
+    with FakeProvider(lambda req: text_reply("ok")) as fake:
+        write_config(home, fake.url)
+        # the endpoint's credentials, written into its URL, are not shown
+        secret_url = fake.url.replace("http://", "http://user:pw-secret@") + "?key=q-secret"
+        env = clean_env(home, OPENAI_BASE_URL=secret_url, OPENAI_API_KEY="sk-env-secret-1234")
+        with OwnerProcess(home, env=env):
+            shown = run_cli(home, "status")
+            as_json = run_cli(home, "status", "--json")
+            os.utime(home / "config.yaml", (time.time() + 5, time.time() + 5))
+            later = run_cli(home, "status")
+    assert shown.returncode == 0, shown
+    fields = _lines(shown.stdout)
+    assert fields["provider"] == f"custom ({fake.url})"
+    assert fields["model"] == "test-model"
+    assert "note" not in fields
+    runtime = json.loads(as_json.stdout)["runtime"]
+    assert runtime["turn_defaults"] == {"provider": "custom", "model": "test-model",
+                                        "base_url": fake.url}
+    for out in (shown.stdout, as_json.stdout):
+        assert "secret" not in out
+    assert _lines(later.stdout)["note"].startswith("config.yaml changed after the owner "
+                                                   "started")
+
+
+def test_status_of_a_demo_owner(tmp_path, run_cli):
+    home = tmp_path / "home"
+    write_config(home)
+    with OwnerProcess(home):
+        shown = run_cli(home, "status")
+    fields = _lines(shown.stdout)
+    assert fields["provider"] == "demo (offline, no endpoint)"
+    assert fields["model"] == "tether-demo"
