@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("status", "show the owner (exit 3 if none is running)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--store", metavar="URL",
+                   help="show the nodes of the fleet on this postgresql:// database, with "
+                        "the sessions each holds (exit 3 if none is alive)")
     p.set_defaults(func=cmd_status)
 
     p = command("config", "show the effective configuration and where each value came from",

@@ -105,6 +105,10 @@ async def _stop(home: Any, desc: dict[str, Any]) -> int:
 def cmd_status(args: Any) -> int:
     from .discovery import live_descriptor, read_descriptor
 
+    if getattr(args, "store", None):
+        from .fleet_status import fleet_status
+
+        return fleet_status(args.store, args.json)
     home = _home(args)
     desc = live_descriptor(home)
     if desc is None:

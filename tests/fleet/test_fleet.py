@@ -11,6 +11,8 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -296,3 +298,44 @@ async def test_cron_fires_once_per_scheduled_time_with_three_nodes(tmp_path, url
             assert n_admissions == len(admitted)
         finally:
             nodes.close()
+
+
+def status(url: str, *args: str) -> tuple[int, str]:
+    proc = subprocess.run([sys.executable, "-m", "tether.clients.cli", "status", "--store", url,
+                           *args], capture_output=True, text=True, timeout=30,
+                          env=clean_env(Path("/nonexistent")))
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+async def test_status_lists_the_nodes_with_their_leases(tmp_path, url):
+    model = Gate()
+    with FakeProvider(model) as fake:
+        nodes = Nodes(tmp_path, url, fake.url)
+        try:
+            a, b = nodes.start("a"), nodes.start("b")
+            async with await Peer.connect(a.home) as pa:
+                sid = (await pa.result("session.create"))["session_id"]
+                await pa.result("prompt.submit", session_id=sid, input_id="1", text="HOLD s")
+                await until(lambda: model.seen.get("HOLD s"), what="the turn on A")
+                code, out = status(url, "--json")
+                assert code == 0, out
+                listed = {n["epoch"]: n for n in json.loads(out)["nodes"]}
+                assert set(listed) == {epoch_of(a), epoch_of(b)}
+                assert listed[epoch_of(a)]["leases"] == 1 and listed[epoch_of(b)]["leases"] == 0
+                assert all(n["alive"] and n["state"] == "serving" for n in listed.values())
+                model.open.set()
+            assert b.stop() == 0
+            code, out = status(url)
+            assert code == 0 and "1 node(s) alive of 2 known" in out, out
+            assert out.count("stopped") == 1 and out.count("serving") == 1, out
+            assert a.stop() == 0
+            code, out = status(url)
+            assert code == 3 and "0 node(s) alive" in out, out
+        finally:
+            model.open.set()
+            nodes.close()
+
+
+def test_status_of_a_database_without_a_fleet_says_so(url):
+    code, out = status(url)
+    assert code == 3 and "no tether fleet" in out and "tether serve --store" in out, out
