@@ -249,9 +249,16 @@ class AdmissionService:
                 self._turns.pump()
                 raise
         elif action is not CancelAction.NOTHING:
+            if action is CancelAction.WITHDRAW and self._place is not None \
+                    and not self._scheduler.knows(session_id, admission_id) \
+                    and await self._settle(session_id, admission_id, Event.WITHDRAW,
+                                           "cancelled", "cancelled before it ran"):
+                # in a fleet it waited in another node's queue: withdrawn in the store,
+                # that node skips it (a turn starts only from queued)
+                return await self.receipt(session_id, admission_id, None)
             # queued but no longer in the scheduler: it has just been handed to a turn
-            if self._turns.stop(session_id, "cancelled", admission_id) is not None:
-                await self._turns.wait(session_id, admission_id, CANCEL_WAIT_SECONDS)
+            # (here, or on the node that holds the session)
+            await self._turns.stop_and_wait(session_id, admission_id, CANCEL_WAIT_SECONDS)
         return await self.receipt(session_id, admission_id, None)
 
     async def resolve_unknown(self, session_id: str, admission_id: str) -> dict[str, Any]:
@@ -269,8 +276,8 @@ class AdmissionService:
         return await self.receipt(session_id, admission_id, None)
 
     async def _settle(self, session_id: str, admission_id: str, event: Event, outcome: str,
-                      error: str) -> None:
-        await self._journal.write(lambda tx: outcomes.settle(
+                      error: str) -> bool:
+        return await self._journal.write(lambda tx: outcomes.settle(
             tx, self._scheduler, session_id, admission_id, event, outcome, error=error))
 
 

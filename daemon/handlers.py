@@ -155,9 +155,7 @@ def build_dispatcher(*, identity: Identity, db: Store, bus: EventBus,
     async def session_interrupt(p: m.SessionInterruptParams, call: Call) -> dict[str, Any]:
         if not await sessions.exists(p.session_id):
             raise NotFound(f"no session {p.session_id!r}", session_id=p.session_id)
-        aid = turns.stop(p.session_id, "cancelled")
-        if aid is not None:
-            await turns.wait(p.session_id, aid, INTERRUPT_WAIT_SECONDS)
+        aid = await turns.stop_and_wait(p.session_id, None, INTERRUPT_WAIT_SECONDS)
         return {"interrupted": aid is not None, "admission_id": aid}
 
     @d.register("prompt.submit", refine=admissions.oversize)

@@ -175,7 +175,8 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             engine = Engine(Providers(config, http, overrides=overrides,
                                       config_path=home.config), tools, approvals)
             turns = TurnRunner(engine, journal, scheduler, supervisor, config, epoch=epoch,
-                               journal_for=fleet.journal_for if fleet else None)
+                               journal_for=fleet.journal_for if fleet else None,
+                               stop_elsewhere=fleet.stop_elsewhere if fleet else None)
             admissions_svc = AdmissionService(journal, scheduler, supervisor, turns, dcfg,
                                               epoch=epoch,
                                               place=fleet.place if fleet else None)
@@ -215,7 +216,8 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                 # before anything is admitted (placement needs the node's row); the
                 # recovery of dead nodes' work, as a restarted owner's, comes first
                 await fleet.start(tcp, str(home.root), turns.pump,
-                                  [approvals.recover, background.recover, processes.recover])
+                                  [approvals.recover, background.recover, processes.recover],
+                                  lambda sid, aid: turns.stop(sid, "cancelled", aid))
             await listeners.start_unix(home.socket)
             api = None
             if tcp:

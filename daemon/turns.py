@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,11 +60,15 @@ class _Running:
 class TurnRunner:
     def __init__(self, engine: Engine, journal: Journal, scheduler: Scheduler,
                  supervisor: Supervisor, config: Config, *, epoch: int,
-                 journal_for: Callable[[str], Journal] | None = None) -> None:
+                 journal_for: Callable[[str], Journal] | None = None,
+                 stop_elsewhere: Callable[[str, str | None, float],
+                                          Awaitable[str | None]] | None = None) -> None:
         self._engine = engine
         self._journal = journal
         # in a fleet, a turn writes through a journal fenced by its session's lease
         self._journal_for = journal_for or (lambda _sid: journal)
+        # in a fleet, the session's turn may run on another node: ask its holder
+        self._stop_elsewhere = stop_elsewhere
         self._scheduler = scheduler
         self._supervisor = supervisor
         self._config = config
@@ -92,6 +96,18 @@ class TurnRunner:
             return None  # it has ended; only its outcome is still being written
         self._cancel(run, outcome)
         return run.admission_id
+
+    async def stop_and_wait(self, session_id: str, admission_id: str | None,
+                            wait: float) -> str | None:
+        """Cancel the session's running turn wherever it runs and wait up to ``wait``
+        seconds for it to end; the admission_id it stopped (None: none ran)."""
+        aid = self.stop(session_id, "cancelled", admission_id)
+        if aid is not None:
+            await self.wait(session_id, aid, wait)
+            return aid
+        if self._stop_elsewhere is not None and session_id not in self.running:
+            return await self._stop_elsewhere(session_id, admission_id, wait)
+        return None
 
     @staticmethod
     def _cancel(run: _Running, outcome: str) -> None:

@@ -17,7 +17,8 @@ from .conn import Conn
 
 __all__ = [
     "register", "heartbeat", "set_address", "set_state", "alive", "take", "fence", "release_idle",
-    "release_all", "claim_dead", "unplaced_queued", "held_open", "list_nodes",
+    "release_all", "claim_dead", "unplaced_queued", "held_open", "list_nodes", "request_stop",
+    "stops_for",
 ]
 
 
@@ -141,6 +142,34 @@ def held_open(conn: Conn, epoch: int) -> list[dict[str, Any]]:
         "JOIN session_leases l ON l.session_id = a.target_session_id "
         "WHERE l.holder_epoch = ? AND a.status != 'terminal' ORDER BY a.seq", (epoch,))
     return [dict(r) for r in rows]
+
+
+def request_stop(conn: Conn, session_id: str, admission_id: str | None,
+                 now: float) -> str | None:
+    """Ask the holder to stop the session's started turn (``admission_id``'s, when
+    given); the admission asked about, or None when none is started."""
+    row = conn.execute(
+        "SELECT admission_id FROM session_admissions WHERE target_session_id = ? "
+        "AND status = 'started'" + (" AND admission_id = ?" if admission_id else ""),
+        (session_id, *([admission_id] if admission_id else []))).fetchone()
+    if row is None:
+        return None
+    conn.execute("INSERT INTO turn_stops(admission_id, session_id, requested_at) "
+                 "VALUES (?, ?, ?) ON CONFLICT(admission_id) DO NOTHING",
+                 (row[0], session_id, now))
+    return str(row[0])
+
+
+def stops_for(conn: Conn, epoch: int) -> list[tuple[str, str]]:
+    """(session_id, admission_id) of the stops asked for sessions this node holds;
+    they are taken (deleted) here, and stale ones (ended turns) dropped."""
+    conn.execute("DELETE FROM turn_stops t WHERE NOT EXISTS (SELECT 1 FROM "
+                 "session_admissions a WHERE a.admission_id = t.admission_id "
+                 "AND a.status = 'started')")
+    rows = conn.execute(
+        "DELETE FROM turn_stops t USING session_leases l WHERE l.session_id = t.session_id "
+        "AND l.holder_epoch = ? RETURNING t.session_id, t.admission_id", (epoch,)).fetchall()
+    return [(r[0], r[1]) for r in rows]
 
 
 def list_nodes(conn: Conn) -> list[dict[str, Any]]:

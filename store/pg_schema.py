@@ -204,7 +204,9 @@ CREATE INDEX processes_running ON processes(state) WHERE state = 'running'
 """
 
 # the fleet: one row per node (its epoch is its fencing token for node-wide
-# work), and one lease per session: holder, fencing generation, expiry
+# work), one lease per session (holder, fencing generation, expiry), and the
+# stops asked through one node for a turn running on another (the holder
+# honours each and deletes it). No ";" in comments: statements split on it.
 _V2 = """
 CREATE TABLE nodes (
     node_id     TEXT PRIMARY KEY,
@@ -225,7 +227,13 @@ CREATE TABLE session_leases (
     generation   BIGINT NOT NULL,
     expires_at   DOUBLE PRECISION NOT NULL
 );
-CREATE INDEX session_leases_holder ON session_leases(holder_epoch)
+CREATE INDEX session_leases_holder ON session_leases(holder_epoch);
+
+CREATE TABLE turn_stops (
+    admission_id TEXT PRIMARY KEY,
+    session_id   TEXT NOT NULL,
+    requested_at DOUBLE PRECISION NOT NULL
+)
 """
 
 PG_MIGRATIONS: tuple[str, ...] = (_V1, _V2)

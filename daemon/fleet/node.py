@@ -36,6 +36,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from tether.store import admissions
 from tether.store import fleet as fleet_rows
 
 from ..journal import Fenced, Journal, Tx, Unit
@@ -86,15 +87,19 @@ class FleetNode:
         self.fenced_out = False
         self._recoverers: list[Callable[[int], Awaitable[None]]] = []
         self._pump: Callable[[], None] = lambda: None
+        self._stop: Callable[[str, str], Any] = lambda _sid, _aid: None
 
     # -- joining and leaving ------------------------------------------------
 
     async def start(self, address: str | None, home: str, pump: Callable[[], None],
-                    recoverers: list[Callable[[int], Awaitable[None]]]) -> None:
+                    recoverers: list[Callable[[int], Awaitable[None]]],
+                    stop: Callable[[str, str], Any]) -> None:
         """Register this node (serving), recover what dead nodes left and claim the
         work nobody runs, all before it serves; then begin the tick. ``recoverers``
-        each recover one dead node's rows of their kind, by its epoch."""
+        each recover one dead node's rows of their kind, by its epoch; ``stop``
+        cancels a turn running here (a stop asked through another node)."""
         self._pump = pump
+        self._stop = stop
         self._recoverers = recoverers
         await self._journal.persist(
             lambda tx: fleet_rows.register(tx.conn, node_id=self.node_id, epoch=self.epoch,
@@ -149,6 +154,31 @@ class FleetNode:
 
         return _FencedJournal(self._journal, check)
 
+    # -- stops across nodes ----------------------------------------------------
+
+    async def stop_elsewhere(self, session_id: str, admission_id: str | None,
+                             wait: float) -> str | None:
+        """Stop the session's turn running on another node: ask its holder, then wait
+        up to ``wait`` seconds for the turn to end. The admission it asked about,
+        or None when no turn of the session runs anywhere."""
+        aid = await self._journal.write(
+            lambda tx: fleet_rows.request_stop(tx.conn, session_id, admission_id, tx.now))
+        if aid is None:
+            return None
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            row = await self._journal.db.read(lambda c: admissions.get(c, aid))
+            if row is None or row["status"] != "started":
+                break
+            await asyncio.sleep(self.tick / 2)
+        return aid
+
+    async def _honour_stops(self) -> None:
+        for sid, aid in await self._journal.write(
+                lambda tx: fleet_rows.stops_for(tx.conn, self.epoch)):
+            log.info("stopping turn %s of session %s, as asked through another node", aid, sid)
+            self._stop(sid, aid)
+
     # -- the tick -------------------------------------------------------------
 
     async def _run(self) -> None:
@@ -162,6 +192,7 @@ class FleetNode:
                 await self._recover_dead()
                 await self._claim_unplaced()
                 await self._adopt_held()
+                await self._honour_stops()
             except Exception as exc:  # noqa: BLE001 - a failing store: try next tick
                 log.warning("fleet tick failed: %s", exc)
             await asyncio.sleep(self.tick)

@@ -339,3 +339,38 @@ async def test_status_lists_the_nodes_with_their_leases(tmp_path, url):
 def test_status_of_a_database_without_a_fleet_says_so(url):
     code, out = status(url)
     assert code == 3 and "no tether fleet" in out and "tether serve --store" in out, out
+
+
+async def test_a_turn_is_stopped_and_a_queued_prompt_withdrawn_through_another_node(
+        tmp_path, url):
+    model = Gate()
+    with FakeProvider(model) as fake:
+        nodes = Nodes(tmp_path, url, fake.url)
+        try:
+            a, b = nodes.start("a"), nodes.start("b")
+            async with await Peer.connect(a.home) as pa, await Peer.connect(b.home) as pb:
+                sid = (await pa.result("session.create"))["session_id"]
+                first = await pa.result("prompt.submit", session_id=sid, input_id="1",
+                                        text="HOLD long")
+                queued = await pa.result("prompt.submit", session_id=sid, input_id="2",
+                                         text="later")
+                await until(lambda: model.seen.get("HOLD long"), what="the turn on A")
+                # a queued prompt of A's queue, cancelled through B: withdrawn, never run
+                withdrawn = await pb.result("prompt.cancel", session_id=sid,
+                                            admission_id=queued["admission_id"])
+                assert (withdrawn["status"], withdrawn["outcome"]) == ("terminal", "cancelled")
+                # the running turn, interrupted through B: A stops it
+                stopped = await pb.result("session.interrupt", session_id=sid)
+                assert stopped == {"interrupted": True, "admission_id": first["admission_id"]}
+                done = await pb.wait_terminal(sid, first["admission_id"])
+                assert done["outcome"] == "cancelled"
+                # nothing runs any more: a third prompt, through B, runs next (on A or B)
+                third = await pb.result("prompt.submit", session_id=sid, input_id="3",
+                                        text="after")
+                assert (await pb.wait_terminal(sid, third["admission_id"]))["outcome"] \
+                    == "completed"
+            assert "later" not in model.seen
+            assert nodes.rows("SELECT COUNT(*) FROM turn_stops") == [(0,)]
+        finally:
+            model.open.set()
+            nodes.close()
