@@ -30,7 +30,7 @@ from fakeprovider import FakeProvider, text_reply
 from harness import OwnerProcess, Peer, clean_env, db_rows, owner_session, write_config
 
 # the faults are SQLite's own: another process's lock on state.db, a page quota, a
-# read-only file (PostgreSQL's failures: test_pg_store.py)
+# read-only file (PostgreSQL's failures: tests/fleet/test_pg_store.py)
 pytestmark = pytest.mark.sqlite_only
 
 
