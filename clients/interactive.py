@@ -60,7 +60,7 @@ from .chat_screen import (
 )
 from .client import SessionStream, TetherClient, new_input_id
 from .exits import CliError, from_exception
-from .joining import open_session
+from .joining import open_session, unfinished_turns
 from .plan import ChatPlan
 from .render import Renderer, shorten, use_color
 
@@ -116,7 +116,8 @@ class Chat:
         stream, snap, messages = await open_session(self.client, session_id)
         self.stream = stream
         if transcript:
-            self.renderer.transcript(messages)
+            self.renderer.transcript(
+                messages, await unfinished_turns(self.client, session_id, messages))
         self.running = snap.get("running")
         self.running_since = time.monotonic()
         self.pending = [p["receipt"]["admission_id"] for p in snap.get("pending") or ()

@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 import orjson
 
-__all__ = ["Renderer", "use_color", "shorten", "format_time"]
+__all__ = ["Renderer", "use_color", "shorten", "format_time", "outcome_line"]
 
 _DIM = "\x1b[2m"
 _BOLD = "\x1b[1m"
@@ -43,6 +43,13 @@ def format_time(ts: Any) -> str:
     if not isinstance(ts, int | float):
         return "?"
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def outcome_line(outcome: Any, error: Any = None) -> str | None:
+    """How a turn that did not complete ended (None for a completed one)."""
+    if not outcome or outcome == "completed":
+        return None
+    return f"turn {outcome}" + (f": {shorten(error, 200)}" if error else "")
 
 
 class Renderer:
@@ -212,10 +219,8 @@ class Renderer:
         if aid is not None:
             self.completed.add(aid)
         self.newline()
-        outcome = payload.get("outcome")
-        if outcome and outcome != "completed":
-            error = payload.get("error")
-            self.progress(f"turn {outcome}" + (f": {shorten(error, 200)}" if error else ""))
+        if (line := outcome_line(payload.get("outcome"), payload.get("error"))) is not None:
+            self.progress(line)
 
     def _on_model_retry(self, payload: dict[str, Any], aid: str | None) -> None:
         delay = payload.get("delay_seconds")
@@ -228,9 +233,17 @@ class Renderer:
 
     # -- transcripts ---------------------------------------------------------
 
-    def transcript(self, messages: list[dict[str, Any]]) -> None:
-        """Print a stored transcript (session.resume's ``messages``)."""
+    def transcript(self, messages: list[dict[str, Any]],
+                   receipts: dict[str, dict[str, Any]] | None = None) -> None:
+        """Print a stored transcript (session.resume's ``messages``); a turn with a
+        receipt in ``receipts`` (by admission id) that did not complete is followed by
+        how it ended, as when it ran (joining.unfinished_turns finds them)."""
+        receipts = receipts or {}
+        turn = None
         for m in messages:
+            if m.get("admission_id") != turn:
+                self._ended(receipts.get(turn or ""))
+                turn = m.get("admission_id")
             role = m.get("role")
             content = m.get("content")
             if role == "user":
@@ -249,3 +262,16 @@ class Renderer:
                     self.newline()
                     self.write(content + "\n")
             # tool results are long and for the model; the progress lines stand for them
+        self._ended(receipts.get(turn or ""))
+
+    def _ended(self, receipt: dict[str, Any] | None) -> None:
+        if receipt is None:
+            return
+        if receipt.get("status") == "unknown":
+            self.progress("turn unknown: the owner stopped while it ran; whether it "
+                          f"finished is unknown (`tether resolve {receipt.get('session_id')}`"
+                          " records it interrupted)")
+        elif receipt.get("status") == "terminal":
+            line = outcome_line(receipt.get("outcome"), (receipt.get("result") or {}).get("error"))
+            if line is not None:
+                self.progress(line)
