@@ -1,5 +1,6 @@
 """What the interactive chat draws besides the input line: the renderer's output,
-routed above the prompt a whole line at a time, and the spinner."""
+routed above the prompt a whole line at a time, and the status line (spinner, the
+line being streamed)."""
 
 from __future__ import annotations
 
@@ -138,8 +139,11 @@ def status(chat: Chat) -> str:
         queued = f" · {len(chat.pending)} queued" if chat.pending else ""
         parts.append(f"{spin} {what} {elapsed} s{queued} · Ctrl-C interrupts · "
                      "Ctrl-D leaves (the turn goes on)")
-    if chat.lines.tail:
-        parts.append(shorten(chat.lines.tail[-200:], 100))
+    # the line being streamed: the renderer's (an answer's block held to be rendered
+    # whole) or one not ended yet
+    tail = chat.lines.tail or chat.renderer.streaming.rstrip("\n").rpartition("\n")[2]
+    if tail:
+        parts.append(shorten(tail[-200:], 100))
     return "\n".join(parts)
 
 
@@ -159,7 +163,7 @@ async def watch(chat: Chat, sid: str, aid: str, receipt: dict[str, Any]) -> None
     if receipt["status"] == "terminal":
         if aid not in chat.renderer.completed and chat.session_id == sid:
             # an input id that had already run (--input-id reused): show its answer
-            chat.renderer.write(((receipt.get("result") or {}).get("text") or "") + "\n")
+            chat.renderer.answer((receipt.get("result") or {}).get("text") or "")
         return
     while receipt["status"] not in ("terminal", "unknown") and not receipt.get("paused_by"):
         await asyncio.sleep(RECEIPT_POLL_SECONDS)

@@ -312,6 +312,7 @@ class Chat:
             await self._start()
             await self._loop(session)
             await self._settle_submits()
+            self.renderer.end_answer()
             self.lines.emit(self.lines.tail)
             self.lines.tail = ""
         finally:
@@ -375,7 +376,7 @@ class Chat:
         """Redraw the status line (spinner, elapsed time) while something runs."""
         while True:
             await asyncio.sleep(0.2)
-            if self.running or self.lines.tail:
+            if self.running or self.lines.tail or self.renderer.streaming:
                 self.redraw()
 
     async def _settle_submits(self) -> None:
