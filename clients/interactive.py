@@ -54,8 +54,8 @@ from .chat_screen import (
     answer_question,
     goodbye,
     key_bindings,
-    note_failure_hint,
     prompt_message,
+    show_event,
     watch,
 )
 from .client import SessionStream, TetherClient, new_input_id
@@ -87,6 +87,7 @@ class Chat:
         self.running_since = 0.0
         self.pending: list[str] = []
         self.interrupting = False
+        self.retry: tuple[dict[str, Any], float] | None = None  # model.retry, when it came
         self.armed_leave = False  # Ctrl-C once on an empty idle line
         self.leaving = False
         self.failed_owner: CliError | None = None
@@ -162,34 +163,8 @@ class Chat:
         """Print every event of the session as it arrives."""
         while True:
             event = await stream.get()
-            if event is None:
-                continue
-            kind = event.get("type")
-            payload = event.get("payload") or {}
-            aid = event.get("admission_id")
-            if kind == "message.start" and self.submitting is not None and aid not in self.mine:
-                await asyncio.wait({self.submitting})  # it may be the turn being submitted
-            if kind == "session.info":
-                running = payload.get("running")
-                if running != self.running:
-                    self.running_since = time.monotonic()
-                    self.interrupting = False
-                self.running = running
-                self.pending = [p for p in payload.get("pending") or () if p != running]
-            if kind == "message.start" and aid in self.echo:
-                self.renderer.newline()
-                self.renderer.write(self.renderer.style("› ", "\x1b[1m")
-                                    + self.echo.pop(aid) + "\n")
-            self.renderer.event(event)
-            if kind == "message.complete" and aid in self.mine:
-                note_failure_hint(self, payload)
-            if self.approvals is not None:
-                self.approvals.on_event(event, own_turn_running=self.running in self.mine)
-            for hook in list(self.event_hooks):
-                out = hook(self, event)
-                if out is not None:
-                    self._spawn(out)
-            self.redraw()
+            if event is not None:
+                await show_event(self, event)
 
     def redraw(self) -> None:
         if self.app is not None:
