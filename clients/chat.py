@@ -140,8 +140,7 @@ async def _finite(client: TetherClient, session_id: str, plan: ChatPlan) -> int:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
             sys.stdout.flush()
         elif receipt["admission_id"] not in renderer.completed:
-            renderer.write(text)
-            renderer.newline()
+            renderer.answer(text)
     if failure is not None:
         return report(failure)
     return EXIT_OK

@@ -1,9 +1,12 @@
 """What the interactive chat draws besides the input line: the renderer's output,
-routed above the prompt a whole line at a time, and the spinner."""
+routed above the prompt a whole line at a time, and the status line (spinner, the
+model's retries, the line being streamed)."""
 
 from __future__ import annotations
 
 import asyncio
+import math
+import shutil
 import sys
 import time
 from typing import Any
@@ -15,8 +18,8 @@ from .render import shorten
 #: clients.interactive.Chat, which imports this module (so it is not imported back)
 Chat = Any
 
-__all__ = ["AskLines", "answer_question", "Lines", "SPINNER", "key_bindings", "prompt_message", "goodbye", "status",
-           "note_failure_hint", "watch"]
+__all__ = ["AskLines", "answer_question", "Lines", "SPINNER", "key_bindings", "prompt_message",
+           "goodbye", "status", "retrying", "show_event", "note_failure_hint", "watch"]
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
@@ -136,11 +139,75 @@ def status(chat: Chat) -> str:
         spin = SPINNER[int(time.monotonic() * 8) % len(SPINNER)]
         what = "interrupting" if chat.interrupting else "working"
         queued = f" · {len(chat.pending)} queued" if chat.pending else ""
-        parts.append(f"{spin} {what} {elapsed} s{queued} · Ctrl-C interrupts · "
-                     "Ctrl-D leaves (the turn goes on)")
-    if chat.lines.tail:
-        parts.append(shorten(chat.lines.tail[-200:], 100))
+        if chat.retry is not None and not chat.interrupting:
+            # one line, as wide as the terminal: the wait and its reason before the keys
+            rest = f" · {elapsed} s{queued} · Ctrl-C interrupts"
+            room = shutil.get_terminal_size().columns - 3 - len(rest)
+            parts.append(f"{spin} {retrying(chat, room)}{rest}")
+        else:
+            parts.append(f"{spin} {what} {elapsed} s{queued} · Ctrl-C interrupts · "
+                         "Ctrl-D leaves (the turn goes on)")
+    # the line being streamed: the renderer's (an answer's block held to be rendered
+    # whole) or one not ended yet
+    tail = chat.lines.tail or chat.renderer.streaming.rstrip("\n").rpartition("\n")[2]
+    if tail:
+        parts.append(shorten(tail[-200:], 100))
     return "\n".join(parts)
+
+
+def retrying(chat: Chat, width: int = 100) -> str:
+    """The running turn's model retry, counting down the wait, at most ``width``
+    characters (at least the reason's first 20) ("" if none)."""
+    if chat.retry is None:
+        return ""
+    payload, since = chat.retry
+    delay = payload.get("delay_seconds")
+    left = math.ceil(delay - (time.monotonic() - since)) \
+        if isinstance(delay, int | float) else 0
+    wait = f" in {left} s" if left >= 1 else ""
+    what = f"retrying {payload.get('attempt', '?')}/{payload.get('attempts', '?')}{wait}: "
+    return what + shorten(payload.get("detail"), max(20, width - len(what)))
+
+
+#: what shows the running turn's model request got on after a retry
+_PROGRESS = frozenset({"message.start", "message.delta", "reasoning.delta", "tool.start",
+                       "message.complete"})
+
+
+async def show_event(chat: Chat, event: dict[str, Any]) -> None:
+    """One event of the session: the chat's state, the renderer, approvals, hooks."""
+    kind = event.get("type")
+    payload = event.get("payload") or {}
+    aid = event.get("admission_id")
+    if kind == "message.start" and chat.submitting is not None and aid not in chat.mine:
+        await asyncio.wait({chat.submitting})  # it may be the turn being submitted
+    if kind == "session.info":
+        running = payload.get("running")
+        if running != chat.running:
+            chat.running_since = time.monotonic()
+            chat.interrupting = False
+            chat.retry = None
+        chat.running = running
+        chat.pending = [p for p in payload.get("pending") or () if p != running]
+    if kind == "message.start" and aid in chat.echo:
+        chat.renderer.newline()
+        chat.renderer.write(chat.renderer.style("› ", "\x1b[1m") + chat.echo.pop(aid) + "\n")
+    if kind in _PROGRESS:
+        chat.retry = None
+    if kind == "model.retry" and aid is not None and aid == chat.running:
+        # the status line shows it while the wait and the next attempt last
+        chat.retry = (payload, time.monotonic())
+    else:
+        chat.renderer.event(event)
+    if kind == "message.complete" and aid in chat.mine:
+        note_failure_hint(chat, payload)
+    if chat.approvals is not None:
+        chat.approvals.on_event(event, own_turn_running=chat.running in chat.mine)
+    for hook in list(chat.event_hooks):
+        out = hook(chat, event)
+        if out is not None:
+            chat._spawn(out)
+    chat.redraw()
 
 
 def note_failure_hint(chat: Chat, payload: dict[str, Any]) -> None:
@@ -159,7 +226,7 @@ async def watch(chat: Chat, sid: str, aid: str, receipt: dict[str, Any]) -> None
     if receipt["status"] == "terminal":
         if aid not in chat.renderer.completed and chat.session_id == sid:
             # an input id that had already run (--input-id reused): show its answer
-            chat.renderer.write(((receipt.get("result") or {}).get("text") or "") + "\n")
+            chat.renderer.answer((receipt.get("result") or {}).get("text") or "")
         return
     while receipt["status"] not in ("terminal", "unknown") and not receipt.get("paused_by"):
         await asyncio.sleep(RECEIPT_POLL_SECONDS)

@@ -217,7 +217,7 @@ def cmd_attach(args: Any) -> int:
 
 async def _attach(home: Any, given: str | None) -> int:
     from .client import TetherClient
-    from .joining import open_session
+    from .joining import open_session, unfinished_turns
     from .render import Renderer, use_color
     from .session_cmds import resolve_session
 
@@ -229,7 +229,7 @@ async def _attach(home: Any, given: str | None) -> int:
         r = Renderer(sys.stdout, color=use_color(sys.stdout), mine=None)
         info = snap.get("info") or {}
         r.note(f"session {session_id} · {info.get('source') or '-'} · {info.get('title') or ''}")
-        r.transcript(messages)
+        r.transcript(messages, await unfinished_turns(client, session_id, messages))
         for pending in snap.get("pending") or ():
             if pending.get("receipt", {}).get("admission_id") == snap.get("running"):
                 continue

@@ -54,13 +54,13 @@ from .chat_screen import (
     answer_question,
     goodbye,
     key_bindings,
-    note_failure_hint,
     prompt_message,
+    show_event,
     watch,
 )
 from .client import SessionStream, TetherClient, new_input_id
 from .exits import CliError, from_exception
-from .joining import open_session
+from .joining import open_session, unfinished_turns
 from .plan import ChatPlan
 from .render import Renderer, shorten, use_color
 
@@ -87,6 +87,7 @@ class Chat:
         self.running_since = 0.0
         self.pending: list[str] = []
         self.interrupting = False
+        self.retry: tuple[dict[str, Any], float] | None = None  # model.retry, when it came
         self.armed_leave = False  # Ctrl-C once on an empty idle line
         self.leaving = False
         self.failed_owner: CliError | None = None
@@ -116,7 +117,8 @@ class Chat:
         stream, snap, messages = await open_session(self.client, session_id)
         self.stream = stream
         if transcript:
-            self.renderer.transcript(messages)
+            self.renderer.transcript(
+                messages, await unfinished_turns(self.client, session_id, messages))
         self.running = snap.get("running")
         self.running_since = time.monotonic()
         self.pending = [p["receipt"]["admission_id"] for p in snap.get("pending") or ()
@@ -161,34 +163,8 @@ class Chat:
         """Print every event of the session as it arrives."""
         while True:
             event = await stream.get()
-            if event is None:
-                continue
-            kind = event.get("type")
-            payload = event.get("payload") or {}
-            aid = event.get("admission_id")
-            if kind == "message.start" and self.submitting is not None and aid not in self.mine:
-                await asyncio.wait({self.submitting})  # it may be the turn being submitted
-            if kind == "session.info":
-                running = payload.get("running")
-                if running != self.running:
-                    self.running_since = time.monotonic()
-                    self.interrupting = False
-                self.running = running
-                self.pending = [p for p in payload.get("pending") or () if p != running]
-            if kind == "message.start" and aid in self.echo:
-                self.renderer.newline()
-                self.renderer.write(self.renderer.style("› ", "\x1b[1m")
-                                    + self.echo.pop(aid) + "\n")
-            self.renderer.event(event)
-            if kind == "message.complete" and aid in self.mine:
-                note_failure_hint(self, payload)
-            if self.approvals is not None:
-                self.approvals.on_event(event, own_turn_running=self.running in self.mine)
-            for hook in list(self.event_hooks):
-                out = hook(self, event)
-                if out is not None:
-                    self._spawn(out)
-            self.redraw()
+            if event is not None:
+                await show_event(self, event)
 
     def redraw(self) -> None:
         if self.app is not None:
@@ -311,6 +287,7 @@ class Chat:
             await self._start()
             await self._loop(session)
             await self._settle_submits()
+            self.renderer.end_answer()
             self.lines.emit(self.lines.tail)
             self.lines.tail = ""
         finally:
@@ -374,7 +351,7 @@ class Chat:
         """Redraw the status line (spinner, elapsed time) while something runs."""
         while True:
             await asyncio.sleep(0.2)
-            if self.running or self.lines.tail:
+            if self.running or self.lines.tail or self.renderer.streaming:
                 self.redraw()
 
     async def _settle_submits(self) -> None:

@@ -1,11 +1,12 @@
 """Showing a session on a terminal: streamed answers, progress lines, transcripts.
 
 ``Renderer`` turns the owner's events (docs/protocol.md §5) into text: answer
-deltas are written as they arrive; tool, helper (subagent) and delegation
-progress become dim lines prefixed with ``·``; a turn this viewer did not start
-(background delegation results, another client's prompt) gets a header line.
-It only writes; it never reads or talks to the owner, so the chat, attach and
-finite-with-a-terminal paths share it.
+deltas are written as they arrive (with ``markdown``, the default on a terminal with
+colour, a block at a time, rendered: clients/markdown.py); tool, helper (subagent)
+and delegation progress become dim lines prefixed with ``·``; a turn this viewer
+did not start (background delegation results, another client's prompt) gets a
+header line. It only writes; it never reads or talks to the owner, so the chat,
+attach and finite-with-a-terminal paths share it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, TextIO
 
 import orjson
 
-__all__ = ["Renderer", "use_color", "shorten", "format_time"]
+__all__ = ["Renderer", "use_color", "shorten", "format_time", "outcome_line"]
 
 _DIM = "\x1b[2m"
 _BOLD = "\x1b[1m"
@@ -45,18 +46,28 @@ def format_time(ts: Any) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
 
 
+def outcome_line(outcome: Any, error: Any = None) -> str | None:
+    """How a turn that did not complete ended (None for a completed one)."""
+    if not outcome or outcome == "completed":
+        return None
+    return f"turn {outcome}" + (f": {shorten(error, 200)}" if error else "")
+
+
 class Renderer:
     """Writes one session's events to ``out``.
 
     ``mine`` is the set of admission ids this viewer submitted (None: a pure
     viewer, for whom every turn gets a header). ``headers=False`` shows turns
     without header lines (a finite chat: every turn on screen is its own).
+    ``markdown`` (default: ``color``) renders answers as markdown.
     """
 
     def __init__(self, out: TextIO, *, color: bool, mine: set[str] | None = None,
-                 headers: bool = True) -> None:
+                 headers: bool = True, markdown: bool | None = None) -> None:
         self.out = out
         self.color = color
+        self.markdown = color if markdown is None else markdown
+        self._md: Any = None  # markdown.MarkdownStream of the answer being streamed
         self.mine = mine
         self.headers = headers
         self.completed: set[str] = set()  # admissions whose message.complete we showed
@@ -70,6 +81,11 @@ class Renderer:
     # -- low level -----------------------------------------------------------
 
     def write(self, text: str) -> None:
+        """Write ``text`` after what is held of a streamed answer."""
+        self.end_answer()
+        self._put(text)
+
+    def _put(self, text: str) -> None:
         if not text:
             return
         self.out.write(text)
@@ -77,8 +93,42 @@ class Renderer:
         self.at_line_start = text.endswith("\n")
 
     def newline(self) -> None:
+        self.end_answer()
         if not self.at_line_start:
-            self.write("\n")
+            self._put("\n")
+
+    def answer(self, text: str) -> None:
+        """A whole answer, on lines of its own."""
+        self.newline()
+        if self.markdown and text.strip():
+            from .markdown import render_markdown
+
+            self._put(render_markdown(text) + "\n")
+        else:
+            self._put(text)
+            self.newline()
+
+    def _stream(self, text: str) -> None:
+        """A delta of an answer: written now, or (markdown) once its block is complete."""
+        if not self.markdown:
+            self._put(text)
+            return
+        if self._md is None:
+            from .markdown import MarkdownStream
+
+            self._md = MarkdownStream()
+        self._put(self._md.feed(text))
+
+    def end_answer(self) -> None:
+        """Write what is held of the answer being streamed (markdown), rendered."""
+        if self._md is not None:
+            md, self._md = self._md, None
+            self._put(md.finish())
+
+    @property
+    def streaming(self) -> str:
+        """The text of the answer received but not written yet ("" if none)."""
+        return self._md.pending if self._md is not None else ""
 
     def style(self, text: str, code: str) -> str:
         return f"{code}{text}{_RESET}" if self.color else text
@@ -136,7 +186,7 @@ class Renderer:
             return
         if aid is not None:
             self._streamed.add(aid)
-        self.write(text)
+        self._stream(text)
 
     def _on_tool_start(self, payload: dict[str, Any], aid: str | None) -> None:
         name = payload.get("name", "?")
@@ -206,16 +256,13 @@ class Renderer:
     def _on_message_complete(self, payload: dict[str, Any], aid: str | None) -> None:
         text = payload.get("text") or ""
         if aid is not None and aid not in self._streamed and text:
-            self.newline()
-            self.write(text)
+            self.answer(text)
         self._held.pop(aid or "", None)
         if aid is not None:
             self.completed.add(aid)
         self.newline()
-        outcome = payload.get("outcome")
-        if outcome and outcome != "completed":
-            error = payload.get("error")
-            self.progress(f"turn {outcome}" + (f": {shorten(error, 200)}" if error else ""))
+        if (line := outcome_line(payload.get("outcome"), payload.get("error"))) is not None:
+            self.progress(line)
 
     def _on_model_retry(self, payload: dict[str, Any], aid: str | None) -> None:
         delay = payload.get("delay_seconds")
@@ -228,9 +275,17 @@ class Renderer:
 
     # -- transcripts ---------------------------------------------------------
 
-    def transcript(self, messages: list[dict[str, Any]]) -> None:
-        """Print a stored transcript (session.resume's ``messages``)."""
+    def transcript(self, messages: list[dict[str, Any]],
+                   receipts: dict[str, dict[str, Any]] | None = None) -> None:
+        """Print a stored transcript (session.resume's ``messages``); a turn with a
+        receipt in ``receipts`` (by admission id) that did not complete is followed by
+        how it ended, as when it ran (joining.unfinished_turns finds them)."""
+        receipts = receipts or {}
+        turn = None
         for m in messages:
+            if m.get("admission_id") != turn:
+                self._ended(receipts.get(turn or ""))
+                turn = m.get("admission_id")
             role = m.get("role")
             content = m.get("content")
             if role == "user":
@@ -246,6 +301,18 @@ class Renderer:
                     name = (call.get("function") or {}).get("name", "?")
                     self.progress(f"tool {name}")
                 if content:
-                    self.newline()
-                    self.write(content + "\n")
+                    self.answer(content)
             # tool results are long and for the model; the progress lines stand for them
+        self._ended(receipts.get(turn or ""))
+
+    def _ended(self, receipt: dict[str, Any] | None) -> None:
+        if receipt is None:
+            return
+        if receipt.get("status") == "unknown":
+            self.progress("turn unknown: the owner stopped while it ran; whether it "
+                          f"finished is unknown (`tether resolve {receipt.get('session_id')}`"
+                          " records it interrupted)")
+        elif receipt.get("status") == "terminal":
+            line = outcome_line(receipt.get("outcome"), (receipt.get("result") or {}).get("error"))
+            if line is not None:
+                self.progress(line)

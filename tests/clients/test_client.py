@@ -185,7 +185,8 @@ def test_cli_import_path_is_lean():
     code = ("import sys, tether.clients.cli, tether.clients.chat, tether.clients.client; "
             "heavy = ('pydantic', 'httpx', 'yaml', 'tether.daemon', 'tether.rpc.models', "
             "'tether.store', 'platformdirs', 'prompt_toolkit', 'wcwidth', 'rich', "
-            "'tether.clients.interactive'); print([m for m in heavy if m in sys.modules])")
+            "'markdown_it', 'pygments', 'tether.clients.interactive', "
+            "'tether.clients.markdown'); print([m for m in heavy if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=clean_env(__import__("pathlib").Path("/nonexistent")), check=True)
     assert out.stdout.strip() == "[]", out

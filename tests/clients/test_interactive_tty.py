@@ -91,6 +91,35 @@ class Terminal:
         return self.output.decode(errors="replace")
 
 
+class Screen:
+    """What a terminal of 80×24 shows of a ``Terminal``'s output (pyte emulates it):
+    prompt_toolkit redraws only the cells that changed, so a line that was edited in
+    place is in no single stretch of the raw output."""
+
+    def __init__(self, term: Terminal, columns: int = 80, rows: int = 24) -> None:
+        import pyte
+
+        self.term = term
+        self.screen = pyte.Screen(columns, rows)
+        self.stream = pyte.ByteStream(self.screen)
+        self.fed = 0
+
+    def lines(self) -> list[str]:
+        self.stream.feed(self.term.output[self.fed:])
+        self.fed = len(self.term.output)
+        return [line.rstrip() for line in self.screen.display]
+
+    def until(self, check, timeout: float = 20.0) -> str:
+        """Read until a line on the screen passes ``check``; that line."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = next((line for line in self.lines() if check(line)), None)
+            if found is not None:
+                return found
+            self.term.drain(0.05)
+        raise AssertionError("no such line on the screen:\n" + "\n".join(self.lines()))
+
+
 def test_tty_seeded_chat_keeps_background_delegation_and_prints_results(tmp_path):
     home = tmp_path / "home"
     with FakeProvider(background_model) as fake:
