@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 from collections.abc import Callable, Iterable
 from functools import lru_cache
@@ -164,7 +165,7 @@ class PgDatabase:
             # a statement that waits longer fails (and its group) rather than stall the loop
             conn = psycopg.connect(url, autocommit=True, row_factory=_row_factory,
                                    connect_timeout=max(1, int(connect_timeout)),
-                                   application_name="tether-writer")
+                                   application_name=f"tether-writer {os.getpid()}")
             conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
             return conn
 

@@ -2,6 +2,7 @@
 
 import threading
 
+import harness
 from fakeprovider import FakeProvider, prompt_of, text_reply
 from harness import OwnerProcess, Peer, db_rows, write_config
 
@@ -125,7 +126,8 @@ async def test_kill_during_a_turn_leaves_it_unknown_and_pauses_only_its_session(
     assert asked("side effects") == 1
     assert asked("follow one") == asked("after resolving") == asked("other session") == 1
     assert asked("follow two") == 0
-    assert db_rows(home, "PRAGMA integrity_check") == [("ok",)]
+    if harness.STORE_URL is None:  # SQLite's own check of the file
+        assert db_rows(home, "PRAGMA integrity_check") == [("ok",)]
     assert db_rows(home, "SELECT request_id, outcome FROM session_admissions ORDER BY seq") == [
         ("d", "completed"), ("a1", "interrupted"), ("a2", "completed"), ("a3", "cancelled"),
         ("b1", "completed"), ("a4", "completed")]

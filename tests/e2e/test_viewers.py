@@ -264,9 +264,12 @@ async def test_hostile_viewers_do_not_grow_the_owners_memory(tmp_path, raw):
                     done = await peer.wait_terminal(sid, rec["admission_id"], timeout=120)
                     assert done["outcome"] == "completed"
                 grown = rss_bytes(owner.proc.pid) - before
-                # an unbounded outbox would hold ~190 MB here; allocator noise between two
-                # identical runs is up to ~40 MB on this kind of machine
-                assert grown < 64 * 1024 * 1024, f"owner RSS grew by {grown / 2**20:.0f} MiB"
+                # an unbounded outbox would hold ~190 MB here. The same workload without
+                # the stalled viewers still grows the RSS by 33-38 MiB (the allocator's
+                # high-water mark moving), and with them by 45-73 MiB on a loaded 2-core
+                # machine (more on PostgreSQL: its client keeps result buffers per
+                # connection): the bound sits between that noise and the unbounded case
+                assert grown < 112 * 1024 * 1024, f"owner RSS grew by {grown / 2**20:.0f} MiB"
                 assert (await peer.result("ping")) == {"pong": True}
 
 

@@ -20,12 +20,13 @@ def url() -> Iterator[str]:
         yield url
 
 
-def terminate_writers(url: str) -> int:
-    """Close every tether writer connection from the server's side, as a server
-    restart or a network cut would."""
+def terminate_writer(owner: OwnerProcess) -> int:
+    """Close the owner's writer connection from the server's side, as a server
+    restart or a network cut would (its application_name carries its pid)."""
+    assert owner.proc is not None
     rows = pgstore.rows(pgstore.BASE_URL, "SELECT pg_terminate_backend(pid) FROM "
                                           "pg_stat_activity WHERE application_name = ?",
-                        "tether-writer")
+                        f"tether-writer {owner.proc.pid}")
     return len(rows)
 
 
@@ -33,14 +34,14 @@ async def test_a_dropped_writer_connection_loses_nothing_acknowledged(tmp_path, 
     home = tmp_path / "home"
     with FakeProvider(lambda req: text_reply("OK")) as fake:
         write_config(home, fake.url)
-        with OwnerProcess(home, env=clean_env(home, TETHER_STORE=url)):
+        with OwnerProcess(home, env=clean_env(home, TETHER_STORE=url)) as owner:
             async with await Peer.connect(home) as peer:
                 sid = (await peer.result("session.create"))["session_id"]
                 acknowledged: dict[str, str] = {}
                 refused = 0
                 for i in range(6):
                     if i % 2:  # between turns: the next write finds its connection gone
-                        assert terminate_writers(url) >= 1
+                        assert terminate_writer(owner) == 1
                     for _attempt in range(20):  # a client resubmits by input_id, as documented
                         reply = await peer.call("prompt.submit", session_id=sid,
                                                 input_id=f"in-{i}", text=f"prompt {i}")
