@@ -177,7 +177,8 @@ class AdmissionService:
             # last: nothing after it in this unit can fail (the group still can)
             if place is None or place(tx, session_id):
                 scheduler.admitting(session_id, admission_id)
-            tx.event(session_id, "session.info", scheduler.view(session_id))
+                tx.event(session_id, "session.info", scheduler.view(session_id))
+            # else another node of the fleet holds the session: it announces its queue
             return True, row
 
         fut = self._journal.submit(unit)

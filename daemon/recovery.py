@@ -67,21 +67,21 @@ async def recover(journal: Journal, epoch: int, scheduler: Scheduler, policy: st
         await journal.write(settle)
 
 
-def adopt(scheduler: Scheduler, rows: list[dict[str, Any]], policy: str) -> int:
+def adopt(scheduler: Scheduler, rows: list[dict[str, Any]], policy: str) -> list[str]:
     """Schedule the open admissions ``rows`` (in admission order) that the scheduler
     does not know yet: queued ones run, unknown ones pause their session (policy
-    ``manual``). How many it newly scheduled."""
-    n = 0
+    ``manual``). The sessions whose queue it changed."""
+    changed: dict[str, None] = {}
     for row in rows:
         sid, aid = row["target_session_id"], row["admission_id"]
         if scheduler.knows(sid, aid):
             continue
         if row["status"] == Status.QUEUED:
             scheduler.enqueue(sid, aid)
-            n += 1
+            changed[sid] = None
         elif row["status"] == Status.UNKNOWN and policy == "manual":
             scheduler.block(sid, aid)
-    return n
+    return list(changed)
 
 
 def _end_children(tx: Tx, session_id: str, admission_id: str) -> None:

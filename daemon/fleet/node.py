@@ -241,7 +241,13 @@ class FleetNode:
         """Schedule what others admitted for sessions held here; let idle leases go."""
         rows = await self._journal.db.read(lambda c: fleet_rows.held_open(c, self.epoch))
         rows = [r for r in rows if r["target_session_id"] in self.held]
-        if adopt(self._scheduler, rows, self._policy):
+        if changed := adopt(self._scheduler, rows, self._policy):
+            # the node that admitted them could not say what the queue is: the holder does
+            def announce(tx: Tx) -> None:
+                for sid in changed:
+                    tx.event(sid, "session.info", self._scheduler.view(sid))
+
+            await self._journal.write(announce)
             self._pump()
         unknown = {(r["target_session_id"], r["admission_id"]) for r in rows
                    if r["status"] == "unknown"}

@@ -127,6 +127,11 @@ async def test_a_prompt_sent_to_another_node_runs_on_the_session_holder(tmp_path
                 second = await pb.result("prompt.submit", session_id=sid, input_id="2",
                                          text="second")
                 assert second["status"] == "queued"
+                # the holder, A, adopts it and says so: its queue, behind the running turn
+                info = await pa.wait_event(
+                    lambda e: e["type"] == "session.info"
+                    and second["admission_id"] in e["payload"]["pending"])
+                assert info["payload"]["running"] == first["admission_id"]
                 model.open.set()
                 done = await pb.wait_terminal(sid, second["admission_id"])
                 assert done["outcome"] == "completed"
