@@ -90,4 +90,18 @@ def config_report(path: Path, env: Mapping[str, str]) -> ConfigReport:
             settings.append(Setting(f"{section.name}.{f.name}",
                                     _shown(f"{section.name}.{f.name}", getattr(values, f.name)),
                                     _source(section.name, f.name, raw, env)))
+    # where the state is kept (store_config.py): config.yaml, then TETHER_STORE
+    from .store_config import STORE_ENV, StoreConfig, load_store_config
+    from .store_config import shown_url as db_url
+
+    store = load_store_config(path, env=dict(env))
+    written = raw.get("store")
+    given: dict[str, Any] = written if isinstance(written, dict) else {}
+    for key in (f.name for f in fields(StoreConfig)):
+        value = getattr(store, key)
+        source = (f"env {STORE_ENV}" if key == "url" and env.get(STORE_ENV)
+                  else "config.yaml" if key in given else "default")
+        if key == "url":
+            value = db_url(value) if value else None
+        settings.append(Setting(f"store.{key}", value, source))
     return ConfigReport(config, settings, turn_defaults(config))

@@ -17,7 +17,8 @@ def test_each_value_says_where_it_came_from_and_keys_are_masked(tmp_path, run_cl
     write_config(home, model={"provider": "custom", "base_url": "http://127.0.0.1:9/v1",
                               "default": "m1"}, daemon={"max_turns": 12})
     env = clean_env(home, OPENAI_API_KEY=KEY,
-                    OPENAI_BASE_URL="http://user:pw-secret@127.0.0.1:8/v1?k=q-secret")
+                    OPENAI_BASE_URL="http://user:pw-secret@127.0.0.1:8/v1?k=q-secret",
+                    TETHER_STORE="postgresql://tether:db-secret@db.internal/tether")
     done = run_cli(home, "config", "check", "--json", env=env)
     assert done.returncode == 0, done
     report = json.loads(done.stdout)
@@ -31,6 +32,10 @@ def test_each_value_says_where_it_came_from_and_keys_are_masked(tmp_path, run_cl
     assert s["daemon.max_turns"] == {"value": 12, "source": "config.yaml"}
     assert s["daemon.grace_seconds"] == {"value": 10.0, "source": "default"}
     assert s["delegation.api_key"] == {"value": None, "source": "default"}
+    # where the state is kept: the store's URL with its password masked
+    assert s["store.url"] == {"value": "postgresql://tether:***@db.internal/tether",
+                              "source": "env TETHER_STORE"}
+    assert s["store.lease_seconds"] == {"value": 15.0, "source": "default"}
     assert report["turn_defaults"] == {"provider": "custom", "model": "m1",
                                        "base_url": "http://127.0.0.1:8/v1"}
     text = run_cli(home, "config", env=env)  # `check` is the default action
