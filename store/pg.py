@@ -10,6 +10,9 @@ know which one they run on. What differs is where the work runs:
   is a round trip to the server, and the event loop must never wait on the
   network. Submit order is still commit order, and ``after_commit`` hooks still
   run on the loop in that order.
+  A unit may ask for a statement to run once right before its group's COMMIT
+  (``PgConn.before_commit``): the fleet announces a commit that wrote events
+  with one NOTIFY, however many units wrote them.
 - Reads run on a small pool of read-only connections, each call one
   REPEATABLE READ transaction (one snapshot, as a WAL read on SQLite).
   ``lookup`` is ``read``: there is no cheap same-thread path to a server.
@@ -87,10 +90,19 @@ class PgConn:
     """A psycopg connection as the query modules expect a connection to be."""
 
     dialect = "postgresql"
-    __slots__ = ("raw",)
+    __slots__ = ("raw", "deferred")
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
+        # statements to run once, right before the group's COMMIT (before_commit)
+        self.deferred: dict[tuple[str, tuple[Any, ...]], None] = {}
+
+    def before_commit(self, sql: str, parameters: tuple[Any, ...] = ()) -> None:
+        """Run ``sql`` once, right before this transaction commits: the same
+        statement asked for by several units of a group runs once. For what a
+        commit does once however many units it holds (announcing itself with
+        NOTIFY, daemon/fleet/feed.py). A unit that fails takes its requests back."""
+        self.deferred[(sql, parameters)] = None
 
     def execute(self, sql: str, parameters: Any = (), /) -> Any:
         try:
@@ -223,6 +235,7 @@ class PgDatabase:
             outcomes: list[tuple[bool, Any]] = []
             for job in group:
                 raw.execute("SAVEPOINT unit")
+                deferred = len(conn.deferred)
                 try:
                     value = job.unit(conn)
                 except Exception as exc:  # noqa: BLE001 - the unit's failure is its caller's
@@ -230,10 +243,14 @@ class PgDatabase:
                         raise
                     raw.execute("ROLLBACK TO SAVEPOINT unit")
                     raw.execute("RELEASE SAVEPOINT unit")
+                    for key in list(conn.deferred)[deferred:]:
+                        del conn.deferred[key]
                     outcomes.append((False, translate(exc)))
                     continue
                 raw.execute("RELEASE SAVEPOINT unit")
                 outcomes.append((True, value))
+            for sql, params in conn.deferred:
+                raw.execute(to_pg(sql), _params(params))
             raw.execute("COMMIT")
             return outcomes
         except BaseException:
