@@ -1,0 +1,6 @@
+"""A fleet of owners ("nodes") on one PostgreSQL database (docs/scale-out.md).
+
+Each node has its own home and shares the store; what it takes to behave as
+one service lives here. `feed.py`: every node's viewers see every session's
+events, whichever node committed them.
+"""
