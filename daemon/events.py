@@ -207,6 +207,11 @@ class EventBus:
     def subscribers(self, session_id: str) -> int:
         return len(self._subs.get(session_id, ()))
 
+    def reading(self, session_id: str) -> bool:
+        """Whether a snapshot of the session is still being read for a subscriber
+        (its events are held until it is answered)."""
+        return any(sub.pending > 0 for sub in self._subs.get(session_id, {}).values())
+
     def publish(self, events: list[EventRecord]) -> None:
         for ev in events:
             subs = self._subs.get(ev.session_id)

@@ -78,11 +78,16 @@ def retry_delay(failures: int) -> float:
 
 
 class Journal:
-    """The store plus the bus: units whose events are published after commit."""
+    """The store plus the bus: units whose events are published after commit.
 
-    def __init__(self, db: Store, bus: EventBus) -> None:
+    ``announce(conn)``, if given, is called in every unit that wrote events,
+    before it ends (on PostgreSQL, the feed's NOTIFY: daemon/fleet/feed.py)."""
+
+    def __init__(self, db: Store, bus: EventBus,
+                 announce: Callable[[Conn], None] | None = None) -> None:
         self.db = db
         self.bus = bus
+        self.announce = announce
 
     async def write(self, fn: Unit[T]) -> T:
         """Run ``fn`` in one transaction; its value once committed. Cancelling the
@@ -92,9 +97,14 @@ class Journal:
 
     def submit(self, fn: Unit[T]) -> asyncio.Future[tuple[T, list[EventRecord]]]:
         """Queue the unit now; call order is commit order, hence seq order."""
+        announce = self.announce
+
         def unit(conn: Conn) -> tuple[T, list[EventRecord]]:
             tx = Tx(conn, time.time())
-            return fn(tx), tx.events
+            value = fn(tx)
+            if tx.events and announce is not None:
+                announce(conn)
+            return value, tx.events
 
         return self.db.submit(unit, after_commit=self._published)
 

@@ -48,6 +48,7 @@ from .delegation.children import ChildRunner
 from .delegation.tool import delegate_task_tool
 from .engine import Engine
 from .events import EventBus
+from .fleet.feed import Feed
 from .fleet.node import FleetNode
 from .handlers import Identity, build_dispatcher
 from .home import Home
@@ -150,18 +151,23 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                  overrides: Mapping[str, Provider], ready: asyncio.Event | None) -> None:
     dcfg = config.daemon
     db = faults.wrap_storage(await open_store(home.db, dcfg, store))
+    feed: Feed | None = None
     try:
         epoch = await db.write(runtime_rows.bump_epoch)
         scheduler = Scheduler(dcfg.max_running_turns)
-        bus = EventBus()
-        journal = Journal(db, bus)
+        instance_id = "own_" + secrets.token_hex(8)
         shared = db.dialect == "postgresql"  # one node of a fleet (docs/scale-out.md)
-        if not shared:
+        # on a shared store, the bus also carries other nodes' events
+        feed = Feed(db, instance_id) if shared else None
+        bus = feed or EventBus()
+        journal = Journal(db, bus, announce=feed.announce if feed else None)
+        if feed:
+            await feed.start()
+        if not shared:  # a fleet recovers a node's work when that node dies
             await recover(journal, epoch, scheduler, dcfg.unknown_policy)
         loop = asyncio.get_running_loop()
         async with httpx.AsyncClient() as http, asyncio.TaskGroup() as tasks:
-            identity = Identity(version=tether_version(),
-                                instance_id="own_" + secrets.token_hex(8), epoch=epoch,
+            identity = Identity(version=tether_version(), instance_id=instance_id, epoch=epoch,
                                 turn_defaults=turn_defaults(config))
             supervisor = Supervisor(tasks)
             fleet = FleetNode(journal, scheduler, supervisor, node_id=identity.instance_id,
@@ -272,5 +278,7 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
         log.error("state database failed: %s", exc.detail)
         raise
     finally:
+        if feed:
+            await feed.stop()
         await db.close()
         log.info("owner stopped")

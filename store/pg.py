@@ -14,6 +14,9 @@ know which one they run on. What differs is where the work runs:
   a statement can hold the loop. COMMIT, the step that waits for the server's
   fsync, and (re)connecting run on the writer's thread. Submit order is commit
   order, and ``after_commit`` hooks run on the loop in that order.
+  A unit may ask for a statement to run once right before its group's COMMIT
+  (``PgConn.before_commit``): the fleet announces a commit that wrote events
+  with one NOTIFY, however many units wrote them.
 - Reads run on a small pool of read-only connections, each call one
   REPEATABLE READ transaction (one snapshot, as a WAL read on SQLite).
   ``lookup`` is ``read``: there is no cheap same-thread path to a server.
@@ -77,7 +80,7 @@ class PgRow(tuple):  # noqa: SLOT000
         return tuple.__getitem__(self, key)
 
 
-def _row_factory(cursor: Any) -> Callable[[Any], PgRow]:
+def row_factory(cursor: Any) -> Callable[[Any], PgRow]:
     names = tuple(c.name for c in cursor.description or ())
     row_type = type("Row", (PgRow,), {"__slots__": (), "_names": names})
     return lambda values: row_type(values)
@@ -95,10 +98,19 @@ class PgConn:
     """A psycopg connection as the query modules expect a connection to be."""
 
     dialect = "postgresql"
-    __slots__ = ("raw",)
+    __slots__ = ("raw", "deferred")
 
     def __init__(self, raw: Any) -> None:
         self.raw = raw
+        # statements to run once, right before the group's COMMIT (before_commit)
+        self.deferred: dict[tuple[str, tuple[Any, ...]], None] = {}
+
+    def before_commit(self, sql: str, parameters: tuple[Any, ...] = ()) -> None:
+        """Run ``sql`` once, right before this transaction commits: the same
+        statement asked for by several units of a group runs once. For what a
+        commit does once however many units it holds (announcing itself with
+        NOTIFY, daemon/fleet/feed.py). A unit that fails takes its requests back."""
+        self.deferred[(sql, parameters)] = None
 
     def execute(self, sql: str, parameters: Any = (), /) -> Any:
         try:
@@ -163,7 +175,7 @@ class PgDatabase:
 
         def connect() -> Any:
             # a statement that waits longer fails (and its group) rather than stall the loop
-            conn = psycopg.connect(url, autocommit=True, row_factory=_row_factory,
+            conn = psycopg.connect(url, autocommit=True, row_factory=row_factory,
                                    connect_timeout=max(1, int(connect_timeout)),
                                    application_name=f"tether-writer {os.getpid()}")
             conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
@@ -178,7 +190,7 @@ class PgDatabase:
                 with connect() as first:
                     migrate_pg(first)
                 pool = ConnectionPool(url, min_size=1, max_size=max(1, readers), open=False,
-                                      kwargs={"row_factory": _row_factory,
+                                      kwargs={"row_factory": row_factory,
                                               "connect_timeout": max(1, int(connect_timeout))},
                                       configure=configure, timeout=connect_timeout,
                                       name="tether-read")
@@ -244,6 +256,7 @@ class PgDatabase:
             raw.execute("BEGIN")
             for job in group:
                 raw.execute("SAVEPOINT unit")
+                asked = set(conn.deferred)
                 try:
                     value = job.unit(conn)
                 except Exception as exc:  # noqa: BLE001 - the unit's failure is its caller's
@@ -251,10 +264,14 @@ class PgDatabase:
                         raise
                     raw.execute("ROLLBACK TO SAVEPOINT unit")
                     raw.execute("RELEASE SAVEPOINT unit")
+                    for key in set(conn.deferred) - asked:  # its requests go with it
+                        del conn.deferred[key]
                     outcomes.append((False, translate(exc)))
                     continue
                 raw.execute("RELEASE SAVEPOINT unit")
                 outcomes.append((True, value))
+            for sql, params in conn.deferred:
+                raw.execute(to_pg(sql), _params(params))
         except Exception as exc:  # noqa: BLE001 - the connection failed: the whole group does
             self._discard_writer()
             self._finish(group, [], False, translate(exc))
