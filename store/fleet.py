@@ -17,7 +17,7 @@ from .conn import Conn
 
 __all__ = [
     "register", "heartbeat", "set_address", "set_state", "alive", "take", "fence", "release_idle",
-    "release_all", "claim_dead", "unplaced_queued", "held_open", "list_nodes", "request_stop",
+    "release_all", "claim_dead", "unplaced_queued", "lock_claimable", "held_open", "list_nodes", "request_stop",
     "stops_for",
 ]
 
@@ -133,6 +133,21 @@ def unplaced_queued(conn: Conn, now: float, limit: int) -> list[str]:
         "AND (l.session_id IS NULL OR l.holder_epoch IS NULL OR l.expires_at < ?) LIMIT ?",
         (now, limit)).fetchall()
     return [r[0] for r in rows]
+
+
+def lock_claimable(conn: Conn, session_ids: list[str], now: float) -> list[str]:
+    """Of ``session_ids``, those whose lease is still free or run out, row-locked
+    for this transaction; a lease another node is claiming right now is skipped
+    (``FOR UPDATE SKIP LOCKED``), not waited for. Sessions with no lease row at
+    all are claimable too (their admission was recorded by a node not serving)."""
+    rows = conn.execute(
+        "SELECT session_id FROM session_leases WHERE session_id = ANY(?) "
+        "AND (holder_epoch IS NULL OR expires_at < ?) FOR UPDATE SKIP LOCKED",
+        (session_ids, now)).fetchall()
+    locked = {r[0] for r in rows}
+    have = {r[0] for r in conn.execute(
+        "SELECT session_id FROM session_leases WHERE session_id = ANY(?)", (session_ids,))}
+    return [sid for sid in session_ids if sid in locked or sid not in have]
 
 
 def held_open(conn: Conn, epoch: int) -> list[dict[str, Any]]:

@@ -232,7 +232,8 @@ class FleetNode:
             return
 
         def unit(tx: Tx) -> list[str]:
-            return [sid for sid in sessions if self.place(tx, sid)]
+            claimable = fleet_rows.lock_claimable(tx.conn, sessions, tx.now)
+            return [sid for sid in claimable if self.place(tx, sid)]
 
         if await self._journal.write(unit):
             await self._adopt_held()
