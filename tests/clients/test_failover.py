@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pgstore
 import pytest
 from fakeprovider import FakeProvider, Held, prompt_of, text_reply
@@ -218,3 +219,34 @@ async def test_a_prompt_whose_node_drops_after_admission_is_resubmitted_on_the_n
         assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
         text = "".join(e["payload"]["text"] for e in seen if e["type"] == "message.delta")
         assert text == receipt["result"]["text"]
+
+
+async def test_the_cli_with_two_urls_answers_through_the_node_that_is_up(tmp_path, run_cli):
+    with two_nodes(tmp_path, threading.Event()) as (_, (a, b)):
+        token = await mint_token(a)
+        urls = f"{a.descriptor['tcp_url']},{b.descriptor['tcp_url']}"
+        a.stop()
+        home = tmp_path / "cli home"  # no owner of its own, and none is started
+        env = clean_env(home)
+        done = run_cli(home, "chat", "-q", "hello fleet", "--url", urls, "--token", token,
+                       env=env, stdin=None, input="")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "You said: hello fleet\n"
+        status = run_cli(home, "status", "--json", env=clean_env(
+            home, TETHER_URL=urls, TETHER_TOKEN=token))
+        assert status.returncode == 0, status.stderr
+        shown = orjson.loads(status.stdout)
+        assert shown["node"] == b.descriptor["tcp_url"]
+        assert shown["runtime"]["pid"] == b.proc.pid
+        text = run_cli(home, "status", "--url", urls, env=clean_env(home, TETHER_TOKEN=token))
+        assert text.stdout.startswith(f"node {b.descriptor['tcp_url']} answered"), text
+        assert not home.exists()
+
+
+def test_cli_url_flags_are_checked(tmp_path, run_cli):
+    home = tmp_path / "home"
+    bad = run_cli(home, "sessions", "--url", "http://127.0.0.1:1/")
+    assert bad.returncode == 2 and "is not a ws:// or wss:// URL" in bad.stderr
+    lone = run_cli(home, "status", "--token", "tt_x")
+    assert lone.returncode == 2 and "--token is for --url" in lone.stderr
+    assert not home.exists()
