@@ -8,8 +8,8 @@ import sys
 import threading
 from datetime import datetime
 
-from fakeprovider import FakeProvider, prompt_of, text_reply
 import harness
+from fakeprovider import FakeProvider, prompt_of, text_reply
 from harness import OwnerProcess, Peer, clean_env, db_rows, write_config
 
 
