@@ -26,7 +26,10 @@ __all__ = ["cmd_approvals", "cmd_approve", "cmd_deny", "describe"]
 def _home(args: Any) -> Any:
     from tether.rpc.home import resolve_home
 
+    from .remote import remote_of
+
     CONTEXT.home = resolve_home(args.home)
+    CONTEXT.remote = remote_of(args)
     return CONTEXT.home
 
 
@@ -41,9 +44,9 @@ def cmd_approvals(args: Any) -> int:
 
 
 async def _approvals(home: Any, args: Any) -> int:
-    from .client import TetherClient
+    from .remote import connect_owner
 
-    async with await TetherClient.connect(home) as client:
+    async with await connect_owner(home) as client:
         if args.action == "rules":
             rules = (await client.call("approval.rules"))["rules"]
             if args.json:
@@ -90,9 +93,9 @@ def cmd_deny(args: Any) -> int:
 
 
 async def _answer(home: Any, approval_id: str, decision: str, reason: str | None) -> int:
-    from .client import TetherClient
+    from .remote import connect_owner
 
-    async with await TetherClient.connect(home) as client:
+    async with await connect_owner(home) as client:
         pending = (await client.call("approval.list"))["approvals"]
         found = next((p for p in pending if p["approval_id"] == approval_id), None)
         if found is None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -33,6 +34,7 @@ from .approval_prompt import unattended_note
 from .client import TetherClient, new_input_id
 from .exits import CONTEXT, EXIT_OK, receipt_exit, report
 from .plan import ChatPlan, plan_chat
+from .remote import connect_owner
 from .render import Renderer, use_color
 
 __all__ = ["ChatPlan", "plan_chat", "run_chat"]
@@ -69,11 +71,13 @@ async def _session(client: TetherClient, plan: ChatPlan) -> str:
 
 
 async def run_chat(home: Any, plan: ChatPlan) -> int:
-    client = await TetherClient.connect(home)
+    client = await connect_owner(home)
     try:
         if plan.interactive:
             from .interactive import interactive
 
+            if CONTEXT.remote is not None:  # no owner made the home: the history lives there
+                Path(home).mkdir(mode=0o700, parents=True, exist_ok=True)
             # a new session is made with the first accepted prompt (none left empty),
             # unless --input-id names it (a re-run must find the same session)
             sid = await _session(client, plan) \

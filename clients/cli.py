@@ -31,6 +31,7 @@ from .commands import (
 )
 from .cron_cmd import add_cron_parser
 from .exits import CONTEXT, EXIT_OK, EXIT_SIGINT, EXIT_USAGE, CliError, from_exception, report
+from .remote import REMOTE_COMMANDS, add_remote_options
 
 __all__ = ["main", "build_parser"]
 
@@ -93,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
         if home:
             # --home works before or after the command; SUPPRESS keeps the global value
             _home_option(p, default=argparse.SUPPRESS)
+        if name in REMOTE_COMMANDS:  # --url/--token: an owner's TCP listener, a fleet
+            add_remote_options(p)
         return p
 
     p = command("serve", "run the owner for a home (detached unless --foreground)")

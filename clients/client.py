@@ -1,24 +1,22 @@
 """``TetherClient``: the async Python client of a tether owner.
 
-One client holds one WebSocket connection to the owner of a home (found, and
-started if needed, by ``tether.clients.discovery``) or to a TCP listener with a
-bearer token. It offers:
+One client holds one WebSocket connection: to the owner of a home (found, and
+started if needed, by ``tether.clients.discovery``), or with a bearer token to
+a TCP listener, one of several nodes of a fleet (``tether.clients.nodes``).
 
 - ``call(method, **params)``: one JSON-RPC call; the result dict, or the
   ``tether.rpc.errors.RpcError`` subclass the owner answered (``NotFound``,
   ``AdmissionConflict``, ...). A dropped connection raises ``ConnectionLost``.
 - typed conveniences (``create_session``, ``resume``, ``submit``, ...), each a
   thin wrapper returning the wire dicts documented in docs/protocol.md.
-- ``events(session_id)``: a ``SessionStream``, an async iterator over the
-  session's events in ``seq`` order with no gap and no duplicate, which
-  re-subscribes by itself after a lost connection (``session.resume`` with
-  ``after_seq`` = the last seq it yielded) and after a ``session.replay_gap``.
-- ``submit_and_wait(...)``: the resilient submit. It picks an ``input_id`` once
-  and keeps it; if the connection drops (owner restarted, socket closed) it
-  reconnects with backoff for up to ``retry_seconds``, resubmits the same
-  ``input_id`` (the ledger answers with the same admission, never a second
-  run), resumes the event stream where it stopped, and returns the admission's
-  final receipt.
+- ``events(session_id)``: a ``SessionStream`` of the session's events in ``seq``
+  order, no gap, no duplicate, re-subscribing by itself after a lost connection
+  (``after_seq`` = the last seq it yielded) and after a ``session.replay_gap``.
+- ``submit_and_wait(...)``: the resilient submit. It picks an ``input_id`` once;
+  if the connection drops (owner restarted, node gone) it reconnects with backoff
+  for up to ``retry_seconds`` (to the next node, in a fleet), resubmits the same
+  ``input_id`` (the ledger answers with the same admission, never a second run),
+  resumes the event stream where it stopped, and returns the final receipt.
 
 Example (see docs/clients.md)::
 
@@ -36,12 +34,11 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from websockets.asyncio.client import connect, unix_connect
-from websockets.exceptions import InvalidHandshake, InvalidStatus
+from websockets.asyncio.client import unix_connect
 
 from tether.rpc.errors import RuntimeDraining
 from tether.rpc.home import HomeLayout, resolve_home
@@ -49,6 +46,7 @@ from tether.rpc.protocol import PROTOCOL
 
 from .connection import Connection, ConnectionLost
 from .discovery import START_TIMEOUT, OwnerUnavailable, ensure_owner, stopped_on_purpose
+from .nodes import ATTEMPT_ERRORS, MAX_FRAME_BYTES, Failures, Nodes, dial, parse_urls
 from .stream import SessionStream
 
 __all__ = [
@@ -59,8 +57,6 @@ __all__ = [
     "new_input_id",
 ]
 
-#: largest frame the client accepts; a snapshot of a long session is one frame
-MAX_FRAME_BYTES = 256 * 1024 * 1024
 #: how long a resilient operation keeps reconnecting before giving up
 RETRY_SECONDS = 60.0
 #: while waiting for a turn with no events at all, look at the receipt this often
@@ -83,11 +79,13 @@ class TetherClient:
     context manager or call ``close()``.
     """
 
-    def __init__(self, home: Path | None, *, autostart: bool = True, url: str | None = None,
-                 token: str | None = None, retry_seconds: float = RETRY_SECONDS) -> None:
+    def __init__(self, home: Path | None, *, autostart: bool = True,
+                 url: str | Sequence[str] | None = None, token: str | None = None,
+                 retry_seconds: float = RETRY_SECONDS) -> None:
         self.home = home
         self.autostart = autostart
-        self.url, self.token = url, token
+        self.nodes = Nodes(urls) if (urls := parse_urls(url)) else None
+        self.token = token
         # a viewer (attach, interactive chat) never restarts an owner stopped on purpose
         self.keep_owner_stopped = False
         self.retry_seconds = retry_seconds
@@ -100,18 +98,25 @@ class TetherClient:
 
     @classmethod
     async def connect(cls, home: str | os.PathLike[str] | None = None, autostart: bool = True,
-                      *, url: str | None = None, token: str | None = None,
+                      *, url: str | Sequence[str] | None = None, token: str | None = None,
                       retry_seconds: float = RETRY_SECONDS) -> TetherClient:
         """Connect to the owner of ``home`` (resolved as SPEC §1), starting it if needed.
 
-        With ``url`` (the owner's ``ws://127.0.0.1:PORT/`` TCP listener) and
+        With ``url`` (an owner's ``ws://127.0.0.1:PORT/`` TCP listener) and
         ``token`` the client connects there instead and never starts an owner.
-        Raises ``OwnerUnavailable`` if no owner can be reached or started.
+        ``url`` may name several nodes of a fleet (a list, or one string with
+        commas): they are tried in order, and a lost connection moves on to the
+        next node (nodes.py). Raises ``OwnerUnavailable`` if none can be reached.
         """
-        client = cls(None if url else resolve_home(home), autostart=autostart, url=url,
-                     token=token, retry_seconds=retry_seconds)
+        client = cls(None if parse_urls(url) else resolve_home(home), autostart=autostart,
+                     url=url, token=token, retry_seconds=retry_seconds)
         await client._connect_until(time.monotonic() + START_TIMEOUT)
         return client
+
+    @property
+    def url(self) -> str | None:
+        """The node connected to (or tried first next time); None for a home's owner."""
+        return self.nodes.url if self.nodes is not None else None
 
     @property
     def descriptor(self) -> dict[str, Any] | None:
@@ -127,12 +132,9 @@ class TetherClient:
         """The current connection (None before the first connect or after close)."""
         return self._conn
 
-    async def _open(self, budget: float) -> Connection:
-        if self.url:
-            headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
-            ws = await connect(self.url, additional_headers=headers, max_size=MAX_FRAME_BYTES,
-                               compression=None, proxy=None, open_timeout=10)
-            return Connection(ws, None)
+    async def _open(self, url: str | None, budget: float) -> Connection:
+        if url is not None:
+            return Connection(await dial(url, self.token), None)
         assert self.home is not None
         # an owner stopped on purpose is not started again by a client that lost it:
         # a viewer never owns the owner's lifetime (a live new owner is still used)
@@ -155,34 +157,25 @@ class TetherClient:
         self._instance, self._lost = desc.get("instance_id"), None
         return Connection(ws, desc)
 
-    async def _connect_until(self, deadline: float) -> None:
+    async def _connect_until(self, deadline: float, *, moving_on: bool = False) -> None:
+        """Connect, trying each node in turn (a home's owner is the one "node"), with
+        backoff between rounds, until ``deadline`` or a round where all failed for good."""
+        targets: list[str | None] = [None] if self.nodes is None else [
+            *self.nodes.order(moving_on=moving_on)]
         delay = 0.05
         while True:
-            try:
-                self._conn = await self._open(deadline - time.monotonic())
+            failures = Failures()
+            for target in targets:
+                try:
+                    self._conn = await self._open(target, deadline - time.monotonic())
+                except ATTEMPT_ERRORS as exc:
+                    failures.add(exc, target)
+                    continue
+                if self.nodes is not None and target is not None:
+                    self.nodes.worked(target)
                 return
-            except OwnerUnavailable as exc:
-                # a clean "cannot start"/"not running" is final; only timeouts retry
-                if exc.reason != "start_timeout" or time.monotonic() >= deadline:
-                    raise
-            except InvalidStatus as exc:
-                status = exc.response.status_code
-                if 400 <= status < 500:  # refused for good (auth, origin, path)
-                    body = exc.response.body.decode(errors="replace").strip()
-                    raise OwnerUnavailable("refused", f"the owner refused the connection "
-                                           f"(HTTP {status}): {body}",
-                                           "check the URL and the token") from None
-                if time.monotonic() >= deadline:  # 503: overloaded; try again
-                    raise OwnerUnavailable("unreachable", f"the owner answered HTTP {status}",
-                                           "try again later") from None
-            except (OSError, InvalidHandshake, TimeoutError) as exc:
-                # the owner went away between discovery and connect, is restarting,
-                # or refused the handshake (overloaded): try again until the deadline
-                if time.monotonic() >= deadline:
-                    raise OwnerUnavailable(
-                        "unreachable", f"cannot connect to the owner: {exc}",
-                        "`tether status` shows whether it runs; `tether logs`, its log"
-                    ) from None
+            if failures.final or time.monotonic() >= deadline:
+                raise failures.error() from None
             await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 2.0)
 
@@ -202,18 +195,21 @@ class TetherClient:
             if current is not None and not current.closed:
                 await current.close()
             self._lost = self._instance
-            await self._connect_until(time.monotonic() + self.retry_seconds)
+            # a fleet: the next node first (the one lost is tried last)
+            await self._connect_until(time.monotonic() + self.retry_seconds, moving_on=True)
 
     async def resilient(self, operation: Callable[[], Awaitable[Any]],
                         *, deadline: float | None = None) -> Any:
         """Run ``operation`` until it succeeds, reconnecting after a lost connection.
 
-        Also waits out ``runtime_draining`` (an owner being restarted). Only use
-        it for operations that are safe to repeat: reads, and prompt.submit with
-        a fixed input_id. Gives up after ``retry_seconds`` of trying.
+        Also waits out ``runtime_draining`` (an owner being restarted; in a fleet
+        the next node is asked at once). Only use it for operations that are safe
+        to repeat: reads, and prompt.submit with a fixed input_id. Gives up after
+        ``retry_seconds`` of trying.
         """
         if deadline is None:
             deadline = time.monotonic() + self.retry_seconds
+        drained = 0
         while True:
             conn = self._conn
             try:
@@ -229,6 +225,10 @@ class TetherClient:
                 # attempt reconnects to (or starts) the next owner
                 if time.monotonic() >= deadline:
                     raise
+                if self.nodes is not None and len(self.nodes.urls) > 1:
+                    await self.reconnect(conn)
+                    if (drained := drained + 1) % len(self.nodes.urls):
+                        continue  # the next node may serve; pause once all were asked
                 await asyncio.sleep(0.1)
 
     async def close(self) -> None:

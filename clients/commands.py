@@ -19,7 +19,10 @@ STOP_TIMEOUT = 60.0
 def _home(args: Any) -> Any:
     from tether.rpc.home import resolve_home
 
+    from .remote import remote_of
+
     CONTEXT.home = resolve_home(args.home)
+    CONTEXT.remote = remote_of(args)
     return CONTEXT.home
 
 
@@ -110,6 +113,10 @@ def cmd_status(args: Any) -> int:
 
         return fleet_status(args.store, args.json)
     home = _home(args)
+    if CONTEXT.remote is not None:
+        from .remote import remote_status
+
+        return _run(remote_status(args.json))
     desc = live_descriptor(home)
     if desc is None:
         stale = read_descriptor(home)
@@ -184,12 +191,12 @@ def cmd_sessions(args: Any) -> int:
 
 async def _sessions(home: Any, args: Any) -> int:
     from . import session_cmds
-    from .client import TetherClient
+    from .remote import connect_owner
 
     run = {None: session_cmds.cmd_sessions_list, "rm": session_cmds.cmd_sessions_rm,
            "rename": session_cmds.cmd_sessions_rename,
            "prune": session_cmds.cmd_sessions_prune}[args.action]
-    async with await TetherClient.connect(home, autostart=False) as client:
+    async with await connect_owner(home, autostart=False) as client:
         return await run(client, args)
 
 
@@ -198,10 +205,10 @@ def cmd_cancel(args: Any) -> int:
 
 
 async def _cancel(home: Any, args: Any) -> int:
-    from .client import TetherClient
+    from .remote import connect_owner
     from .session_cmds import cmd_cancel as cancel
 
-    async with await TetherClient.connect(home, autostart=False) as client:
+    async with await connect_owner(home, autostart=False) as client:
         return await cancel(client, args)
 
 
@@ -216,12 +223,12 @@ def cmd_attach(args: Any) -> int:
 
 
 async def _attach(home: Any, given: str | None) -> int:
-    from .client import TetherClient
     from .joining import open_session, unfinished_turns
+    from .remote import connect_owner
     from .render import Renderer, use_color
     from .session_cmds import resolve_session
 
-    async with await TetherClient.connect(home, autostart=False) as client:
+    async with await connect_owner(home, autostart=False) as client:
         client.keep_owner_stopped = True  # a viewer: `tether stop` must stay stopped
         session_id = await resolve_session(client, given)
         # a running turn is replayed from its start: the answer so far, then live
@@ -260,10 +267,10 @@ def cmd_events(args: Any) -> int:
 async def _events(home: Any, args: Any) -> int:
     import orjson
 
-    from .client import TetherClient
+    from .remote import connect_owner
     from .session_cmds import resolve_session
 
-    async with await TetherClient.connect(home, autostart=False) as client:
+    async with await connect_owner(home, autostart=False) as client:
         args.session_id = await resolve_session(client, args.session_id)
         last = args.since
         async for event in client.all_events_since(args.session_id, args.since):
@@ -284,10 +291,10 @@ def cmd_resolve(args: Any) -> int:
 
 
 async def _resolve(home: Any, session_id: str, admission_id: str | None) -> int:
-    from .client import TetherClient
+    from .remote import connect_owner
     from .session_cmds import resolve_session
 
-    async with await TetherClient.connect(home) as client:
+    async with await connect_owner(home) as client:
         session_id = await resolve_session(client, session_id)
         if admission_id is None:
             snap = await client.resume(session_id)

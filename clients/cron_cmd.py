@@ -165,9 +165,9 @@ def _params(args: Any) -> dict[str, Any]:
 
 
 async def _cron(home: Any, args: Any, params: dict[str, Any] | None) -> int:
-    from .client import TetherClient
+    from .remote import connect_owner
 
-    async with await TetherClient.connect(home) as client:
+    async with await connect_owner(home) as client:
         match args.cron_command:
             case "add":
                 assert params is not None

@@ -65,6 +65,7 @@ class Context:
 
     def __init__(self) -> None:
         self.home: Any = None
+        self.remote: Any = None  # the nodes named by --url (remote.py), or None
         self.session_id: str | None = None
         self.input_id: str | None = None
         self.command = "chat"  # the subcommand running, for hints that name one

@@ -5,7 +5,8 @@ schema``, compiles with ``tsc --strict`` and runs test/*.test.mjs, which start
 real owners on homes whose paths hold spaces. This test gives them a scripted
 model (the fake provider) and the Python that runs the owner; it is skipped
 where Node or the package's dependencies (``npm ci``) are missing, except in CI,
-where it fails instead: .ci/run installs both.
+where it fails instead: .ci/run installs both. The fleet tests get a fresh
+PostgreSQL schema (``TETHER_TEST_STORE``) where a server answers.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import pgstore
 import pytest
 from fakeprovider import FakeProvider, Held, is_child, text_reply, tool_call_reply
 
@@ -63,6 +67,17 @@ def model(release_dir: Path):
     return reply
 
 
+@contextmanager
+def fleet_store() -> Iterator[str | None]:
+    """A fresh PostgreSQL schema for the suite's fleet tests; None where no server
+    answers (those tests then skip, unless pgstore requires PostgreSQL: then this fails)."""
+    if pgstore.unavailable() is not None and not os.environ.get("TETHER_REQUIRE_POSTGRES"):
+        yield None
+        return
+    with pgstore.fresh_schema() as url:
+        yield url
+
+
 @pytest.mark.timeout(660)  # a whole suite of its own: owners, restarts, a browser
 def test_typescript_client_suite(tmp_path):
     npm = shutil.which("npm")
@@ -73,10 +88,12 @@ def test_typescript_client_suite(tmp_path):
     release = tmp_path / "release"
     release.mkdir()
     tether = Path(sys.executable).with_name("tether")
-    with FakeProvider(model(release)) as provider:
+    with FakeProvider(model(release)) as provider, fleet_store() as store:
         env = {**os.environ, "TETHER_PYTHON": sys.executable, "TETHER_BIN": str(tether),
                "TETHER_TEST_PROVIDER_URL": provider.url, "TETHER_TEST_RELEASE_DIR": str(release)}
         env.pop("TETHER_HOME", None)
+        if store is not None:
+            env["TETHER_TEST_STORE"] = store
         proc = subprocess.run([npm, "test"], cwd=PACKAGE, env=env, capture_output=True,
                               text=True, timeout=600, check=False)
     out = proc.stdout + proc.stderr

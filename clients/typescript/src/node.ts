@@ -1,5 +1,6 @@
 // Node.js transports: the Unix socket of a home (any path, spaces included) or the
-// TCP listener with a bearer token, both through the `ws` package.
+// TCP listener with a bearer token (one node, or several nodes of a fleet with
+// failover between them), both through the `ws` package.
 import { connect as netConnect } from "node:net";
 import { homedir, platform } from "node:os";
 import { join } from "node:path";
@@ -24,8 +25,9 @@ export interface NodeConnectOptions extends ClientOptions {
   home?: string;
   /** the socket path itself (wins over `home`) */
   socketPath?: string;
-  /** a TCP listener's URL (`ws://127.0.0.1:PORT/`), with `token` */
-  url?: string;
+  /** a TCP listener's URL (`ws://127.0.0.1:PORT/`), with `token`; or the nodes of a
+   *  fleet (a list, or one string with commas), tried in order with failover */
+  url?: string | string[];
   token?: string;
 }
 
@@ -63,12 +65,49 @@ function opened(ws: WebSocket): Promise<Transport> {
   });
 }
 
-/** A `Dial` for the options: TCP if `url` is given, else the Unix socket. */
+/** The URLs `url` names: one, a comma-separated string, or a list (whose items may
+ *  hold commas too); blanks and repeats left out. */
+export function parseUrls(url: string | string[] | undefined): string[] {
+  const parts = (Array.isArray(url) ? url : [url ?? ""]).flatMap((u) => u.split(","));
+  return [...new Set(parts.map((p) => p.trim()).filter((p) => p !== ""))];
+}
+
+/**
+ * A `Dial` over several nodes of a fleet (any node serves any session; a token
+ * minted on one works on all). Each dial tries every node once, in order, from the
+ * node that worked last; once a connection was made, a later dial follows its loss,
+ * so it starts at the next node and tries the lost one last. The client's redial
+ * loop repeats such rounds with backoff for `retrySeconds`.
+ */
+export function failoverDial(urls: string[], dialOne: (url: string) => Promise<Transport>): Dial {
+  const [only] = urls;
+  if (urls.length === 1 && only !== undefined) return () => dialOne(only);
+  let current = 0;
+  let connected = false;
+  return async () => {
+    const start = connected ? (current + 1) % urls.length : current;
+    const failures: string[] = [];
+    for (const url of [...urls.slice(start), ...urls.slice(0, start)]) {
+      try {
+        const transport = await dialOne(url);
+        current = urls.indexOf(url);
+        connected = true;
+        return transport;
+      } catch (err) {
+        failures.push(`${url}: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+    throw new Error(`no node answered: ${failures.join("; ")}`);
+  };
+}
+
+/** A `Dial` for the options: TCP if `url` is given (failing over between several
+ *  URLs), else the Unix socket. */
 export function nodeDial(options: NodeConnectOptions = {}): Dial {
-  if (options.url) {
-    const url = options.url;
+  const urls = parseUrls(options.url);
+  if (urls.length > 0) {
     const headers = options.token ? { Authorization: `Bearer ${options.token}` } : undefined;
-    return () => opened(new WebSocket(url, [SUBPROTOCOL], { headers, maxPayload: MAX_PAYLOAD, perMessageDeflate: false }));
+    return failoverDial(urls, (url) => opened(new WebSocket(url, [SUBPROTOCOL], { headers, maxPayload: MAX_PAYLOAD, perMessageDeflate: false })));
   }
   const path = options.socketPath ?? join(options.home ?? defaultHome(), "daemon.sock");
   // the URL's host is a placeholder: the socket comes from createConnection, so a
@@ -80,7 +119,8 @@ export function nodeDial(options: NodeConnectOptions = {}): Dial {
   }));
 }
 
-/** Connect to an owner from Node: `connect({ home })`, `connect({ url, token })`. */
+/** Connect to an owner from Node: `connect({ home })`, `connect({ url, token })`,
+ *  `connect({ url: [nodeA, nodeB], token })`. */
 export function connect(options: NodeConnectOptions = {}): Promise<TetherClient> {
   return TetherClient.open(nodeDial(options), options);
 }

@@ -5,8 +5,8 @@ import { after, before, describe, test } from "node:test";
 import { connect as netConnect } from "node:net";
 import { join } from "node:path";
 import WebSocket from "ws";
-import { ConnectionLost, TetherClient, TetherError, UnknownAdmission, connect } from "../dist/index.js";
-import { PROVIDER_URL, RELEASE_DIR, newHome, release, startOwner, until } from "./owner.mjs";
+import { ConnectionLost, TetherClient, TetherError, UnknownAdmission, connect, parseUrls } from "../dist/index.js";
+import { PROVIDER_URL, RELEASE_DIR, STORE_URL, newHome, release, startOwner, until } from "./owner.mjs";
 
 describe("over the Unix socket of a home whose path has spaces", () => {
   let owner;
@@ -100,6 +100,38 @@ describe("over TCP with a bearer token", () => {
     assert.equal(receipt.outcome, "completed");
     client.close();
     await assert.rejects(connect({ url: owner.url, token: "tt_wrong" }), /401/);
+  });
+});
+
+describe("a fleet: two nodes on one database", { skip: !STORE_URL && "no PostgreSQL (TETHER_TEST_STORE)" }, () => {
+  test("a client given both URLs carries on on the second when the first goes", async () => {
+    // both start before anything is submitted: a starting node recovers others' turns
+    const a = await startOwner(newHome(), { store: STORE_URL });
+    const b = await startOwner(newHome(), { store: STORE_URL });
+    try {
+      const unix = await connect({ home: a.home });
+      const token = (await unix.call("token.create", { label: "fleet" })).token;
+      unix.close();
+      assert.deepEqual(parseUrls(` ${a.url}, ,${b.url},${a.url}`), [a.url, b.url]);
+      const client = await connect({ url: [a.url, b.url], token, retrySeconds: 30 });
+      assert.equal((await client.call("runtime.describe")).pid, a.proc.pid);
+      const { session_id } = await client.createSession();
+      await a.kill();
+      const params = { session_id, input_id: "fleet-1", text: "after the first node went", finite: true };
+      const receipt = await client.submitAndWait(params);
+      assert.equal(receipt.outcome, "completed");
+      assert.equal((await client.call("runtime.describe")).pid, b.proc.pid);
+      // the same input id on the node now serving: the same admission
+      assert.equal((await client.submit(params)).admission_id, receipt.admission_id);
+      client.close();
+      // a token minted on a is good on b, and a list with a dead node first still connects
+      const late = await connect({ url: `${a.url},${b.url}`, token });
+      assert.equal((await late.call("runtime.describe")).pid, b.proc.pid);
+      late.close();
+    } finally {
+      await a.stop();
+      await b.stop();
+    }
   });
 });
 

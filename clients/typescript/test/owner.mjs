@@ -8,6 +8,8 @@ export const PYTHON = process.env.TETHER_PYTHON || "python3";
 export const TETHER = process.env.TETHER_BIN || "tether";
 export const PROVIDER_URL = process.env.TETHER_TEST_PROVIDER_URL || null;
 export const RELEASE_DIR = process.env.TETHER_TEST_RELEASE_DIR || null;
+/** a postgresql:// store (a fresh schema) for the fleet tests; null where there is none */
+export const STORE_URL = process.env.TETHER_TEST_STORE || null;
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -31,13 +33,14 @@ export function newHome() {
   return { home, config };
 }
 
-/** Start a real owner; `tcp` adds a loopback TCP listener on a free port. */
-export async function startOwner({ home, config } = newHome(), { tcp = true, port = 0 } = {}) {
+/** Start a real owner; `tcp` adds a loopback TCP listener on a free port; `store`
+ *  keeps its state in that database (a node of a fleet) instead of state.db. */
+export async function startOwner({ home, config } = newHome(), { tcp = true, port = 0, store = null } = {}) {
   const { mkdirSync } = await import("node:fs");
   mkdirSync(home, { recursive: true, mode: 0o700 });
   writeFileSync(join(home, "config.yaml"), config);
   const args = ["-m", "tether.daemon", "--home", home, ...(tcp ? ["--tcp", `127.0.0.1:${port}`] : [])];
-  const env = { ...process.env, TETHER_HOME: home };
+  const env = { ...process.env, TETHER_HOME: home, ...(store ? { TETHER_STORE: store } : {}) };
   const proc = spawn(PYTHON, args, { env, stdio: ["ignore", "ignore", "pipe"] });
   owners.add(proc);
   proc.once("exit", () => owners.delete(proc));
@@ -45,7 +48,7 @@ export async function startOwner({ home, config } = newHome(), { tcp = true, por
   proc.stderr.on("data", (d) => (stderr += d));
   const desc = join(home, "daemon.json");
   for (let i = 0; i < 400; i++) {
-    if (proc.exitCode !== null) throw new Error(`owner exited: ${stderr}`);
+    if (exited(proc)) throw new Error(`owner exited: ${stderr}`);
     if (existsSync(desc)) {
       try {
         const d = JSON.parse(readFileSync(desc, "utf8"));
@@ -53,12 +56,12 @@ export async function startOwner({ home, config } = newHome(), { tcp = true, por
           return {
             home, config, proc, descriptor: d, url: d.tcp_url, socketPath: join(home, "daemon.sock"),
             async stop() {
-              if (proc.exitCode !== null) return;
+              if (exited(proc)) return;
               proc.kill("SIGTERM");
               await waitExit(proc);
             },
             async kill() {
-              if (proc.exitCode !== null) return;
+              if (exited(proc)) return;
               proc.kill("SIGKILL");
               await waitExit(proc);
             },
@@ -72,9 +75,12 @@ export async function startOwner({ home, config } = newHome(), { tcp = true, por
   throw new Error(`owner did not start: ${stderr}`);
 }
 
+// a process killed by a signal keeps exitCode null (signalCode says which)
+const exited = (proc) => proc.exitCode !== null || proc.signalCode !== null;
+
 function waitExit(proc) {
   return new Promise((resolve) => {
-    if (proc.exitCode !== null) return resolve();
+    if (exited(proc)) return resolve();
     const t = setTimeout(() => proc.kill("SIGKILL"), 20000);
     proc.once("exit", () => {
       clearTimeout(t);
