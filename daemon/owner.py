@@ -260,13 +260,15 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             supervisor.draining = True
             if fleet is not None:
                 with contextlib.suppress(StorageError):
-                    await fleet.drain()  # takes no new session from here on            await cron.stop()  # fires nothing more; a fire being written still commits
+                    await fleet.drain()  # takes no new session from here on
+            await cron.stop()  # fires nothing more; a fire being written still commits
             await turns.stop_all(dcfg.grace_seconds)
             await background.stop_all()
             await processes.stop_all()
             if fleet is not None:
                 with contextlib.suppress(StorageError):
-                    await fleet.leave()  # its queued sessions go to the other nodes            home.remove_runtime_files()
+                    await fleet.leave()  # its queued sessions go to the other nodes
+            home.remove_runtime_files()
             # together: on Python 3.12+ closing the port waits for its HTTP connections too
             await asyncio.gather(listeners.close(), *([api.close()] if api else []))
             for sig in STOP_SIGNALS:
