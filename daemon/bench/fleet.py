@@ -173,7 +173,8 @@ class FleetBench:
                  for lay, spread in LAYOUTS.items()}
         tallies = {lay: _Tally(len(self.nodes)) for lay in LAYOUTS}
         last: dict[str, str] = {}
-        baseline = 0.0
+        base_s = base_client = 0.0  # one connection's sequential commits: time, own CPU
+        base_server: float | None = 0.0  # and its server process's CPU
 
         async def client(lay: str, k: int, first: int) -> None:
             mine = sids[lay][k * per_client:(k + 1) * per_client]
@@ -187,7 +188,9 @@ class FleetBench:
                 last[sid] = iid
 
         for r in range(rounds):
-            baseline += self.pg.sequential_commits(clients * per_round)
+            seconds, server, own = self.pg.sequential_commits(clients * per_round)
+            base_s, base_client = base_s + seconds, base_client + own
+            base_server = None if base_server is None or server is None else base_server + server
             for j, lay in enumerate(LAYOUTS):
                 async def work(lay: str = lay, first: int = r * per_round) -> None:
                     await asyncio.gather(*(client(lay, k, first) for k in range(clients)))
@@ -200,7 +203,13 @@ class FleetBench:
         await self.bench.wait_terminal(last, timeout=300)
         n = clients * per_round * rounds
         self.out["admissions"] = {
-            "clients": clients, "n": n, "pg_sequential_commits_per_s": round(n / baseline),
+            "clients": clients, "n": n,
+            # one connection's sequential commits: the rate, and what each costs the
+            # server process and the client (psycopg) in CPU
+            "pg_sequential_commits_per_s": round(n / base_s),
+            "pg_sequential_server_us_each": (None if base_server is None
+                                             else round(base_server / n * 1e6)),
+            "pg_sequential_client_us_each": round(base_client / n * 1e6),
             **{lay: {**t.figures(n), "rows": self.pg.admissions(f"adm-{lay}-")}
                for lay, t in tallies.items()}}
 

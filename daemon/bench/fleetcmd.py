@@ -106,7 +106,9 @@ def fleet_table(data: dict[str, Any]) -> str:
     if "admissions" in data:
         a = data["admissions"]
         lines += [f"  admissions  {a['clients']} clients, {a['n']} each layout; one writer's "
-                  f"sequential commits {a['pg_sequential_commits_per_s']}/s",
+                  f"sequential commits {a['pg_sequential_commits_per_s']}/s (CPU each: "
+                  f"server {a['pg_sequential_server_us_each']} us, client "
+                  f"{a['pg_sequential_client_us_each']} us)",
                   _layout("one node", a["one_node"], "admission"),
                   _layout("three nodes", a["three_nodes"], "admission")]
     if "turns" in data:

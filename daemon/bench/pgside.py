@@ -94,24 +94,31 @@ class PgSide:
             (self.schema,)).fetchone()
         return {"commits": float(row[0]), "wal": float(row[1]), "rows": float(row[2])}
 
-    def sequential_commits(self, n: int) -> float:
-        """Seconds for ``n`` sequential single-row commits by one connection (each an
-        autocommit INSERT: one round trip and one WAL flush), in the private schema."""
+    def sequential_commits(self, n: int) -> tuple[float, float | None, float]:
+        """``n`` sequential single-row commits by one connection (each an autocommit
+        INSERT: one round trip and one WAL flush), in the private schema: (seconds,
+        CPU seconds of the server process that ran them (None: not on this machine),
+        CPU seconds of this process, the client)."""
         import psycopg
 
         with psycopg.connect(private_url(self.base, self.schema, self.app + "-baseline"),
                              autocommit=True, connect_timeout=5) as conn:
+            backend = conn.info.backend_pid if self._server_pid is not None else None
             conn.execute("CREATE TABLE IF NOT EXISTS bench_baseline(seq BIGSERIAL PRIMARY KEY, "
                          "admission_id TEXT UNIQUE, request_id TEXT, payload_json TEXT, "
                          "created_at DOUBLE PRECISION)")
             payload = '{"finite":true,"text":"hello"}'
             sql = ("INSERT INTO bench_baseline(admission_id, request_id, payload_json, "
                    "created_at) VALUES (%s, %s, %s, %s)")
-            t0 = time.perf_counter()
+            conn.execute(sql, (os.urandom(12).hex(), "in", payload, time.time()), prepare=True)
+            server0 = None if backend is None else cpu_s(backend)
+            t0, own0 = time.perf_counter(), time.process_time()
             for _ in range(n):
                 conn.execute(sql, (os.urandom(12).hex(), "in", payload, time.time()),
                              prepare=True)
-            return time.perf_counter() - t0
+            seconds, own = time.perf_counter() - t0, time.process_time() - own0
+            server = None if backend is None or server0 is None else cpu_s(backend) - server0
+            return seconds, server, own
 
     # -- rows the owners wrote ----------------------------------------------
 
