@@ -324,7 +324,8 @@ class FleetBench:
 
 def _latency(viewers: list[RawViewer], floors: dict[int, int], last: int,
              created: dict[int, float]) -> dict[str, Any]:
-    """Per event, from its created_at to its arrival at the last of ``viewers``."""
+    """Per event, from its created_at to its first arrival at the last of ``viewers``
+    to get it; how many of the events after each viewer's floor it never got."""
     arrival: dict[int, float] = {}
     lost = gaps = 0
     for v in viewers:
@@ -337,6 +338,8 @@ def _latency(viewers: list[RawViewer], floors: dict[int, int], last: int,
             if ev["type"] == "session.replay_gap":
                 gaps += 1
                 continue
+            if ev["seq"] in seqs:
+                continue  # a repeat (a feed may deliver twice): the first one counts
             seqs.add(ev["seq"])
             arrival[ev["seq"]] = max(at, arrival.get(ev["seq"], 0.0))
         lost += len(set(range(floors[id(v)] + 1, last + 1)) - seqs)
