@@ -18,7 +18,7 @@ from typing import Any
 
 from .fleet import FLEET_SIZES, NODES, FleetBench
 from .pgside import PgSide
-from .processes import Processes
+from .processes import Processes, stop_all
 
 __all__ = ["fleet_table", "run_fleet"]
 
@@ -67,8 +67,7 @@ def run_fleet(url: str, mode: str, home: str | None,
         _fail(f"failed: {exc}")
         return 1, None, root
     finally:
-        for p in nodes:
-            p.stop_owner()
+        stop_all(nodes)
         try:
             pg.drop()
         except psycopg.Error as exc:

@@ -60,6 +60,11 @@ class PgSide:
                                     autocommit=True, connect_timeout=5)
         self._server_pid = self._find_server()
 
+    def reset(self) -> None:
+        """The schema emptied (dropped and made again), its owners stopped."""
+        self._mon.execute(f"DROP SCHEMA {self.schema} CASCADE")
+        self._mon.execute(f"CREATE SCHEMA {self.schema}")
+
     def drop(self) -> None:
         import psycopg
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import orjson
 
-__all__ = ["Processes", "cpu_s", "machine_busy"]
+__all__ = ["Processes", "cpu_s", "machine_busy", "stop_all"]
 
 
 def cpu_s(pid: int) -> float:
@@ -37,8 +37,17 @@ def machine_busy() -> tuple[float, float]:
     return (sum(fields) - idle) / tick, sum(fields) / tick
 
 
+def stop_all(procs: list[Processes]) -> None:
+    """Stop several owners at once: all are asked first, then each is waited for."""
+    for p in procs:
+        if p.owner is not None and p.owner.poll() is None:
+            p.owner.send_signal(signal.SIGTERM)
+    for p in procs:
+        p.stop_owner()
+
+
 class Processes:
-    """The bench's owner and echo server on ``home``; each started at most once.
+    """The bench's owner and echo server on ``home``.
     ``store``: the owner's PostgreSQL URL (None: state.db in the home)."""
 
     def __init__(self, home: Path, store: str | None = None) -> None:
