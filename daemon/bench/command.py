@@ -129,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object as the last line of stdout")
     parser.add_argument("--home", help="run the private owner here (default: a temporary "
-                                       "directory); must not have an owner running")
+                                       "directory; with --store, the nodes' homes go under "
+                                       "it); must not have an owner running")
     parser.add_argument("--long", action="store_true", help="more iterations of everything")
     parser.add_argument("--store", metavar="URL",
                         help="measure on PostgreSQL (a postgresql:// URL): admissions and "
