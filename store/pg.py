@@ -171,13 +171,18 @@ class PgDatabase:
                    ) -> PgDatabase:
         """Connect, migrate (once across every node that starts at the same time)."""
         import psycopg
+        from psycopg.conninfo import conninfo_to_dict
         from psycopg_pool import ConnectionPool
+
+        # the writer shows in pg_stat_activity as "tether-writer PID" unless the URL
+        # names it (the bench tells its nodes apart by the name it gives each)
+        name = conninfo_to_dict(url).get("application_name") or f"tether-writer {os.getpid()}"
 
         def connect() -> Any:
             # a statement that waits longer fails (and its group) rather than stall the loop
             conn = psycopg.connect(url, autocommit=True, row_factory=row_factory,
                                    connect_timeout=max(1, int(connect_timeout)),
-                                   application_name=f"tether-writer {os.getpid()}")
+                                   application_name=name)
             conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
             return conn
 

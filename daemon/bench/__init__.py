@@ -27,11 +27,17 @@ bounds it, so the ratio holds on a noisy machine:
 With ``--json`` the last line of stdout is one JSON object; otherwise a table
 with the targets. Progress goes to stderr. docs/performance.md records runs.
 
+With ``--store URL`` the bench measures on PostgreSQL instead: three private
+owners ("nodes") on a fresh schema of that database, dropped afterwards;
+admissions and turns on one node and spread over three, the database's share
+of the machine, and events crossing from one node to another (fleet.py).
+
 The parts: servers.py (the private owner and the echo baseline, each run in a
 process of its own), processes.py (starting, probing and stopping them),
 clients.py (the measuring clients), phases.py (the phases), command.py (the
-targets, the report and the command line). Nothing in the owner imports this
-package: it only drives the owner from outside.
+targets, the report and the command line); for ``--store``, fleetcmd.py (set up,
+tear down, report), fleet.py (its phases) and pgside.py (the database side).
+Nothing in the owner imports this package: it only drives the owner from outside.
 """
 
 from .command import SIZES, TARGETS, judge, main

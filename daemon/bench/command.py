@@ -124,12 +124,20 @@ def _machine(home: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="tether bench",
-        description="Measure a private owner (instant provider) against its baselines.")
+        description="Measure a private owner (instant provider) against its baselines; "
+                    "with --store, one node and a fleet of three on PostgreSQL.")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object as the last line of stdout")
     parser.add_argument("--home", help="run the private owner here (default: a temporary "
-                                       "directory); must not have an owner running")
+                                       "directory; with --store, the nodes' homes go under "
+                                       "it); must not have an owner running")
     parser.add_argument("--long", action="store_true", help="more iterations of everything")
+    parser.add_argument("--store", metavar="URL",
+                        help="measure on PostgreSQL (a postgresql:// URL): admissions and "
+                             "turns on one node and on three, the database's share, events "
+                             "across nodes. The run creates a fresh schema bench_<hex> in that "
+                             "database and drops it afterwards; no other schema is read or "
+                             "written. $TETHER_STORE and config.yaml are never used")
     parser.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--phases", help=argparse.SUPPRESS)  # e.g. ping,fanout: profiling
     parser.add_argument("--serve-owner", metavar="HOME", help=argparse.SUPPRESS)
@@ -141,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         return serve_echo_process(args.serve_echo)
 
     mode = "quick" if args.quick else "long" if args.long else "default"
+    if args.store:
+        return _main_fleet(args, mode)
     temp = args.home is None
     home = Path(tempfile.mkdtemp(prefix="tether-bench-") if temp else args.home).absolute()
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -175,4 +185,20 @@ def main(argv: list[str] | None = None) -> int:
         print(orjson.dumps(data).decode())
     else:
         print(_table(data))
+    return 0
+
+
+def _main_fleet(args: argparse.Namespace, mode: str) -> int:
+    from .fleetcmd import fleet_table, run_fleet
+
+    t0 = time.monotonic()
+    status, data, root = run_fleet(args.store, mode, args.home,
+                                   set(args.phases.split(",")) if args.phases else None)
+    if data is None or root is None:
+        return status
+    data["mode"] = mode
+    data["seconds"] = round(time.monotonic() - t0, 1)
+    data["machine"] = _machine(root)
+    data["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    print(orjson.dumps(data).decode() if args.json else fleet_table(data))
     return 0

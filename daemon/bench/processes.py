@@ -3,7 +3,9 @@
 `Processes` starts the private owner and the echo baseline (servers.py) as
 subprocesses of the bench (``python -m tether.daemon.bench --serve-owner HOME``
 / ``--serve-echo SOCK``), reads the owner's CPU time and memory from /proc, and
-signals it to release the turns the bench holds at its provider.
+signals it to release the turns the bench holds at its provider. With a store
+URL the owner keeps its state there (``TETHER_STORE``); without one it keeps
+state.db in its home, whatever the bench's own environment says.
 """
 
 from __future__ import annotations
@@ -18,14 +20,39 @@ from pathlib import Path
 
 import orjson
 
-__all__ = ["Processes"]
+__all__ = ["Processes", "cpu_s", "machine_busy", "stop_all"]
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far (/proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, all cores (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(fields) - idle) / tick, sum(fields) / tick
+
+
+def stop_all(procs: list[Processes]) -> None:
+    """Stop several owners at once: all are asked first, then each is waited for."""
+    for p in procs:
+        if p.owner is not None and p.owner.poll() is None:
+            p.owner.send_signal(signal.SIGTERM)
+    for p in procs:
+        p.stop_owner()
 
 
 class Processes:
-    """The bench's owner and echo server on ``home``; each started at most once."""
+    """The bench's owner and echo server on ``home``.
+    ``store``: the owner's PostgreSQL URL (None: state.db in the home)."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, store: str | None = None) -> None:
         self.home = home
+        self.store = store
         self.sock = home / "daemon.sock"
         self.echo_sock = home / "bench-echo.sock"
         self.owner: subprocess.Popen[bytes] | None = None
@@ -36,9 +63,12 @@ class Processes:
     def start_owner(self) -> None:
         """Start the owner and wait for its descriptor (RuntimeError if it does not come)."""
         desc = self.home / "daemon.json"
+        env = {k: v for k, v in os.environ.items() if k != "TETHER_STORE"}
+        if self.store is not None:
+            env["TETHER_STORE"] = self.store
         self.owner = subprocess.Popen(
             [sys.executable, "-m", "tether.daemon.bench", "--serve-owner", str(self.home)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=open(self.home / "bench-owner.log", "ab"))  # noqa: SIM115
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -71,8 +101,7 @@ class Processes:
     def owner_cpu_s(self) -> float:
         """CPU seconds (user + system) the owner has used so far."""
         assert self.owner is not None
-        fields = Path(f"/proc/{self.owner.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_s(self.owner.pid)
 
     def owner_rss_mib(self) -> float:
         assert self.owner is not None

@@ -1,6 +1,8 @@
 """`tether bench` in its tiny mode: the report has every figure, the right types,
-and fan-out lost nothing. No timing thresholds: the bench measures, CI judges nothing."""
+and fan-out lost nothing. No timing thresholds: the bench measures, CI judges nothing.
+The PostgreSQL bench (``--store``): tests/daemon/test_bench_fleet.py."""
 
+import os
 import subprocess
 import sys
 
@@ -19,9 +21,11 @@ NUMBERS = {
 
 def test_quick_bench_reports_every_figure(tmp_path):
     home = tmp_path / "bench-home"
+    # the bench's owner keeps state.db in its home whatever the environment names
+    env = {**os.environ, "TETHER_STORE": "postgresql://127.0.0.1:1/nowhere"}
     proc = subprocess.run(
         [sys.executable, "-m", "tether.daemon.bench", "--quick", "--json", "--home", str(home)],
-        capture_output=True, timeout=180, stdin=subprocess.DEVNULL)
+        capture_output=True, timeout=180, stdin=subprocess.DEVNULL, env=env)
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     data = orjson.loads(proc.stdout.decode().strip().splitlines()[-1])
     for section, keys in NUMBERS.items():
@@ -36,6 +40,7 @@ def test_quick_bench_reports_every_figure(tmp_path):
     assert set(data["targets"]) >= {"ping.ratio", "admissions_per_s.ratio", "fanout.p99_ms"}
     # the private owner is gone and took its socket and descriptor with it
     assert not (home / "daemon.sock").exists() and not (home / "daemon.json").exists()
+    assert (home / "state.db").exists()
 
 
 def test_bench_table_names_targets(tmp_path):
