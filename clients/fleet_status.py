@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from .exits import EXIT_OK, EXIT_OWNER, CliError
 
@@ -20,12 +19,10 @@ def _ago(seconds: float) -> str:
 
 
 def _shown(url: str) -> str:
-    """The URL with any password masked."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@",
-                                                                 ":***@", 1)))
+    """The URL with any password masked (as the owner logs it)."""
+    from tether.daemon.store_config import shown_url
+
+    return shown_url(url)
 
 
 def _nodes(url: str) -> list[dict[str, Any]]:

@@ -73,17 +73,17 @@ def _connect(path: str, *, busy_timeout_ms: int, readonly: bool = False,
     return conn
 
 
-class _Job:
+class Job:
     __slots__ = ("unit", "future", "after_commit")
 
-    def __init__(self, unit: Callable[[sqlite3.Connection], Any], future: asyncio.Future[Any],
+    def __init__(self, unit: Callable[[Any], Any], future: asyncio.Future[Any],
                  after_commit: Callable[[Any], None] | None):
         self.unit = unit
         self.future = future
         self.after_commit = after_commit
 
 
-def _resolve(job: _Job, ok: bool, value: Any) -> None:
+def resolve(job: Job, ok: bool, value: Any) -> None:
     # Runs on the event loop, in commit order. after_commit runs even when the
     # caller was cancelled: what was committed must still be announced.
     if ok and job.after_commit is not None:
@@ -127,7 +127,7 @@ class Database:
         self._looker = looker
         self._busy_timeout_ms = busy_timeout_ms
         self.before_group: Callable[[sqlite3.Connection], None] | None = None
-        self._pending: list[_Job] = []
+        self._pending: list[Job] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._active = False  # a group is being run or committed
         self._idle: asyncio.Event | None = None  # close() waits on it
@@ -200,7 +200,7 @@ class Database:
         if self._closed:
             raise StorageError("database is closed", "closed")
         loop = self._loop = asyncio.get_running_loop()
-        job = _Job(unit, loop.create_future(), after_commit)
+        job = Job(unit, loop.create_future(), after_commit)
         self._pending.append(job)
         if not self._active:
             # everything submitted before the loop gets round to it joins this group
@@ -242,7 +242,7 @@ class Database:
         finally:
             conn.execute("PRAGMA busy_timeout=0")
 
-    def _run_group(self, group: list[_Job]) -> None:
+    def _run_group(self, group: list[Job]) -> None:
         conn = self._writer
         outcomes: list[tuple[bool, Any]] = []
         for job in group:
@@ -282,14 +282,14 @@ class Database:
                 pass
             raise
 
-    def _finish(self, group: list[_Job], outcomes: list[tuple[bool, Any]], ok: bool,
+    def _finish(self, group: list[Job], outcomes: list[tuple[bool, Any]], ok: bool,
                 err: Any) -> None:
         if ok:
             self.commits += 1
         else:
             outcomes = [(False, err)] * len(group)
         for job, (unit_ok, value) in zip(group, outcomes, strict=True):
-            _resolve(job, unit_ok, value)
+            resolve(job, unit_ok, value)
         self._next_group()
 
     # -- reads ------------------------------------------------------------

@@ -35,13 +35,13 @@ opened (the ``postgresql`` extra).
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import sqlite3
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any, TypeVar
 
+from .db import Job, resolve
 from .errors import StorageError, translate
 from .pg_schema import migrate_pg
 from .worker import Worker
@@ -49,7 +49,6 @@ from .worker import Worker
 __all__ = ["PgDatabase", "PgConn", "PgRow"]
 
 T = TypeVar("T")
-log = logging.getLogger("tether.store")
 
 #: upper bound on units folded into one transaction (as db.py's MAX_GROUP)
 MAX_GROUP = 256
@@ -136,16 +135,6 @@ def _own(exc: Exception) -> BaseException:
     return exc
 
 
-class _Job:
-    __slots__ = ("unit", "future", "after_commit")
-
-    def __init__(self, unit: Callable[[Any], Any], future: asyncio.Future[Any],
-                 after_commit: Callable[[Any], None] | None) -> None:
-        self.unit = unit
-        self.future = future
-        self.after_commit = after_commit
-
-
 class PgDatabase:
     """Async facade over one writer connection (on its own thread) and a read pool."""
 
@@ -159,7 +148,7 @@ class PgDatabase:
         self._writer: Any = None  # connected on the writer's thread, again after a failure
         self._worker = Worker("tether-pg-writer")
         self.before_group: Callable[[Any], None] | None = None
-        self._pending: list[_Job] = []
+        self._pending: list[Job] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._active = False
         self._idle: asyncio.Event | None = None
@@ -221,7 +210,7 @@ class PgDatabase:
         if self._closed:
             raise StorageError("database is closed", "closed")
         loop = self._loop = asyncio.get_running_loop()
-        job = _Job(unit, loop.create_future(), after_commit)
+        job = Job(unit, loop.create_future(), after_commit)
         self._pending.append(job)
         if not self._active:
             self._active = True
@@ -243,14 +232,14 @@ class PgDatabase:
             return
         self._run_group(group)
 
-    def _connected(self, group: list[_Job], ok: bool, value: Any) -> None:
+    def _connected(self, group: list[Job], ok: bool, value: Any) -> None:
         if not ok:
             self._finish(group, [], False, value)
             return
         self._writer = value
         self._run_group(group)
 
-    def _run_group(self, group: list[_Job]) -> None:
+    def _run_group(self, group: list[Job]) -> None:
         # on the loop, as SQLite's units: they may touch the owner's in-memory state
         raw = self._writer
         conn = PgConn(raw)
@@ -301,23 +290,14 @@ class PgDatabase:
             except Exception:  # noqa: BLE001 - it is being thrown away
                 pass
 
-    def _finish(self, group: list[_Job], outcomes: list[tuple[bool, Any]], ok: bool,
+    def _finish(self, group: list[Job], outcomes: list[tuple[bool, Any]], ok: bool,
                 err: Any) -> None:
         if ok:
             self.commits += 1
         else:
             outcomes = [(False, err)] * len(group)
         for job, (unit_ok, result) in zip(group, outcomes, strict=True):
-            if unit_ok and job.after_commit is not None:
-                try:
-                    job.after_commit(result)
-                except Exception:  # noqa: BLE001 - a hook bug must not lose the reply
-                    log.exception("after_commit hook failed")
-            if not job.future.done():
-                if unit_ok:
-                    job.future.set_result(result)
-                else:
-                    job.future.set_exception(result)
+            resolve(job, unit_ok, result)
         self._next_group()
 
     # -- reads ------------------------------------------------------------
