@@ -26,14 +26,14 @@ def _shown(url: str) -> str:
 
 
 def _nodes(url: str) -> list[dict[str, Any]]:
+    from tether.daemon.fleet.status import NoFleet, Unreadable, read_nodes
+
     try:
-        from tether.daemon.fleet.status import NoFleet, Unreadable, read_nodes
-    except ImportError as exc:
+        return read_nodes(url)
+    except ImportError as exc:  # psycopg is imported only when a fleet is read
         raise CliError(EXIT_OWNER, "unavailable", f"reading a fleet needs the PostgreSQL "
                        f"driver ({exc.name} is not installed)",
                        "pip install 'tether[postgresql]'") from None
-    try:
-        return read_nodes(url)
     except NoFleet:
         raise CliError(EXIT_OWNER, "not_running", f"no tether fleet in {_shown(url)}",
                        "`tether serve --store URL` starts its first node") from None
