@@ -57,6 +57,13 @@ class Request:
     subject: str
     cwd: str | None
     attended: bool  # a person can answer (an interactive turn)
+    #: the operating-system boundary the command will run in: ``workspace-write`` or
+    #: ``read-only`` (bubblewrap), or ``none`` (no sandbox could be made, or
+    #: ``sandbox.mode: off``): the policy then fails closed
+    sandbox: str = "none"
+    #: the model asked to run this command outside the sandbox (network, writes
+    #: beyond the workspace): always asks a person, never runs unattended
+    escalate: bool = False
 
 
 @dataclass(frozen=True)
