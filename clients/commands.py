@@ -128,13 +128,16 @@ def cmd_status(args: Any) -> int:
 
 async def _status(home: Any, desc: dict[str, Any], as_json: bool) -> int:
     from .client import TetherClient
+    from .usage_fmt import add_up, cost, tokens
 
     async with await TetherClient.connect(home, autostart=False) as client:
         info = await client.describe()
+        usage = add_up(await _top_level_usage(client))
     if as_json:
         import orjson
 
-        print(orjson.dumps({"home": str(home), "descriptor": desc, "runtime": info}).decode())
+        print(orjson.dumps({"home": str(home), "descriptor": desc, "runtime": info,
+                            "usage": usage}).decode())
         return EXIT_OK
     print(f"owner running for {home}")
     print(f"  pid           {info.get('pid')}")
@@ -149,9 +152,24 @@ async def _status(home: Any, desc: dict[str, Any], as_json: bool) -> int:
         print(f"  provider      {defaults.get('provider')} ({where})")
         print(f"  model         {defaults.get('model')}")
     print(f"  capabilities  {', '.join(info.get('capabilities') or [])}")
+    print(f"  usage         {tokens(usage['total_tokens'])} tokens in {usage['requests']} "
+          f"requests, cost {cost(usage)}")
     if changed := config_changed_since(home, desc.get("started_at")):
         print(f"  note          {changed}")
     return EXIT_OK
+
+
+async def _top_level_usage(client: Any) -> list[dict[str, Any] | None]:
+    """Each top-level session's totals (a session's include its delegation children's,
+    so children are not counted again); an owner older than usage sends none."""
+    out: list[dict[str, Any] | None] = []
+    cursor = None
+    while True:
+        page = await client.list_sessions(limit=500, cursor=cursor)
+        out += [s.get("usage") for s in page["sessions"] if not s.get("parent_session_id")]
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return out
 
 
 def config_changed_since(home: Any, started_at: Any) -> str:

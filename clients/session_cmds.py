@@ -110,12 +110,16 @@ async def cmd_sessions_list(client: Any, args: Any) -> int:
     if not shown:
         print("no sessions yet; `tether chat` starts one", file=sys.stderr)
         return EXIT_OK
-    print(f"{'SESSION':<28}  {'CREATED':<16}  {'UPDATED':<16}  {'MSGS':>4}  {'STATE':<7}  "
-          f"{'SOURCE':<10}  TITLE")
+    from .usage_fmt import cost, tokens
+
+    print(f"{'SESSION':<28}  {'CREATED':<16}  {'UPDATED':<16}  {'MSGS':>4}  {'TOKENS':>6}  "
+          f"{'COST':>8}  {'STATE':<7}  {'SOURCE':<10}  TITLE")
     for s in shown:
         state = "running" if s.get("running") else "idle"
+        usage = s.get("usage") or {}
         print(f"{s['session_id']:<28}  {format_time(s.get('created_at')):<16}  "
               f"{format_time(s.get('updated_at')):<16}  {s.get('message_count', 0):>4}  "
+              f"{tokens(usage.get('total_tokens')):>6}  {cost(usage):>8}  "
               f"{state:<7}  {pad(s.get('source') or '-', 10)}  "
               f"{pad(s.get('title') or '', 40).rstrip()}")
     return EXIT_OK

@@ -1,5 +1,5 @@
 """The interactive chat's own commands (``/help``, ``/exit``, ``/new``, ``/resume ID``,
-``/cancel``, ``/model M``, ``/sessions``); anything else starting with ``/`` is
+``/cancel``, ``/model M``, ``/sessions``, ``/cost``); anything else starting with ``/`` is
 refused with the list, never sent to the model (``//text`` sends ``/text``).
 """
 
@@ -23,6 +23,7 @@ HELP = """\
 /sessions         the latest sessions
 /cancel           interrupt the running turn (also Ctrl-C on an empty line)
 /model [M]        show, or set for the next prompts, the model
+/cost             this session's tokens and cost
 //text            send "/text" as a prompt
 Keys: Alt-Enter or Esc Enter inserts a newline; a paste stays one prompt; Up/Down history."""
 
@@ -61,6 +62,16 @@ async def run_command(chat: Chat, line: str) -> None:
             chat.say(f"the next prompts use model {arg}")
         else:
             chat.say(f"model: {chat.options.get('model') or 'the session default'}")
+    elif name == "cost":
+        if chat.session_id is None:
+            chat.say("no session yet: nothing spent")
+            return
+        from .usage_fmt import cost_lines
+
+        found = await chat.client.call("session.lookup", prefix=chat.session_id)
+        usage = (found["matches"] or [{}])[0].get("usage")
+        for line in cost_lines(usage):
+            chat.say(line)
     elif name == "sessions":
         page = await chat.client.list_sessions(limit=50)
         shown = [s for s in page["sessions"]

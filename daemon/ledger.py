@@ -158,9 +158,11 @@ def digest(payload_json: str) -> str:
     return hashlib.sha256(payload_json.encode()).hexdigest()
 
 
-def result_json(text: str, usage: dict[str, Any], error: str | None) -> str:
-    """The stored result of a terminal admission (``error`` only when there is one)."""
-    result: dict[str, Any] = {"text": text, "usage": usage}
+def result_json(text: str, usage: dict[str, Any], error: str | None,
+                extra: dict[str, Any] | None = None) -> str:
+    """The stored result of a terminal admission (``error`` only when there is one;
+    ``extra``: the model asked and the turn's cost_usd, for a turn that asked one)."""
+    result: dict[str, Any] = {"text": text, "usage": usage, **(extra or {})}
     if error:
         result["error"] = error
     return orjson.dumps(result).decode()
@@ -175,6 +177,9 @@ def receipt_from_row(row: dict[str, Any]) -> dict[str, Any]:
         # the wire TurnResult always has all three keys (error null on success)
         result = {"text": stored.get("text") or "", "usage": stored.get("usage") or {},
                   "error": stored.get("error")}
+        if "model" in stored:  # a turn that asked a model: what it cost (null: unknown)
+            result["model"] = stored["model"]
+            result["cost_usd"] = stored.get("cost_usd")
     return {
         "admission_id": row["admission_id"],
         "session_id": row["target_session_id"],

@@ -186,7 +186,7 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             admissions_svc = AdmissionService(journal, scheduler, supervisor, turns, dcfg,
                                               epoch=epoch,
                                               place=fleet.place if fleet else None)
-            sessions = SessionService(journal, bus, scheduler, supervisor)
+            sessions = SessionService(journal, bus, scheduler, supervisor, turns.prices)
             children = ChildRunner(engine, journal, supervisor, config)
             background = BackgroundDelegations(children, journal, supervisor, config,
                                                admissions_svc.admit, epoch=epoch)

@@ -34,6 +34,7 @@ from .settings import ResolveError, resolve_turn
 from .sink import EventSink
 from .supervisor import Supervisor
 from .transcript import turn_messages
+from .usage import Prices
 
 __all__ = ["TurnRunner"]
 
@@ -73,6 +74,7 @@ class TurnRunner:
         self._supervisor = supervisor
         self._config = config
         self._epoch = epoch
+        self.prices = Prices(config.model.prices)
         self.running: dict[str, _Running] = {}  # by session_id
 
     # -- scheduling -------------------------------------------------------
@@ -218,7 +220,9 @@ class TurnRunner:
             sink.flush()
         text = result.text if result is not None else "".join(sink.streamed)
         usage = result.usage if result is not None else {}
-        await self._finish(sid, aid, Event.FINISH, outcome, text=text, usage=usage, error=error)
+        await self._finish(sid, aid, Event.FINISH, outcome, text=text, usage=usage, error=error,
+                           model=result.model if result is not None else None,
+                           requests=result.api_calls if result is not None else 0)
 
     async def _start(self, sid: str, aid: str) -> tuple[dict, dict, list] | None:
         """Mark the admission started; (row, session, transcript), or None if it no
@@ -249,7 +253,8 @@ class TurnRunner:
 
     async def _finish(self, sid: str, aid: str, event: Event, outcome: str, *,
                       text: str = "", usage: dict[str, Any] | None = None,
-                      error: str | None = None) -> None:
+                      error: str | None = None, model: str | None = None,
+                      requests: int = 0) -> None:
         if (run := self.running.get(sid)) is not None and run.admission_id == aid:
             # from here on a stop (interrupt, cancel) must not cut the retries short:
             # that would leave the admission started, and the next owner calls it unknown
@@ -262,6 +267,7 @@ class TurnRunner:
         with contextlib.suppress(StorageError):
             await self._journal_for(sid).persist(
                 lambda tx: outcomes.settle(tx, self._scheduler, sid, aid, event, outcome,
-                                           text=text, usage=usage, error=error),
+                                           text=text, usage=usage, error=error, model=model,
+                                           requests=requests, prices=self.prices),
                 f"the outcome of {aid} ({outcome})",
                 give_up=lambda n: sup.draining and n >= FINISH_ATTEMPTS_WHILE_DRAINING)

@@ -217,7 +217,32 @@ ALTER TABLE tokens ADD COLUMN expires_at REAL;
 ALTER TABLE tokens ADD COLUMN once INTEGER NOT NULL DEFAULT 0
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+# long sessions (docs/long-sessions.md): each session's token sums by model, where a
+# fork came from, and compaction records (a summary standing for messages
+# [first_index, end_index) of the transcript, which itself stays whole)
+_V6 = """
+ALTER TABLE sessions ADD COLUMN usage_json TEXT;
+ALTER TABLE sessions ADD COLUMN forked_from TEXT;
+ALTER TABLE sessions ADD COLUMN forked_at_seq INTEGER;
+CREATE TABLE compactions (
+    compaction_id TEXT PRIMARY KEY,
+    session_id    TEXT NOT NULL REFERENCES sessions(session_id),
+    first_index   INTEGER NOT NULL,
+    end_index     INTEGER NOT NULL,
+    summary       TEXT NOT NULL,
+    model         TEXT NOT NULL,
+    tokens_before INTEGER NOT NULL,
+    tokens_after  INTEGER NOT NULL,
+    kind          TEXT NOT NULL CHECK (kind IN ('auto', 'manual')),
+    focus         TEXT,
+    usage_json    TEXT NOT NULL,
+    created_at    REAL NOT NULL,
+    CHECK (end_index > first_index AND first_index >= 0)
+);
+CREATE INDEX compactions_session ON compactions(session_id, end_index)
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
