@@ -208,14 +208,21 @@ def cmd_sessions(args: Any) -> int:
 
 
 async def _sessions(home: Any, args: Any) -> int:
-    from . import session_cmds
+    from . import long_cmds, session_cmds
     from .remote import connect_owner
 
     run = {None: session_cmds.cmd_sessions_list, "rm": session_cmds.cmd_sessions_rm,
            "rename": session_cmds.cmd_sessions_rename,
-           "prune": session_cmds.cmd_sessions_prune}[args.action]
+           "prune": session_cmds.cmd_sessions_prune, "fork": long_cmds.cmd_sessions_fork,
+           "compact": long_cmds.cmd_sessions_compact}[args.action]
     async with await connect_owner(home, autostart=False) as client:
         return await run(client, args)
+
+
+def cmd_export(args: Any) -> int:
+    from .long_cmds import export
+
+    return int(_run(export(_home(args), args)))
 
 
 def cmd_cancel(args: Any) -> int:

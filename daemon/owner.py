@@ -51,6 +51,7 @@ from .events import EventBus
 from .fleet.feed import Feed
 from .fleet.node import FleetNode
 from .handlers import Identity, build_dispatcher
+from .history import History, history_handlers
 from .home import Home
 from .journal import Journal
 from .provider import Provider
@@ -209,6 +210,8 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                                           admissions=admissions_svc, turns=turns,
                                           supervisor=supervisor,
                                           register=[cron_handlers(cron_jobs, cron),
+                                                    history_handlers(History(journal,
+                                                                             turns.prices)),
                                                     approval_handlers(approvals),
                                                     partial(register_token_methods,
                                                             tokens=tokens)])
