@@ -1,5 +1,5 @@
 """The interactive chat's own commands (``/help``, ``/exit``, ``/new``, ``/resume ID``,
-``/cancel``, ``/model M``, ``/sessions``, ``/cost``); anything else starting with ``/`` is
+``/cancel``, ``/model M``, ``/sessions``, ``/cost``, ``/compact``); anything else starting with ``/`` is
 refused with the list, never sent to the model (``//text`` sends ``/text``).
 """
 
@@ -24,6 +24,7 @@ HELP = """\
 /cancel           interrupt the running turn (also Ctrl-C on an empty line)
 /model [M]        show, or set for the next prompts, the model
 /cost             this session's tokens and cost
+/compact [FOCUS]  summarise older turns now (FOCUS: what the summary must keep)
 //text            send "/text" as a prompt
 Keys: Alt-Enter or Esc Enter inserts a newline; a paste stays one prompt; Up/Down history."""
 
@@ -72,6 +73,13 @@ async def run_command(chat: Chat, line: str) -> None:
         usage = (found["matches"] or [{}])[0].get("usage")
         for line in cost_lines(usage):
             chat.say(line)
+    elif name == "compact":
+        if chat.session_id is None:
+            chat.say("no session yet: nothing to compact")
+            return
+        from .long_cmds import compact_line
+
+        chat.say(await compact_line(chat.client, chat.session_id, arg or None))
     elif name == "sessions":
         page = await chat.client.list_sessions(limit=50)
         shown = [s for s in page["sessions"]

@@ -14,8 +14,10 @@ from typing import Any, Protocol
 
 import orjson
 
+from .budget import Budget, squeeze
 from .provider import Completion, Provider, ProviderError
 from .tools import Tool, ToolContext
+from .usage import add
 
 __all__ = ["AgentResult", "AgentSink", "run_agent"]
 
@@ -47,9 +49,7 @@ class AgentSink(Protocol):
 
 
 def _add_usage(total: dict[str, int], usage: dict[str, int]) -> None:
-    for key, value in usage.items():
-        if isinstance(value, int):
-            total[key] = total.get(key, 0) + value
+    add(total, usage)
 
 
 def _assistant_message(c: Completion) -> dict[str, Any]:
@@ -82,16 +82,20 @@ async def _run_tool(tools: dict[str, Tool], name: str, arguments: str,
 
 async def run_agent(*, provider: Provider, model: str, reasoning: str | None,
                     messages: list[dict[str, Any]], tools: dict[str, Tool], max_turns: int,
-                    sink: AgentSink, tool_context: Callable[[str], ToolContext]) -> AgentResult:
+                    sink: AgentSink, tool_context: Callable[[str], ToolContext],
+                    budget: Budget | None = None) -> AgentResult:
     """Run the loop over ``messages`` (history plus the new user message).
 
     Appends what it produces to ``messages`` and reports it to ``sink.record``.
     Provider failures end the loop with exit_reason ``failed``; cancellation
-    propagates to the caller.
+    propagates to the caller. With ``budget``, a request that would pass it has its
+    largest contents cut first (budget.squeeze; the sink has recorded them whole).
     """
     schemas = [t.schema() for t in tools.values()] or None
     result = AgentResult(text="", exit_reason="max_turns", model=model)
     for _ in range(max_turns):
+        if budget is not None:
+            squeeze(messages, schemas, budget)
         try:
             completion = await provider.complete(
                 messages=messages, tools=schemas, model=model, reasoning=reasoning,

@@ -16,6 +16,8 @@ from typing import Any
 from .agent import AgentResult, run_agent
 from .approvals.policy import Verdict
 from .approvals.service import ApprovalCall, ApprovalService
+from .budget import Budget
+from .provider import Provider
 from .providers import Providers
 from .settings import TurnSettings
 from .sink import EventSink
@@ -46,11 +48,25 @@ class Engine:
         self._tools = tools
         self._approvals = approvals
 
+    def provider(self, settings: TurnSettings) -> Provider:
+        """The provider of ``settings``; ResolveError if none fits."""
+        return self._providers.for_settings(settings)
+
+    async def budget(self, settings: TurnSettings) -> Budget:
+        """How many tokens one request of a run with ``settings`` may send."""
+        return await self._providers.windows.budget(settings)
+
+    def schemas(self, settings: TurnSettings, depth: int) -> list[dict[str, Any]]:
+        """The tool schemas a request of such a run sends (they count in its budget)."""
+        return [t.schema() for t in self._tools.for_agent(settings.toolsets, depth).values()]
+
     async def run(self, run: AgentRun, settings: TurnSettings, messages: list[dict[str, Any]],
-                  sink: EventSink) -> AgentResult:
+                  sink: EventSink, budget: Budget | None = None) -> AgentResult:
         """Run the agent to its answer; ResolveError if no provider fits the settings,
-        StorageError if what it reported could not be written."""
+        StorageError if what it reported could not be written. Every request is kept
+        within ``budget`` (default: the settings' model's, budget.squeeze)."""
         provider = self._providers.for_settings(settings)
+        budget = budget or await self.budget(settings)
 
         approvals = self._approvals
 
@@ -70,6 +86,6 @@ class Engine:
         result = await run_agent(
             provider=provider, model=settings.model, reasoning=settings.reasoning,
             messages=messages, tools=self._tools.for_agent(settings.toolsets, run.depth),
-            max_turns=settings.max_turns, sink=sink, tool_context=context)
+            max_turns=settings.max_turns, sink=sink, tool_context=context, budget=budget)
         await sink.settle()
         return result

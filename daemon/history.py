@@ -1,9 +1,9 @@
-"""session.fork and session.export (and the registrar of the long-session methods).
+"""session.fork, session.export, session.compact: the methods of long sessions.
 
 Fork copies, in one store transaction, what a session held at a turn's end
 (store/history.py); export reads everything in one read and builds the
-document (export.py, export_md.py). session.compact is compaction.py's; it is
-registered here so the three methods of docs/long-sessions.md stay together.
+document (export.py, export_md.py); compact asks compaction.py for a manual
+compaction with the session's own model (docs/long-sessions.md).
 """
 
 from __future__ import annotations
@@ -19,19 +19,51 @@ from tether.store import compactions, events, messages, sessions
 from tether.store import history as rows
 from tether.store.conn import Conn
 
+from .compaction import CompactionFailed, Compactor, Target
+from .config import Config
+from .engine import Engine
 from .export import build_document
 from .export_md import render_markdown
 from .journal import Journal, Tx
 from .sessions import new_session_id
+from .settings import ResolveError, resolve_turn
 from .usage import Prices
 
-__all__ = ["History", "history_handlers"]
+__all__ = ["History", "history_handlers", "record_view"]
 
 
 class History:
-    def __init__(self, journal: Journal, prices: Prices) -> None:
+    def __init__(self, journal: Journal, prices: Prices, engine: Engine, config: Config,
+                 compactor: Compactor) -> None:
         self._journal = journal
         self._prices = prices
+        self._engine = engine
+        self._config = config
+        self._compactor = compactor
+
+    async def compact(self, session_id: str, focus: str | None) -> dict[str, Any]:
+        """A manual compaction: everything but the newest turn, summarised now."""
+        row = await self._journal.db.read(lambda c: sessions.get(c, session_id))
+        if row is None:
+            raise NotFound(f"no session {session_id!r}", session_id=session_id)
+        if self._config.model.compact == "off":
+            return {"compacted": False, "reason": "compaction is off (config model.compact)"}
+        try:
+            settings = resolve_turn(self._config, row["options"], {})
+            provider = self._engine.provider(settings)
+        except ResolveError as exc:
+            raise InvalidParams(f"the session's model settings do not resolve: {exc}",
+                                session_id=session_id) from None
+        target = Target(session_id, settings.model, settings.reasoning, None, focus, "manual")
+        try:
+            record = await self._compactor.compact(target, provider,
+                                                   await self._engine.budget(settings))
+        except CompactionFailed as exc:
+            return {"compacted": False, "reason": f"the model could not summarise ({exc})"}
+        if record is None:
+            return {"compacted": False,
+                    "reason": "nothing to compact: only the newest turn is left"}
+        return {"compacted": True, "compaction": record_view(record)}
 
     async def fork(self, session_id: str, at_seq: int | None) -> dict[str, Any]:
         new_id = new_session_id()
@@ -71,11 +103,15 @@ class History:
         return {"format": "json", "document": doc}
 
 
-def history_handlers(history: History,
-                     compact: Callable[[str, str | None], Any] | None = None,
-                     ) -> Callable[[Dispatcher], None]:
-    """A registrar for ``build_dispatcher(register=...)``; ``compact(session_id,
-    focus)`` runs a manual compaction (compaction.py)."""
+def record_view(record: dict[str, Any]) -> dict[str, Any]:
+    """A compaction record as the wire shows it (rpc ExportCompaction)."""
+    return {k: record.get(k) for k in ("compaction_id", "first_index", "end_index", "summary",
+                                       "model", "tokens_before", "tokens_after", "kind",
+                                       "focus", "usage", "created_at")}
+
+
+def history_handlers(history: History) -> Callable[[Dispatcher], None]:
+    """A registrar for ``build_dispatcher(register=...)``."""
 
     def register(d: Dispatcher) -> None:
         @d.register("session.fork")
@@ -86,9 +122,8 @@ def history_handlers(history: History,
         async def export(p: mh.SessionExportParams, call: Any) -> dict[str, Any]:
             return await history.export(p.session_id, p.format)
 
-        if compact is not None:
-            @d.register("session.compact")
-            async def compact_now(p: mh.SessionCompactParams, call: Any) -> dict[str, Any]:
-                return dict(await compact(p.session_id, p.focus))
+        @d.register("session.compact")
+        async def compact(p: mh.SessionCompactParams, call: Any) -> dict[str, Any]:
+            return await history.compact(p.session_id, p.focus)
 
     return register

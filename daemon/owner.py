@@ -210,8 +210,9 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                                           admissions=admissions_svc, turns=turns,
                                           supervisor=supervisor,
                                           register=[cron_handlers(cron_jobs, cron),
-                                                    history_handlers(History(journal,
-                                                                             turns.prices)),
+                                                    history_handlers(History(
+                                                        journal, turns.prices, engine,
+                                                        config, turns.compactor)),
                                                     approval_handlers(approvals),
                                                     partial(register_token_methods,
                                                             tokens=tokens)])

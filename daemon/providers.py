@@ -20,6 +20,7 @@ from .config import Config
 from .demo import DemoProvider
 from .provider import OPENAI_BASE_URL, OpenAIProvider, Provider
 from .settings import ResolveError, TurnSettings
+from .windows import ContextWindows
 
 __all__ = ["Providers", "make_provider"]
 
@@ -69,6 +70,8 @@ class Providers:
         self._http = http
         self._overrides = dict(overrides or {})
         self._config_path = config_path
+        #: each run's context window and budget (windows.py)
+        self.windows = ContextWindows(config, http)
 
     def for_settings(self, settings: TurnSettings) -> Provider:
         """The provider to use; ResolveError if the settings cannot make one."""

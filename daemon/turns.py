@@ -20,10 +20,11 @@ from typing import Any
 
 import orjson
 
-from tether.store import StorageError, messages
+from tether.store import StorageError, compactions, messages
 
 from . import outcomes
 from .agent import AgentResult
+from .compaction import CompactionFailed, Compactor, Target
 from .config import Config
 from .engine import AgentRun, Engine
 from .journal import Fenced, Journal
@@ -75,6 +76,7 @@ class TurnRunner:
         self._config = config
         self._epoch = epoch
         self.prices = Prices(config.model.prices)
+        self.compactor = Compactor(journal)
         self.running: dict[str, _Running] = {}  # by session_id
 
     # -- scheduling -------------------------------------------------------
@@ -190,7 +192,7 @@ class TurnRunner:
             return
         if started is None:
             return
-        row, session, history = started
+        row, session, history, summary = started
         payload = orjson.loads(row["payload_json"])
         sink = EventSink(self._journal_for(sid), sid, aid)
         result: AgentResult | None = None
@@ -198,13 +200,21 @@ class TurnRunner:
         try:
             settings = resolve_turn(self._config, session["options"],
                                     payload.get(TURN_OPTION_KEY, {}))
-            msgs = turn_messages(history, session.get("cwd"), settings.ignore_rules)
+            msgs = turn_messages(history, session.get("cwd"), settings.ignore_rules, summary)
+            budget = await self._engine.budget(settings)
+            if self._config.model.compact == "auto" and budget.count(
+                    msgs, self._engine.schemas(settings, 0)) > budget.limit:
+                record = await self._compact(sid, aid, settings, budget)
+                if record is not None:  # the request sends the new summary and the rest
+                    history = [r for r in history if r["index"] >= record["end_index"]]
+                    msgs = turn_messages(history, session.get("cwd"), settings.ignore_rules,
+                                         record["summary"])
             agent = AgentRun(session_id=sid, admission_id=aid, depth=0,
                              late_delivery=not payload.get("finite"), cwd=session.get("cwd"),
                              attended=not payload.get("finite"))
             # the model's retries are shown to viewers as model.retry events
             RETRY_LISTENER.set(lambda info: sink.event("model.retry", info))
-            result = await self._engine.run(agent, settings, msgs, sink)
+            result = await self._engine.run(agent, settings, msgs, sink, budget)
             outcome = "completed" if result.ok else "failed"
             error = result.error
         except ResolveError as exc:
@@ -224,9 +234,20 @@ class TurnRunner:
                            model=result.model if result is not None else None,
                            requests=result.api_calls if result is not None else 0)
 
-    async def _start(self, sid: str, aid: str) -> tuple[dict, dict, list] | None:
-        """Mark the admission started; (row, session, transcript), or None if it no
-        longer was queued. A failing store is retried until it heals (the turn keeps
+    async def _compact(self, sid: str, aid: str, settings: Any, budget: Any) -> dict | None:
+        """Auto-compaction before a turn's first request (compaction.py); a failure
+        is logged and the request is cut to fit instead (budget.squeeze)."""
+        target = Target(sid, settings.model, settings.reasoning, aid, None, "auto")
+        try:
+            return await self.compactor.compact(target, self._engine.provider(settings),
+                                                budget, self._journal_for(sid))
+        except CompactionFailed as exc:
+            log.warning("compaction of %s failed: %s", sid, exc)
+            return None
+
+    async def _start(self, sid: str, aid: str) -> tuple[dict, dict, list, str | None] | None:
+        """Mark the admission started; (row, session, transcript from the latest
+        compaction on, that compaction's summary), or None if it no longer was queued. A failing store is retried until it heals (the turn keeps
         its place: the session's queue waits); while draining it gives up instead,
         leaving the admission queued for the next owner."""
         try:
@@ -240,8 +261,16 @@ class TurnRunner:
             return None
         # the transcript can be long: read it off the loop, never in a write unit
         # (those run on the event loop). Reads keep working while writes fail.
+        def read(c: Any) -> tuple[list[dict[str, Any]], str | None]:
+            # a turn reads from its latest compaction on: its cost does not grow with
+            # the session's age (docs/long-sessions.md)
+            last = compactions.latest(c, sid)
+            start = last["end_index"] if last else 0
+            return (messages.list_for(c, sid, start, with_index=True),
+                    last["summary"] if last else None)
+
         try:
-            history = await self._journal.db.read(lambda c: messages.list_for(c, sid))
+            history, summary = await self._journal.db.read(read)
         except StorageError as exc:
             # started but cannot see its transcript: end it failed rather than leave it
             # started (which only a restart would turn into `unknown`)
@@ -249,7 +278,7 @@ class TurnRunner:
                                error=f"storage_unavailable: cannot read the transcript: "
                                      f"{exc.detail}")
             return None
-        return started[0], started[1], history
+        return started[0], started[1], history, summary
 
     async def _finish(self, sid: str, aid: str, event: Event, outcome: str, *,
                       text: str = "", usage: dict[str, Any] | None = None,

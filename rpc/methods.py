@@ -58,6 +58,8 @@ from .models_cron import (
     CronUpdateParams,
 )
 from .models_history import (
+    SessionCompactParams,
+    SessionCompactResult,
     SessionExportParams,
     SessionExportResult,
     SessionForkParams,
@@ -258,4 +260,7 @@ METHODS: dict[str, Method] = _table(
     Method("session.export", SessionExportParams, SessionExportResult,
            "The whole session as a document: turns, tool calls with results, approvals, "
            "delegations, compactions, usage (json or markdown)."),
+    Method("session.compact", SessionCompactParams, SessionCompactResult,
+           "Summarise the session's older turns now (all but the newest), so requests "
+           "send the summary in their place; the transcript stays whole."),
 )
