@@ -121,6 +121,7 @@ async function openSession(sessionId) {
   await stream.open();
   const snap = stream.snapshot;
   $("session-title").textContent = snap.info.title || sessionId;
+  showUsage(snap.info.usage);
   for (const m of snap.messages) if (m.role === "user" && m.admission_id) current.prompts.set(m.admission_id, m.content);
   for (const p of snap.pending) current.prompts.set(p.receipt.admission_id, p.text);
   for (const a of snap.approvals ?? []) if (a.admission_id) askApproval(current, turnFor(current, a.admission_id), a);
@@ -128,6 +129,15 @@ async function openSession(sessionId) {
   void listSessions();
   void follow(current);
   await resubmitPending(sessionId);
+}
+
+/** The session's totals (SessionUsage): tokens, and cost or "cost unknown". */
+function showUsage(usage) {
+  if (!usage) return;
+  const n = usage.total_tokens;
+  const tokens = n < 1000 ? `${n}` : n < 1e6 ? `${(n / 1000).toFixed(1)}k` : `${(n / 1e6).toFixed(1)}M`;
+  const cost = usage.cost_usd === null ? "cost unknown" : `$${usage.cost_usd.toFixed(4)}`;
+  $("session-usage").textContent = `${tokens} tokens · ${cost}`;
 }
 
 // -- the transcript, drawn from events ------------------------------------------
@@ -175,6 +185,7 @@ function draw(view, ev) {
     case "session.info":
       view.running = ev.payload.running;
       $("cancel").disabled = !ev.payload.running;
+      if (ev.payload.usage) showUsage(ev.payload.usage);
       return;
     case "message.start": {
       const turn = turnFor(view, ev.payload.admission_id);
