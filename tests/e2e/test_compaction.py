@@ -162,3 +162,56 @@ async def test_compaction_off_never_summarises(tmp_path):
         assert not any(is_compaction(r) for r in fake.requests)
         # still never over the budget: the oldest contents are cut instead
         assert max(tokens(r) for r in fake.requests) <= LIMIT
+
+
+async def test_kill_9_during_compaction_leaves_no_half_summary(tmp_path):
+    """The owner dies while the model is summarising: nothing of the compaction is
+    stored; the next owner compacts again from scratch, and the turn goes on."""
+    import asyncio
+    import threading
+
+    from fakeprovider import FakeProvider
+    from harness import OwnerProcess, Peer, write_config
+
+    asked, gate = threading.Event(), threading.Event()
+
+    def held(request: dict) -> Message:
+        if is_compaction(request):
+            asked.set()
+            gate.wait(30)
+        return model(request)
+
+    home = tmp_path / "home"
+    with FakeProvider(held) as fake:
+        write_config(home, fake.url, model={"context_window": WINDOW,
+                                            "default": "scripted-model"},
+                     daemon={"unknown_policy": "interrupt"})
+        with OwnerProcess(home) as owner:
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create", toolsets=[]))["session_id"]
+                for n in range(40):
+                    r = await peer.result("prompt.submit", session_id=sid, input_id=f"n{n}",
+                                          text=note(n), finite=True)
+                    while not asked.is_set():  # this turn ends, or it compacts first
+                        got = await peer.result("prompt.receipt", session_id=sid,
+                                                admission_id=r["admission_id"])
+                        if got["status"] == "terminal":
+                            break
+                        await asyncio.sleep(0.02)
+                    if asked.is_set():
+                        break
+                assert asked.is_set()
+                owner.kill()  # SIGKILL while the summary is being written
+        assert db_rows(home, "SELECT COUNT(*) FROM compactions")[0][0] == 0
+        assert db_rows(home, "SELECT COUNT(*) FROM events WHERE type = 'session.compacted'"
+                       )[0][0] == 0
+        gate.set()
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                receipt = await turn(peer, sid, "after the crash", "again")
+                assert receipt["outcome"] == "completed"
+                snap = await peer.result("session.resume", session_id=sid)
+        [(summary, first, end)] = db_rows(
+            home, "SELECT summary, first_index, end_index FROM compactions")
+        assert summary == SUMMARY.strip() and first == 0 and end > 0
+        assert snap["messages"][-1]["content"] == "Noted: after the crash"
