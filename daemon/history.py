@@ -47,7 +47,7 @@ class History:
         if row is None:
             raise NotFound(f"no session {session_id!r}", session_id=session_id)
         if self._config.model.compact == "off":
-            return {"compacted": False, "reason": "compaction is off (config model.compact)"}
+            return _not_compacted("compaction is off (config model.compact)")
         try:
             settings = resolve_turn(self._config, row["options"], {})
             provider = self._engine.provider(settings)
@@ -59,11 +59,10 @@ class History:
             record = await self._compactor.compact(target, provider,
                                                    await self._engine.budget(settings))
         except CompactionFailed as exc:
-            return {"compacted": False, "reason": f"the model could not summarise ({exc})"}
+            return _not_compacted(f"the model could not summarise ({exc})")
         if record is None:
-            return {"compacted": False,
-                    "reason": "nothing to compact: only the newest turn is left"}
-        return {"compacted": True, "compaction": record_view(record)}
+            return _not_compacted("nothing to compact: only the newest turn is left")
+        return {"compacted": True, "compaction": record_view(record), "reason": None}
 
     async def fork(self, session_id: str, at_seq: int | None) -> dict[str, Any]:
         new_id = new_session_id()
@@ -99,8 +98,12 @@ class History:
         if doc is None:
             raise NotFound(f"no session {session_id!r}", session_id=session_id)
         if format_ == "markdown":
-            return {"format": "markdown", "markdown": render_markdown(doc)}
-        return {"format": "json", "document": doc}
+            return {"format": "markdown", "document": None, "markdown": render_markdown(doc)}
+        return {"format": "json", "document": doc, "markdown": None}
+
+
+def _not_compacted(reason: str) -> dict[str, Any]:
+    return {"compacted": False, "compaction": None, "reason": reason}
 
 
 def record_view(record: dict[str, Any]) -> dict[str, Any]:

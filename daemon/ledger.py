@@ -175,11 +175,10 @@ def receipt_from_row(row: dict[str, Any]) -> dict[str, Any]:
     if terminal and row.get("result_json"):
         stored = orjson.loads(row["result_json"])
         # the wire TurnResult always has all three keys (error null on success)
+        # model and cost_usd: null for a turn that asked no model (or of an older owner)
         result = {"text": stored.get("text") or "", "usage": stored.get("usage") or {},
-                  "error": stored.get("error")}
-        if "model" in stored:  # a turn that asked a model: what it cost (null: unknown)
-            result["model"] = stored["model"]
-            result["cost_usd"] = stored.get("cost_usd")
+                  "error": stored.get("error"), "model": stored.get("model"),
+                  "cost_usd": stored.get("cost_usd")}
     return {
         "admission_id": row["admission_id"],
         "session_id": row["target_session_id"],
