@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -64,15 +65,26 @@ def tokenizer_for(model: str | None) -> str:
     return "estimate"
 
 
-@lru_cache(maxsize=8192)
-def _count(text: str, exact: bool) -> int:
-    if exact:
-        return len(_cl100k().encode(text, disallowed_special=()))
-    return -(-len(text) // CHARS_PER_TOKEN)
+#: exact counts of texts seen lately, by (hash, length): a request repeats most of the
+#: last one's messages. Keyed without the text itself, so it holds no transcript.
+_COUNTED: OrderedDict[tuple[int, int], int] = OrderedDict()
+_COUNTED_MAX = 8192
 
 
 def count_text(text: str | None, tokenizer: str = "estimate") -> int:
-    return _count(text, tokenizer == "cl100k_base") if text else 0
+    if not text:
+        return 0
+    if tokenizer != "cl100k_base":
+        return -(-len(text) // CHARS_PER_TOKEN)
+    key = (hash(text), len(text))
+    n = _COUNTED.get(key)
+    if n is None:
+        n = _COUNTED[key] = len(_cl100k().encode(text, disallowed_special=()))
+        if len(_COUNTED) > _COUNTED_MAX:
+            _COUNTED.popitem(last=False)
+    else:
+        _COUNTED.move_to_end(key)
+    return n
 
 
 def _message_tokens(m: dict[str, Any], tokenizer: str) -> int:

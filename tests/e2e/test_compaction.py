@@ -214,3 +214,40 @@ async def test_kill_9_during_compaction_leaves_no_half_summary(tmp_path):
             home, "SELECT summary, first_index, end_index FROM compactions")
         assert summary == SUMMARY.strip() and first == 0 and end > 0
         assert snap["messages"][-1]["content"] == "Noted: after the crash"
+
+
+async def test_a_delegated_child_obeys_the_same_budget(tmp_path):
+    """A child agent reads a file far bigger than the window: its next request is cut
+    to fit, with the marker, like a turn's."""
+    from fakeprovider import is_child, tool_call_reply
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "big.txt").write_text("start of file\n" + "data line\n" * 6000 + "end of file")
+
+    def scripted(request: dict) -> Message:
+        last = request["messages"][-1]
+        if is_child(request):
+            if last["role"] == "tool":
+                return text_reply("child read it")
+            return tool_call_reply("read_file", {"path": "big.txt"}, "r1")
+        if last["role"] == "tool":
+            return text_reply("parent done")
+        return tool_call_reply("delegate_task", {"tasks": [{"goal": "read big.txt"}]}, "d1")
+
+    def sent_tokens(request: dict) -> int:
+        tools = request.get("tools")
+        return tokens(request) + (math.ceil(len(orjson.dumps(tools)) / 4) if tools else 0)
+
+    cfg = {"model": {"context_window": 4096, "default": "scripted-model"}}
+    async with owner_session(tmp_path, scripted, **cfg) as (home, fake, _owner, peer, _sid):
+        sid = (await peer.result("session.create", cwd=str(work),
+                                 toolsets=["files", "delegation"]))["session_id"]
+        receipt = await turn(peer, sid, "delegate the reading", "d")
+        assert receipt["outcome"] == "completed" and receipt["result"]["text"] == "parent done"
+        children = [r for r in fake.requests if is_child(r)]
+        assert len(children) == 2
+        assert all(sent_tokens(r) <= int(4096 * 0.8) for r in fake.requests)
+        result = children[1]["messages"][-1]["content"]
+        assert "characters cut here to fit the model's context window" in result
+        assert "start of file" in result
