@@ -238,7 +238,7 @@ awaiting_approval?: (string | null)
 /**
  * the session's token and cost totals; sent by the session.info that ends a turn
  */
-usage: (SessionUsage | null)
+usage?: (SessionUsage | null)
 [k: string]: unknown | undefined
 }
 /**
@@ -484,17 +484,17 @@ error?: (string | null)
 /**
  * the turn's tokens: prompt_tokens, completion_tokens, total_tokens, and cached_tokens, reasoning_tokens where the model server reports them
  */
-usage: ({
+usage?: ({
 [k: string]: number | undefined
 } | null)
 /**
  * the model the turn asked
  */
-model: (string | null)
+model?: (string | null)
 /**
  * the turn's cost in USD; null when the model has no known price
  */
-cost_usd: (number | null)
+cost_usd?: (number | null)
 [k: string]: unknown | undefined
 }
 /**
