@@ -217,8 +217,9 @@ class SessionCompactedPayload(Payload):
     end_index: int
     summary: str
     model: str
-    tokens_before: int = Field(description="the estimated tokens of the request before")
-    tokens_after: int = Field(description="... and after (summary plus what is kept)")
+    tokens_before: int = Field(description=(
+        "estimated tokens of the history a request sent before (summary and messages)"))
+    tokens_after: int = Field(description="... and after (the new summary and what is kept)")
     kind: Literal["auto", "manual"]
     focus: str | None = None
 

@@ -648,11 +648,11 @@ end_index: number
 summary: string
 model: string
 /**
- * the estimated tokens of the request before
+ * estimated tokens of the history a request sent before (summary and messages)
  */
 tokens_before: number
 /**
- * ... and after (summary plus what is kept)
+ * ... and after (the new summary and what is kept)
  */
 tokens_after: number
 kind: ("auto" | "manual")
