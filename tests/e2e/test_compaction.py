@@ -109,22 +109,6 @@ async def test_a_long_session_stays_under_budget_with_compactions(tmp_path):
     assert [tuple(k) for k in kinds] == [("auto", len(compacted))]
 
 
-async def test_one_huge_prompt_is_cut_with_a_marker_and_stored_whole(tmp_path):
-    cfg = {"model": {"context_window": WINDOW, "default": "scripted-model"}}
-    huge = "begin " + "x" * 20_000 + " end"
-    async with owner_session(tmp_path, model, **cfg) as (home, fake, _owner, peer, _sid):
-        sid = (await peer.result("session.create", toolsets=[]))["session_id"]
-        receipt = await turn(peer, sid, huge, "h")
-        assert receipt["outcome"] == "completed"
-        [sent] = fake.requests
-        assert tokens(sent) <= LIMIT
-        prompt = sent["messages"][-1]["content"]
-        assert prompt.startswith("begin ") and prompt.endswith(" end")
-        assert "characters cut here to fit the model's context window" in prompt
-        snap = await peer.result("session.resume", session_id=sid)
-        assert snap["messages"][0]["content"] == huge
-
-
 async def test_manual_compaction_with_a_focus_and_off(tmp_path):
     cfg = {"model": {"context_window": 8192, "default": "scripted-model", "compact": "manual"}}
     async with owner_session(tmp_path, model, **cfg) as (home, fake, _owner, peer, _sid):
@@ -149,11 +133,20 @@ async def test_manual_compaction_with_a_focus_and_off(tmp_path):
         assert unknown["error"]["data"]["reason"] == "not_found"
 
 
-async def test_compaction_off_never_summarises(tmp_path):
+async def test_compaction_off_never_summarises_and_a_huge_prompt_is_cut(tmp_path):
     cfg = {"model": {"context_window": WINDOW, "default": "scripted-model", "compact": "off"}}
+    huge = "begin " + "x" * 20_000 + " end"
     async with owner_session(tmp_path, model, **cfg) as (home, fake, _owner, peer, _sid):
         sid = (await peer.result("session.create", toolsets=[]))["session_id"]
-        for n in range(12):
+        # one turn alone far over the budget: cut with a marker, stored whole
+        receipt = await turn(peer, sid, huge, "h")
+        assert receipt["outcome"] == "completed"
+        prompt = fake.requests[0]["messages"][-1]["content"]
+        assert prompt.startswith("begin ") and prompt.endswith(" end")
+        assert "characters cut here to fit the model's context window" in prompt
+        snap = await peer.result("session.resume", session_id=sid)
+        assert snap["messages"][0]["content"] == huge
+        for n in range(10):
             await turn(peer, sid, note(n), f"n{n}")
         out = await peer.result("session.compact", session_id=sid)
         assert out == {"compacted": False, "compaction": None,
