@@ -89,9 +89,10 @@ def settle(tx: Tx, view: Scheduler, session_id: str, admission_id: str, event: E
     info: dict[str, Any] = dict(view.view(session_id))
     if info["running"] == admission_id:
         info["running"] = None  # its turn is ending: the slot is freed right after this
-    row = sessions.get(tx.conn, session_id)
-    if row is not None:
-        info["usage"] = totals(row["usage"], prices)
+    if model is not None:  # the totals changed: say so (only a turn that asked a model)
+        row = sessions.get(tx.conn, session_id)
+        if row is not None:
+            info["usage"] = totals(row["usage"], prices)
     tx.event(session_id, "session.info", info)
     return True
 

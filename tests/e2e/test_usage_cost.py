@@ -87,3 +87,27 @@ async def test_usage_and_cost_of_turns_and_sessions(tmp_path: Path) -> None:
         usage = orjson.loads(status.stdout)["usage"]
         assert usage["total_tokens"] == 3600 and usage["requests"] == 3
         assert usage["cost_usd"] is None  # one session's model has no price
+
+
+async def test_the_http_endpoint_keeps_openais_usage_shape(tmp_path: Path) -> None:
+    import httpx
+    from fakeprovider import FakeProvider
+    from harness import OwnerProcess, Peer, write_config
+
+    home = tmp_path / "home"
+    with FakeProvider(reply) as fake:
+        write_config(home, fake.url)
+        with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
+            async with await Peer.connect(home) as peer:
+                token = (await peer.result("token.create", label="api"))["token"]
+            url = owner.descriptor["tcp_url"].replace("ws://", "http://").rstrip("/")
+            async with httpx.AsyncClient() as http:
+                got = await http.post(f"{url}/v1/chat/completions", timeout=30,
+                                      headers={"Authorization": f"Bearer {token}"},
+                                      json={"model": "test-model", "messages": [
+                                          {"role": "user", "content": "hello"}]})
+    assert got.status_code == 200, got.text
+    assert got.json()["usage"] == {
+        "prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200,
+        "prompt_tokens_details": {"cached_tokens": 400},
+        "completion_tokens_details": {"reasoning_tokens": 50}}
