@@ -104,4 +104,8 @@ def _text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, list):
         return ", ".join(value) if value else "[]"
+    if isinstance(value, dict):  # model.prices
+        import orjson
+
+        return orjson.dumps(value).decode() if value else "{}"
     return str(value)
