@@ -65,6 +65,7 @@ ToolsetName = Annotated[str, Field(max_length=64, description=(
     "terminal, files or delegation (runtime.describe lists them)"))]
 
 Reasoning = Literal["none", "low", "medium", "high"]
+SandboxMode = Literal["workspace-write", "read-only", "off"]
 Status = Literal["queued", "started", "unknown", "terminal"]
 Outcome = Literal["completed", "failed", "cancelled", "interrupted"]
 Role = Literal["user", "assistant", "tool", "system"]
@@ -95,10 +96,13 @@ class TurnOptions(Model):
     reasoning: Reasoning | None = None
     max_turns: Annotated[int, Field(ge=1, le=200)] | None = None
     ignore_rules: bool | None = None
+    #: the sandbox of the turn's commands: at least as strict as the owner's sandbox.mode
+    #: (off < workspace-write < read-only); a looser one is refused
+    sandbox: SandboxMode | None = None
 
 
 TURN_OPTION_FIELDS: tuple[str, ...] = ("provider", "model", "base_url", "toolsets", "reasoning",
-                                       "max_turns", "ignore_rules")
+                                       "max_turns", "ignore_rules", "sandbox")
 
 
 class RuntimeDescribeParams(Model):
