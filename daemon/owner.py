@@ -167,8 +167,14 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             await recover(journal, epoch, scheduler, dcfg.unknown_policy)
         loop = asyncio.get_running_loop()
         async with httpx.AsyncClient() as http, asyncio.TaskGroup() as tasks:
+            # every command runs in the sandbox, with an allowlisted environment
+            # (docs/tools.md): the owner's home, secrets and store are out of reach
+            sandbox = Sandbox(config.sandbox, probe(), home=home.root,
+                              hidden_files=store_credentials(store.url, os.environ),
+                              secrets=(config.model.api_key, config.delegation.api_key))
+            log.info("sandbox: %s", sandbox.describe())
             identity = Identity(version=tether_version(), instance_id=instance_id, epoch=epoch,
-                                turn_defaults=turn_defaults(config))
+                                turn_defaults=turn_defaults(config), sandbox=sandbox.describe())
             supervisor = Supervisor(tasks)
             fleet = FleetNode(journal, scheduler, supervisor, node_id=identity.instance_id,
                               epoch=epoch, lease_seconds=store.lease_seconds,
@@ -193,12 +199,6 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             background = BackgroundDelegations(children, journal, supervisor, config,
                                                admissions_svc.admit, epoch=epoch)
             tools.add(delegate_task_tool(children, background, config.delegation))
-            # every command runs in the sandbox, with an allowlisted environment
-            # (docs/tools.md): the owner's home, secrets and store are out of reach
-            sandbox = Sandbox(config.sandbox, probe(), home=home.root,
-                              hidden_files=store_credentials(store.url, os.environ),
-                              secrets=(config.model.api_key, config.delegation.api_key))
-            log.info("sandbox: %s", sandbox.describe())
             processes = ProcessTable(journal, supervisor, admissions_svc.admit, config.tools,
                                      sandbox, epoch=epoch)
             tools.add(terminal_tool(processes, config.tools))

@@ -218,6 +218,9 @@ class RuntimeDescribeResult(Model):
     providers: list[str]
     toolsets: list[str]
     turn_defaults: TurnDefaults
+    #: the boundary around the agent's commands, in words: e.g. "bubblewrap 0.8.0,
+    #: workspace-write, network off", or "none — bwrap not found; ..."
+    sandbox: str
 
 
 class PingResult(Model):

@@ -38,13 +38,11 @@ from urllib.parse import parse_qs, urlsplit
 from ..config import SANDBOX_MODES, SandboxConfig
 from .env import command_env
 
-__all__ = ["Probe", "Sandbox", "probe", "clamp", "is_looser", "store_credentials", "refusal",
-           "NONE", "PROBE_OFF_ENV"]
+__all__ = ["Probe", "Sandbox", "probe", "describe", "clamp", "is_looser", "store_credentials",
+           "refusal", "NONE"]
 
 #: the boundary of a command run without a sandbox (as approvals' Request names it)
 NONE = "none"
-#: for tests only: set to 1, the probe reports that no sandbox can be made
-PROBE_OFF_ENV = "TETHER_TEST_NO_SANDBOX"
 _PROBE_TIMEOUT = 10.0
 
 
@@ -63,8 +61,6 @@ class Probe:
 
 def probe(path: str | None = None) -> Probe:
     """Whether a sandbox can be made with ``PATH`` ``path`` (default: the owner's)."""
-    if os.environ.get(PROBE_OFF_ENV) == "1":
-        return Probe(None, why=f"{PROBE_OFF_ENV}=1 (tests only) says there is none")
     return _probe(os.environ.get("PATH", os.defpath) if path is None else path)
 
 
@@ -95,6 +91,19 @@ def _probe(path: str) -> Probe:
 _BASE = ("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
          "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session",
          "--cap-drop", "ALL")
+
+
+def describe(config: SandboxConfig, found: Probe) -> str:
+    """One line naming the boundary commands run in under ``config`` where the probe
+    found ``found``: "bubblewrap 0.8.0, workspace-write, network off", or "none — why"."""
+    if config.mode == "off":
+        why = "sandbox.mode is off"
+    elif not found.ok:
+        why = found.why or "no sandbox can be made"
+    else:
+        return f"{found.version}, {config.mode}, network {'on' if config.network else 'off'}"
+    return f"none — {why}; commands run as the owner's user and the approval policy fails " \
+           "closed"
 
 
 def is_looser(requested: str, configured: str) -> bool:
@@ -148,14 +157,7 @@ class Sandbox:
 
     def describe(self) -> str:
         """One line naming the boundary in force (``tether doctor``, ``config check``)."""
-        if self.config.mode == "off":
-            return "none — sandbox.mode is off; commands run as the owner's user and the " \
-                   "approval policy fails closed"
-        if not self.probe.ok:
-            return f"none — {self.probe.why}; commands run as the owner's user and the " \
-                   "approval policy fails closed"
-        net = "network on" if self.config.network else "network off"
-        return f"{self.probe.version}, {self.config.mode}, {net}"
+        return describe(self.config, self.probe)
 
     def argv(self, command: str, cwd: str, boundary: str) -> list[str]:
         """The argv that runs ``command`` (a /bin/sh command line) in ``cwd`` within
