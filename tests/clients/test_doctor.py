@@ -35,8 +35,11 @@ def test_all_pass_with_a_served_model_and_a_running_owner(tmp_path, run_cli):
             stale = run_cli(home, "doctor")
     assert done.returncode == 0, done
     checks = _checks(done.stdout)
-    assert list(checks) == ["config", "owner", "socket", "settings", "model"]
+    assert list(checks) == ["config", "owner", "socket", "settings", "sandbox", "model"]
     assert {c[0] for c in checks.values()} == {"ok"}, done.stdout
+    # the boundary the running owner puts around commands (CI installs bubblewrap)
+    assert checks["sandbox"][1].startswith("the owner runs commands in: bubblewrap ")
+    assert checks["sandbox"][1].endswith(", workspace-write, network off")
     assert checks["owner"][1].startswith(f"running: pid {owner.proc.pid}, started ")
     assert f"at {home}/daemon.sock" in checks["owner"][1]
     assert checks["model"][1] == f"test-model is served at {fake.url}/models (HTTP 200, 2 models)"
