@@ -220,3 +220,36 @@ async def test_process_kill_ends_what_escaped_its_group_at_once(tmp_path, mode):
     # the model asked for the kill at times[2] and had its result by times[3]
     assert times[3] - times[2] < 5.0, times
     assert left == ""
+
+
+async def test_a_turn_may_tighten_the_sandbox_never_loosen_it(scratch):
+    import sys
+
+    work, home = scratch / "work", scratch / "home"
+    work.mkdir()
+    model = ScriptedModel({"write": [("terminal", {"command": "touch made-here"})]})
+    with FakeProvider(model) as provider:
+        write_config(home, provider.url, approvals={"mode": "never"})
+        with OwnerProcess(home):
+            # the real CLI: one finite turn in a read-only sandbox
+            chat = subprocess.run(
+                [sys.executable, "-m", "tether.clients.cli", "chat", "-Q", "--sandbox",
+                 "read-only", "-q", "write a file"], env=clean_env(home), cwd=work,
+                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+                check=False)
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
+                looser = await peer.call("prompt.submit", session_id=sid, input_id="o",
+                                         text="write a file", sandbox="off")
+                default = await peer.call("session.create", cwd=str(work), sandbox="off")
+                listed = await peer.result("session.list")
+    assert chat.returncode == 0, chat.stderr
+    [refused] = tool_results(model, "write")
+    assert refused["sandbox"] == "read-only" and refused["exit_code"] != 0
+    assert not (work / "made-here").exists()
+    assert "refused a write (read-only" in refused["sandbox_refused"]
+    for reply in (looser, default):
+        assert reply["error"]["data"]["reason"] == "invalid_params"
+        assert "sandbox off is looser than the owner's sandbox.mode workspace-write" \
+            in reply["error"]["data"]["detail"]
+    assert len(listed["sessions"]) == 2  # the refused session.create recorded nothing
