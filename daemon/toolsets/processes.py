@@ -71,6 +71,7 @@ class Managed:
     proc: asyncio.subprocess.Process
     ring: Ring
     boundary: str  # workspace-write | read-only | none (sandbox.py)
+    workspace: str  # what it may write in the sandbox: the session's cwd
     done: asyncio.Event = field(default_factory=asyncio.Event)
     exit_code: int | None = None
     state: str = "running"
@@ -108,16 +109,17 @@ class ProcessTable:
         return [r for r in found if process_id is None or r["process_id"] == process_id]
 
     async def start(self, session_id: str, admission_id: str | None, command: str, cwd: str,
-                    notify: bool, boundary: str) -> Managed:
+                    notify: bool, boundary: str, workspace: str) -> Managed:
         """Record the process, start it, and watch it; ValueError if too many run.
 
+        It runs in ``cwd`` within ``boundary``, where only ``workspace`` may be written.
         Once begun, a start completes even if the calling turn is stopped meanwhile:
         a recorded process is always started and watched (its notice still comes)."""
         return await asyncio.shield(self._start(session_id, admission_id, command, cwd,
-                                                notify, boundary))
+                                                notify, boundary, workspace))
 
     async def _start(self, session_id: str, admission_id: str | None, command: str, cwd: str,
-                     notify: bool, boundary: str) -> Managed:
+                     notify: bool, boundary: str, workspace: str) -> Managed:
         running = sum(1 for p in self._live.values() if p.state == "running")
         if running >= self._config.max_processes:
             raise ValueError(f"{running} background processes are running already "
@@ -130,8 +132,8 @@ class ProcessTable:
             tx.conn, process_id=process_id, session_id=session_id, admission_id=admission_id,
             command=command, cwd=cwd, notify=notify, owner_epoch=epoch, now=tx.now))
         try:
-            proc = await spawn(self.sandbox.argv(command, cwd, boundary), cwd, self.sandbox.env,
-                               stdin=True)
+            proc = await spawn(self.sandbox.argv(command, cwd, boundary, workspace=workspace),
+                               cwd, self.sandbox.env, stdin=True)
         except OSError as exc:
             why = f"could not start: {exc}"
             await self._journal.persist(lambda tx: rows.finish(
@@ -144,7 +146,7 @@ class ProcessTable:
         await self._journal.persist(lambda tx: rows.set_pid(tx.conn, process_id, proc.pid,
                                                             started), f"the pid of {process_id}")
         p = Managed(process_id, session_id, admission_id, command, cwd, notify, proc,
-                    Ring(self._config.process_ring_bytes), boundary)
+                    Ring(self._config.process_ring_bytes), boundary, workspace)
         self._live[process_id] = p
         task = self._supervisor.spawn(self._watch(p), f"process:{process_id}")
         self._watchers[process_id] = task

@@ -131,6 +131,10 @@ def store_credentials(url: str | None, environ: Mapping[str, str]) -> list[str]:
     return [os.path.expanduser(f) for f in files]
 
 
+#: what the sandbox's own /proc and /dev stand for; never bound from the host
+_KERNEL = ("/proc", "/sys", "/dev")
+
+
 def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
@@ -159,15 +163,17 @@ class Sandbox:
         """One line naming the boundary in force (``tether doctor``, ``config check``)."""
         return describe(self.config, self.probe)
 
-    def argv(self, command: str, cwd: str, boundary: str) -> list[str]:
+    def argv(self, command: str, cwd: str, boundary: str, *, workspace: str) -> list[str]:
         """The argv that runs ``command`` (a /bin/sh command line) in ``cwd`` within
-        ``boundary`` (``workspace-write``, ``read-only`` or ``none``)."""
+        ``boundary`` (``workspace-write``, ``read-only`` or ``none``), where only
+        ``workspace`` (the session's cwd, never a directory the model named) may be
+        written."""
         shell = ["/bin/sh", "-c", command]
         if boundary == NONE:
             return shell
         if boundary not in ("workspace-write", "read-only") or self.probe.bwrap is None:
             raise ValueError(f"no sandbox {boundary!r} can be made here")
-        return [self.probe.bwrap, *self._mounts(os.path.realpath(cwd), boundary),
+        return [self.probe.bwrap, *self._mounts(os.path.realpath(workspace), boundary),
                 "--chdir", os.path.realpath(cwd), "--", *shell]
 
     def _mounts(self, cwd: str, boundary: str) -> list[str]:
@@ -181,7 +187,12 @@ class Sandbox:
         home = self._home
         if not any(_under(home, area) for area in covered):
             out += ["--tmpfs", home]
-        out += ["--bind" if boundary == "workspace-write" else "--ro-bind", cwd, cwd]
+        if cwd == "/" or any(_under(cwd, k) for k in _KERNEL):
+            # a workspace that would bind the whole tree or the kernel's back in
+            # gets no writable directory at all
+            cwd = "/nonexistent"
+        else:
+            out += ["--bind" if boundary == "workspace-write" else "--ro-bind", cwd, cwd]
         if cwd == home:
             # the home itself is the cwd: cover what is in it, entry by entry
             out += self._cover_entries(home)

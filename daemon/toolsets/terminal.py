@@ -130,6 +130,7 @@ def terminal_tool(table: ProcessTable, config: ToolsConfig) -> Tool:
                           "the sandbox)")
         try:
             cwd = workdir_of(ctx, args.get("workdir"))
+            workspace = workdir_of(ctx, None)  # the sandbox's writable directory
         except ValueError as exc:
             return _error(f"terminal: {exc}")
         if not os.path.isdir(cwd):
@@ -147,7 +148,7 @@ def terminal_tool(table: ProcessTable, config: ToolsConfig) -> Tool:
         if background:
             try:
                 p = await table.start(ctx.session_id, ctx.admission_id, command, cwd, notify,
-                                      run_in)
+                                      run_in, workspace)
             except ValueError as exc:
                 return _error(f"terminal: {exc}")
             return _json({"process_id": p.process_id, "pid": p.proc.pid, "state": "running",
@@ -155,7 +156,7 @@ def terminal_tool(table: ProcessTable, config: ToolsConfig) -> Tool:
                           "hint": "a notice arrives as a new turn when it ends" if notify
                           else "use process poll, log or wait to follow it",
                           "summary": f"started {p.process_id} in the background"})
-        return _json(await _foreground(sandbox, command, cwd, run_in, timeout,
+        return _json(await _foreground(sandbox, command, cwd, workspace, run_in, timeout,
                                        config.output_chars))
 
     return Tool(name="terminal", toolset="terminal", run=run, parameters=TERMINAL_PARAMETERS,
@@ -171,11 +172,12 @@ def terminal_tool(table: ProcessTable, config: ToolsConfig) -> Tool:
                     "it and returns a process id (see the process tool)."))
 
 
-async def _foreground(sandbox: Sandbox, command: str, cwd: str, boundary: str,
+async def _foreground(sandbox: Sandbox, command: str, cwd: str, workspace: str, boundary: str,
                       timeout: float, limit: int) -> dict[str, Any]:
     started = time.monotonic()
     try:
-        proc = await spawn(sandbox.argv(command, cwd, boundary), cwd, sandbox.env)
+        proc = await spawn(sandbox.argv(command, cwd, boundary, workspace=workspace), cwd,
+                           sandbox.env)
     except (OSError, ValueError) as exc:
         return {"error": f"could not start the command: {exc}", "summary": "could not start"}
     capture = Capture(limit)
@@ -198,7 +200,7 @@ async def _foreground(sandbox: Sandbox, command: str, cwd: str, boundary: str,
     if timed_out:
         out["timed_out"] = True
         out["note"] = f"killed after {timeout:g} s (with everything it started)"
-    elif hint := refusal(boundary, sandbox.config.network, exit_code, output, cwd):
+    elif hint := refusal(boundary, sandbox.config.network, exit_code, output, workspace):
         out["sandbox_refused"] = hint
     out["summary"] = _summary(exit_code, timed_out, output)
     return out
@@ -306,6 +308,6 @@ async def _act(table: ProcessTable, p: Managed, action: str, args: dict[str, Any
 def _hinted(table: ProcessTable, p: Managed, out: dict[str, Any]) -> dict[str, Any]:
     """``out`` with the sandbox's hint when the process ended refused by it."""
     if p.state == "exited" and (hint := refusal(p.boundary, table.sandbox.config.network,
-                                                p.exit_code, p.ring.tail(4000), p.cwd)):
+                                                p.exit_code, p.ring.tail(4000), p.workspace)):
         out["sandbox_refused"] = hint
     return out

@@ -85,14 +85,16 @@ def test_without_bwrap_on_path_there_is_no_sandbox_and_commands_run_plain(tmp_pa
     assert not found.ok and found.why == "bwrap not found"
     box = Sandbox(SandboxConfig(), found, home=tmp_path / "home")
     assert box.boundary() == NONE and box.boundary("read-only") == NONE
-    assert box.argv("echo hi", str(tmp_path), NONE) == ["/bin/sh", "-c", "echo hi"]
+    assert box.argv("echo hi", str(tmp_path), NONE, workspace=str(tmp_path)) == [
+        "/bin/sh", "-c", "echo hi"]
     assert box.describe().startswith("none — bwrap not found; ")
     assert Sandbox(SandboxConfig(mode="off"), Probe("/usr/bin/bwrap", "bubblewrap 0.8.0"),
                    home=tmp_path).boundary() == NONE
 
 
 def _run(box: Sandbox, command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(box.argv(command, str(cwd), "workspace-write"), env=box.env,
+    return subprocess.run(box.argv(command, str(cwd), "workspace-write", workspace=str(cwd)),
+                          env=box.env,
                           cwd=cwd, capture_output=True, text=True, timeout=30, check=False)
 
 
@@ -121,3 +123,14 @@ def test_the_home_stays_hidden_and_the_cwd_usable_whichever_holds_the_other(layo
         assert done.stdout.endswith("written\n") and (cwd / "made").exists()
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@needs_bwrap
+def test_a_workspace_of_the_whole_tree_leaves_nothing_writable(tmp_path):
+    box = Sandbox(SandboxConfig(), probe(), home=tmp_path / "home",
+                  environ={"PATH": "/usr/bin:/bin"})
+    argv = box.argv("touch /var/tmp/tether-never-made-$$ || echo REFUSED", "/",
+                    "workspace-write", workspace="/")
+    done = subprocess.run(argv, env=box.env, capture_output=True, text=True, timeout=30,
+                          check=False)
+    assert "REFUSED" in done.stdout and "Read-only file system" in done.stderr, done

@@ -88,6 +88,8 @@ async def test_inside_the_sandbox_a_command_reaches_only_its_working_directory(s
     with listener() as (port, got):
         model = ScriptedModel({"probe": [
             ("terminal", {"command": f"touch {elsewhere}/x"}),
+            # a workdir names where it runs, not what it may write
+            ("terminal", {"command": "touch y", "workdir": str(elsewhere)}),
             ("terminal", {"command": f"echo inside > made.txt && echo ok > {private} && "
                                      f"cat {private}"}),
             ("terminal", {"command": f"cat {home}/config.yaml; ls -a {home}; "
@@ -111,13 +113,15 @@ async def test_inside_the_sandbox_a_command_reaches_only_its_working_directory(s
                                           text="probe the sandbox")
                     done = await peer.wait_terminal(sid, r["admission_id"])
     assert done["outcome"] == "completed"
-    outside, inside, owner_home, procs, net, printed = tool_results(model, "probe")
+    outside, workdir, inside, owner_home, procs, net, printed = tool_results(model, "probe")
     # a write outside the cwd is refused, and the result says why and what to do
     assert outside["exit_code"] != 0 and "Read-only file system" in outside["output"]
     assert not (elsewhere / "x").exists()
     assert outside["sandbox"] == "workspace-write"
     assert "refused a write outside the working directory" in outside["sandbox_refused"]
     assert "escalate: true" in outside["sandbox_refused"]
+    assert workdir["exit_code"] != 0 and not (elsewhere / "y").exists()
+    assert f"outside the working directory {work}" in workdir["sandbox_refused"]
     # the cwd is writable; /tmp is a private one, gone with the command
     assert inside["exit_code"] == 0 and inside["output"] == "ok\n"
     assert (work / "made.txt").read_text() == "inside\n"
