@@ -186,6 +186,7 @@ async def test_an_escalation_asks_runs_outside_when_approved_and_is_denied_unatt
 
 
 def _left(tag: str) -> str:
+    """Our sleeps still running (pgrep -f 'sleep 30[12]', told apart by ``tag``)."""
     return subprocess.run(["pgrep", "-af", f"sleep 30[12][.]{tag}"], capture_output=True,
                           text=True, check=False).stdout
 
@@ -202,6 +203,8 @@ async def test_process_kill_ends_what_escaped_its_group_at_once(tmp_path, mode):
                       "background": True}),
         ("process", lambda rs: {"action": "wait", "id": rs[0]["process_id"], "timeout_s": 1}),
         ("process", lambda rs: {"action": "kill", "id": rs[0]["process_id"]}),
+        # in the foreground, what a command leaves running ends with it
+        ("terminal", {"command": f"setsid sleep 301.{tag} & echo left-behind"}),
     ]})
 
     def model(req: dict):
@@ -217,12 +220,14 @@ async def test_process_kill_ends_what_escaped_its_group_at_once(tmp_path, mode):
                                       text="kill it")
                 await peer.wait_terminal(sid, r["admission_id"])
                 left = _left(tag)
-    started, waited, killed = tool_results(script, "kill")
+    started, waited, killed, foreground = tool_results(script, "kill")
     assert started["sandbox"] == ("none" if mode == "off" else mode)
     assert waited["state"] == "running"  # both sleeps were up
     assert killed["state"] == "killed"
     # the model asked for the kill at times[2] and had its result by times[3]
     assert times[3] - times[2] < 5.0, times
+    assert foreground["exit_code"] == 0 and foreground["output"] == "left-behind\n"
+    assert foreground["duration_seconds"] < 5.0
     assert left == ""
 
 
