@@ -8,9 +8,10 @@ the allowlisted environment (env.py). ``escalate: true`` (with a ``reason``)
 asks to run it outside the sandbox: a person must approve it. In the
 foreground it waits, up to its timeout (then it is ended with everything it
 started), and returns the exit code and the output capped for the model, with
-a hint when the sandbox refused something. ``background: true`` starts a managed process (processes.py) and
-returns its id at once; ``notify_on_complete`` also delivers a notice when it
-ends — only where somebody can receive it: on a turn without late delivery
+a hint when the sandbox refused something. ``background: true`` starts a
+managed process (processes.py) and returns its id at once;
+``notify_on_complete`` also delivers a notice when it ends — only where
+somebody can receive it: on a turn without late delivery
 (``ToolContext.late_delivery`` False: finite turns, child agents) the call is
 refused and nothing is started or recorded.
 
@@ -159,17 +160,22 @@ def terminal_tool(table: ProcessTable, config: ToolsConfig) -> Tool:
         return _json(await _foreground(sandbox, command, cwd, workspace, run_in, timeout,
                                        config.output_chars))
 
+    if table.sandbox.boundary() == NONE:
+        where = ("There is no sandbox on this machine: risky commands need the user's "
+                 "approval. ")
+    else:
+        where = ("It runs in a sandbox: the filesystem is read-only except the working "
+                 "directory and a private /tmp, there is no network, and the environment "
+                 "holds only basic variables; the result says when the sandbox refused "
+                 "something. escalate: true with a reason runs it outside the sandbox "
+                 "(network, writes beyond the workspace) and always needs a person's "
+                 "approval. Risky commands may need the user's approval too. ")
     return Tool(name="terminal", toolset="terminal", run=run, parameters=TERMINAL_PARAMETERS,
                 description=(
                     "Run a shell command in the session's working directory and return its "
-                    "exit code and output (long output keeps its start and end). It runs in "
-                    "a sandbox: the filesystem is read-only except the working directory and "
-                    "a private /tmp, there is no network, and the environment holds only "
-                    "basic variables; the result says when the sandbox refused something. "
-                    "escalate: true with a reason runs it outside the sandbox (network, "
-                    "writes beyond the workspace) and always needs a person's approval. "
-                    "Risky commands may need the user's approval. background: true starts "
-                    "it and returns a process id (see the process tool)."))
+                    "exit code and output (long output keeps its start and end). " + where
+                    + "background: true starts it and returns a process id (see the process "
+                    "tool)."))
 
 
 async def _foreground(sandbox: Sandbox, command: str, cwd: str, workspace: str, boundary: str,
