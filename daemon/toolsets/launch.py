@@ -120,9 +120,7 @@ async def end(proc: asyncio.subprocess.Process, grace: float = KILL_GRACE_SECOND
             await asyncio.wait_for(exited(proc), grace)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    for pid in strays | _strays(proc.pid, token):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+    _kill_each({**strays, **_strays(proc.pid, token)})
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(exited(proc), KILL_GRACE_SECONDS)
 
@@ -132,9 +130,7 @@ def kill_now(proc: asyncio.subprocess.Process) -> None:
     strays = _strays(proc.pid, _tokens.get(proc))
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    for pid in strays:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+    _kill_each(strays)
 
 
 def _release(proc: asyncio.subprocess.Process) -> None:
@@ -144,26 +140,46 @@ def _release(proc: asyncio.subprocess.Process) -> None:
         transport.close()
 
 
-def _strays(root: int, token: str | None) -> set[int]:
-    """Processes of the command outside its process group: the descendants of
-    ``root`` and every process whose environment carries ``token``."""
+def _stat(pid: int) -> tuple[int, bytes] | None:
+    """(parent pid, start time) of ``pid`` from /proc, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[1]), fields[19]
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _kill_each(found: dict[int, bytes]) -> None:
+    """SIGKILL each pid of ``found`` that is still the process found (same start
+    time: a pid reused meanwhile by another process is left alone)."""
+    for pid, started in found.items():
+        now = _stat(pid)
+        if now is not None and now[1] == started:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _strays(root: int, token: str | None) -> dict[int, bytes]:
+    """Processes of the command outside its process group, with their start times:
+    the descendants of ``root`` and every process whose environment carries ``token``."""
     needle = f"{TOKEN_ENV}={token}\0".encode() if token else None
     children: dict[int, list[int]] = {}
+    started: dict[int, bytes] = {}
     marked: set[int] = set()
     try:
         names = os.listdir("/proc")
     except OSError:
-        return set()
+        return {}
     for name in names:
         if not name.isdigit():
             continue
         pid = int(name)
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
+        stat = _stat(pid)
+        if stat is None:
             continue
-        children.setdefault(ppid, []).append(pid)
+        children.setdefault(stat[0], []).append(pid)
+        started[pid] = stat[1]
         if needle is not None:
             try:
                 with open(f"/proc/{pid}/environ", "rb") as f:
@@ -178,4 +194,4 @@ def _strays(root: int, token: str | None) -> set[int]:
             if child not in found:
                 found.add(child)
                 stack.append(child)
-    return (found | marked) - {root, os.getpid()}
+    return {pid: started[pid] for pid in (found | marked) - {root, os.getpid()}}

@@ -4,6 +4,7 @@ layouts where the owner's home and the working directory hold one another
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 from pathlib import Path
@@ -134,3 +135,33 @@ def test_a_workspace_of_the_whole_tree_leaves_nothing_writable(tmp_path):
     done = subprocess.run(argv, env=box.env, capture_output=True, text=True, timeout=30,
                           check=False)
     assert "REFUSED" in done.stdout and "Read-only file system" in done.stderr, done
+
+
+@needs_bwrap
+def test_with_sandbox_network_true_a_command_reaches_the_network(tmp_path):
+    import socket
+    import threading
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    got: list[bytes] = []
+
+    def accept() -> None:
+        srv.settimeout(20)
+        with contextlib.suppress(OSError):
+            conn, _ = srv.accept()
+            with conn:
+                got.append(conn.recv(10))
+
+    t = threading.Thread(target=accept)
+    t.start()
+    box = Sandbox(SandboxConfig(network=True), probe(), home=tmp_path / "home",
+                  environ={"PATH": "/usr/bin:/bin"})
+    try:
+        done = _run(box, f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', "
+                         f"{port})).sendall(b'hi')\"", tmp_path)
+    finally:
+        t.join(25)
+        srv.close()
+    assert done.returncode == 0 and got == [b"hi"], done
+    assert box.describe().endswith(", workspace-write, network on")

@@ -99,6 +99,9 @@ async def test_inside_the_sandbox_a_command_reaches_only_its_working_directory(s
                 f"cat /proc/{owner_pid['pid']}/environ || echo NO-OWNER-PROC")}),
             ("terminal", {"command": connect(port)}),
             ("terminal", {"command": "env"}),
+            ("terminal", {"command": f"touch {elsewhere}/z", "background": True}),
+            ("process", lambda rs: {"action": "wait", "id": rs[-1]["process_id"],
+                                    "timeout_s": 30}),
         ]})
         with FakeProvider(model) as provider:
             write_config(home, provider.url, model={"api_key": "sk-config-key-never-shown"},
@@ -113,7 +116,8 @@ async def test_inside_the_sandbox_a_command_reaches_only_its_working_directory(s
                                           text="probe the sandbox")
                     done = await peer.wait_terminal(sid, r["admission_id"])
     assert done["outcome"] == "completed"
-    outside, workdir, inside, owner_home, procs, net, printed = tool_results(model, "probe")
+    outside, workdir, inside, owner_home, procs, net, printed, _, waited = \
+        tool_results(model, "probe")
     # a write outside the cwd is refused, and the result says why and what to do
     assert outside["exit_code"] != 0 and "Read-only file system" in outside["output"]
     assert not (elsewhere / "x").exists()
@@ -142,6 +146,9 @@ async def test_inside_the_sandbox_a_command_reaches_only_its_working_directory(s
     assert OWNER_SECRET not in printed["output"]
     assert "TETHER_HOME" not in printed["output"] and "OPENAI" not in printed["output"]
     assert "PATH=" in printed["output"]
+    # a background command refused so says it when it is followed
+    assert waited["state"] == "exited" and waited["sandbox"] == "workspace-write"
+    assert "refused a write outside" in waited["sandbox_refused"]
 
 
 async def test_an_escalation_asks_runs_outside_when_approved_and_is_denied_unattended(
