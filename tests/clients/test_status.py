@@ -29,6 +29,7 @@ def test_status_names_the_provider_and_model_of_the_running_owner(tmp_path, run_
     fields = _lines(shown.stdout)
     assert fields["provider"] == f"custom ({fake.url})"
     assert fields["model"] == "test-model"
+    assert fields["sandbox"].endswith(", workspace-write, network off")  # bubblewrap 0.x
     assert "note" not in fields
     runtime = json.loads(as_json.stdout)["runtime"]
     assert runtime["turn_defaults"] == {"provider": "custom", "model": "test-model",
