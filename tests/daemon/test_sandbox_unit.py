@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from harness import sandbox_missing
 
 from tether.daemon.config import ConfigError, SandboxConfig, build_config
 from tether.daemon.settings import check_turn_options
@@ -24,8 +25,8 @@ from tether.daemon.toolsets.sandbox import (
 )
 from tether.rpc.errors import InvalidParams
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
-                                 reason="bubblewrap is not installed (.ci/run installs it)")
+needs_bwrap = pytest.mark.skipif(sandbox_missing() is not None,
+                                 reason=f"no sandbox can be made here: {sandbox_missing()}")
 
 
 def test_a_turn_may_make_the_sandbox_stricter_never_looser():

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 from fakeprovider import FakeProvider
-from harness import OwnerProcess, Peer, clean_env, write_config
+from harness import OwnerProcess, Peer, clean_env, sandbox_missing, write_config
 from toolscript import ScriptedModel, tool_results
 
 pytestmark = [pytest.mark.sqlite_only,
-              pytest.mark.skipif(shutil.which("bwrap") is None,
-                                 reason="bubblewrap is not installed (.ci/run installs it)")]
+              pytest.mark.skipif(sandbox_missing() is not None,
+                                 reason=f"no sandbox can be made here: {sandbox_missing()}")]
 
 OWNER_SECRET = "hunter2-owner-only"
 
