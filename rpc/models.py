@@ -96,9 +96,7 @@ class TurnOptions(Model):
     reasoning: Reasoning | None = None
     max_turns: Annotated[int, Field(ge=1, le=200)] | None = None
     ignore_rules: bool | None = None
-    #: the sandbox of the turn's commands: at least as strict as the owner's sandbox.mode
-    #: (off < workspace-write < read-only); a looser one is refused
-    sandbox: SandboxMode | None = None
+    sandbox: SandboxMode | None = None  # never looser than the owner's sandbox.mode
 
 
 TURN_OPTION_FIELDS: tuple[str, ...] = ("provider", "model", "base_url", "toolsets", "reasoning",
@@ -218,9 +216,7 @@ class RuntimeDescribeResult(Model):
     providers: list[str]
     toolsets: list[str]
     turn_defaults: TurnDefaults
-    #: the boundary around the agent's commands, in words: e.g. "bubblewrap 0.8.0,
-    #: workspace-write, network off", or "none — bwrap not found; ..."
-    sandbox: str
+    sandbox: str  # the boundary around commands, e.g. "bubblewrap 0.8.0, workspace-write, …"
 
 
 class PingResult(Model):
