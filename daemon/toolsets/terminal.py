@@ -157,8 +157,12 @@ def terminal_tool(table: ProcessTable, config: ToolsConfig) -> Tool:
                           "hint": "a notice arrives as a new turn when it ends" if notify
                           else "use process poll, log or wait to follow it",
                           "summary": f"started {p.process_id} in the background"})
-        return _json(await _foreground(sandbox, command, cwd, workspace, run_in, timeout,
-                                       config.output_chars))
+        out = await _foreground(sandbox, command, cwd, workspace, run_in, timeout,
+                                config.output_chars)
+        if "sandbox_refused" in out and not ctx.attended:
+            out["sandbox_refused"] += (" (on this turn nobody can approve an escalation: it "
+                                       "would be denied)")
+        return _json(out)
 
     if table.sandbox.boundary() == NONE:
         where = ("There is no sandbox on this machine: risky commands need the user's "

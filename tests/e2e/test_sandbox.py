@@ -124,6 +124,7 @@ async def test_inside_the_sandbox_a_command_reaches_only_its_working_directory(s
     assert outside["sandbox"] == "workspace-write"
     assert "refused a write outside the working directory" in outside["sandbox_refused"]
     assert "escalate: true" in outside["sandbox_refused"]
+    assert "nobody can approve" not in outside["sandbox_refused"]  # a person is there
     assert workdir["exit_code"] != 0 and not (elsewhere / "y").exists()
     assert f"outside the working directory {work}" in workdir["sandbox_refused"]
     # the cwd is writable; /tmp is a private one, gone with the command
@@ -264,6 +265,7 @@ async def test_a_turn_may_tighten_the_sandbox_never_loosen_it(scratch):
     assert refused["sandbox"] == "read-only" and refused["exit_code"] != 0
     assert not (work / "made-here").exists()
     assert "refused a write (read-only" in refused["sandbox_refused"]
+    assert "nobody can approve an escalation" in refused["sandbox_refused"]  # -Q: unattended
     for reply in (looser, default):
         assert reply["error"]["data"]["reason"] == "invalid_params"
         assert "sandbox off is looser than the owner's sandbox.mode workspace-write" \
