@@ -4,13 +4,9 @@ A path the model names is made absolute against the session's working
 directory (the *root*). Then:
 
 - **beneath the root** (lexically): it is resolved beneath the root; a symlink
-  is followed only while it stays beneath. On Linux ≥ 5.6 the kernel does the
-  walk (``openat2`` with ``RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS``; Python has
-  no binding, so it is called through ctypes); elsewhere, or where the syscall
-  is blocked, a walk component by component with ``O_NOFOLLOW`` and ``dir_fd``
-  does the same, reading each symlink and splicing its target in. A symlink
-  that leads out (an absolute target, or ``..`` past the root) is ``Refused``
-  with kind ``escape``.
+  is followed only while it stays beneath (beneath.py: ``openat2``
+  ``RESOLVE_BENEATH``, or an ``O_NOFOLLOW`` walk). A symlink that leads out (an
+  absolute target, or ``..`` past the root) is ``Refused`` with kind ``escape``.
 - **outside the root** (the model named it, e.g. ``../x`` or ``/etc/hosts``):
   its directory is opened as named, and its last component is never followed
   (a symlink there is ``Refused`` with kind ``link``).
@@ -28,152 +24,18 @@ planted at any name is never written through.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import secrets
 import stat
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+
+from .beneath import DIR_FLAGS, MAX_LINKS, OPENAT2, Refused, beneath, escape, real_path
 
 __all__ = ["Place", "Refused", "locate", "open_dir", "open_read", "write_atomic",
            "OPENAT2"]
-
-#: the syscall number of openat2: one number on every architecture (the table
-#: was unified from 424 on), so x86_64 and aarch64 alike
-SYS_OPENAT2 = 437
-RESOLVE_NO_MAGICLINKS = 0x02
-RESOLVE_BENEATH = 0x08
-MAX_LINKS = 40  # as the kernel's own bound (ELOOP)
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-#: intermediate directories of the fallback walk: O_PATH where there is one
-_STEP = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class Refused(Exception):
-    """The path may not be used: ``kind`` is ``escape``, ``link`` or ``forbidden``."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-class _OpenHow(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64),
-                ("resolve", ctypes.c_uint64)]
-
-
-class _Openat2:
-    """The openat2 syscall, or None where this kernel (or its seccomp filter) has none."""
-
-    def __init__(self) -> None:
-        self.enabled: bool | None = None if sys.platform == "linux" else False
-        self._syscall: Any = None
-
-    def available(self) -> bool:
-        if self.enabled is None:
-            try:
-                libc = ctypes.CDLL(None, use_errno=True)
-                self._syscall = libc.syscall
-                self._syscall.restype = ctypes.c_long
-                fd = self.open(os.open("/", _DIR), ".", _DIR, close_dir=True)
-                os.close(fd)
-                self.enabled = True
-            except (OSError, AttributeError):
-                self.enabled = False
-        return bool(self.enabled)
-
-    def open(self, dir_fd: int, path: str, flags: int, *, close_dir: bool = False) -> int:
-        how = _OpenHow(flags, 0, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
-        try:
-            assert self._syscall is not None
-            fd = self._syscall(ctypes.c_long(SYS_OPENAT2), ctypes.c_long(dir_fd),
-                               ctypes.c_char_p(os.fsencode(path)), ctypes.byref(how),
-                               ctypes.c_size_t(ctypes.sizeof(how)))
-            err = ctypes.get_errno()
-        finally:
-            if close_dir:
-                os.close(dir_fd)
-        if fd < 0:
-            raise OSError(err, os.strerror(err), path)
-        return int(fd)
-
-
-#: the process's openat2 (tests switch ``OPENAT2.enabled`` off to run the fallback walk)
-OPENAT2 = _Openat2()
-
-
-def _escape(path: str, root: str) -> Refused:
-    return Refused("escape", f"refused: {path} leads outside the working directory {root} "
-                             "through a symbolic link; name the target's own path if you "
-                             "mean it")
-
-
-def _beneath(root_fd: int, rel: str, shown: str, root: str) -> int:
-    """A directory descriptor (O_RDONLY) of ``rel`` resolved beneath ``root_fd``."""
-    if OPENAT2.available():
-        try:
-            return OPENAT2.open(root_fd, rel, _DIR)
-        except OSError as exc:
-            if exc.errno == errno.EXDEV:
-                raise _escape(shown, root) from None
-            if exc.errno not in (errno.ENOSYS, errno.EPERM):
-                raise OSError(exc.errno, exc.strerror, shown) from None
-            OPENAT2.enabled = False  # blocked after all: walk from now on
-    return _walk(root_fd, rel, shown, root)
-
-
-def _walk(root_fd: int, rel: str, shown: str, root: str) -> int:
-    """``_beneath`` without openat2: one component at a time, never following a
-    symlink blindly; its target is read and walked in turn, within the root."""
-    stack = [os.dup(root_fd)]
-    parts = [p for p in rel.split("/") if p not in ("", ".")]
-    links = 0
-    try:
-        while parts:
-            part = parts.pop(0)
-            if part == "..":
-                if len(stack) == 1:
-                    raise _escape(shown, root)
-                os.close(stack.pop())
-                continue
-            try:
-                stack.append(os.open(part, _STEP, dir_fd=stack[-1]))
-                continue
-            except OSError as exc:
-                if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-                    raise OSError(exc.errno, exc.strerror, shown) from None
-                if not stat.S_ISLNK(os.stat(part, dir_fd=stack[-1],
-                                            follow_symlinks=False).st_mode):
-                    raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), shown) from None
-            links += 1
-            if links > MAX_LINKS:
-                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), shown)
-            target = os.readlink(part, dir_fd=stack[-1])
-            if target.startswith("/"):
-                raise _escape(shown, root)
-            parts[:0] = [p for p in target.split("/") if p not in ("", ".")]
-        return os.open(".", _DIR, dir_fd=stack[-1])
-    finally:
-        for fd in stack:
-            os.close(fd)
-
-
-def _real(fd: int) -> str:
-    """The absolute path the kernel knows for an open descriptor."""
-    if sys.platform == "linux":
-        path = os.readlink(f"/proc/self/fd/{fd}")
-    else:  # macOS: F_GETPATH
-        import fcntl
-
-        raw = fcntl.fcntl(fd, getattr(fcntl, "F_GETPATH", 50), b"\0" * 1024)
-        path = os.fsdecode(raw.split(b"\0", 1)[0])
-    if not path.startswith("/") or path.endswith(" (deleted)"):
-        raise OSError(errno.ENOENT, "the directory was removed", path)
-    return path
 
 
 def _under(path: str, root: str) -> str | None:
@@ -205,7 +67,7 @@ class Place:
         for part in self.rest:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(part, 0o777, dir_fd=self.dir_fd)
-            fd = os.open(part, _DIR | os.O_NOFOLLOW, dir_fd=self.dir_fd)
+            fd = os.open(part, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=self.dir_fd)
             os.close(self.dir_fd)
             self.dir_fd = fd
         self.rest = []
@@ -243,7 +105,7 @@ def locate(cwd: str | None, path: object, *, home: str | None,
         else _outside(wanted, missing_ok)
     place.home = home_real
     try:
-        real = os.path.normpath(os.path.join(_real(place.dir_fd), *place.rest, place.name))
+        real = os.path.normpath(os.path.join(real_path(place.dir_fd), *place.rest, place.name))
         if home_real and _under(real, home_real) is not None:
             raise _forbidden(place.shown, home_real)
     except BaseException:
@@ -259,23 +121,23 @@ def _forbidden(shown: str, home: str) -> Refused:
 
 
 def _inside(base: str, root_real: str, rel: str, wanted: str, missing_ok: bool) -> Place:
-    root_fd = os.open(base, _DIR)
+    root_fd = os.open(base, DIR_FLAGS)
     try:
         for _ in range(MAX_LINKS + 1):
             folder, name = os.path.split(rel) if rel != "." else (".", "")
             shown = os.path.join(base, rel) if rel != "." else base
             rest: list[str] = []
             try:
-                dir_fd = _beneath(root_fd, folder or ".", shown, base)
+                dir_fd = beneath(root_fd, folder or ".", shown, base)
             except FileNotFoundError:
                 if not missing_ok:
                     raise
-                dir_fd, rest = _nearest(folder, partial(_beneath, root_fd, shown=shown,
+                dir_fd, rest = _nearest(folder, partial(beneath, root_fd, shown=shown,
                                                         root=base))
             try:
-                where = _under(_real(dir_fd), root_real)
+                where = _under(real_path(dir_fd), root_real)
                 if where is None:  # only a rename racing us could do this
-                    raise _escape(shown, base)
+                    raise escape(shown, base)
                 shown = os.path.normpath(os.path.join(base, where, *rest, name))
                 if rest:
                     return Place(dir_fd, name, shown, True, None, rest)
@@ -297,7 +159,7 @@ def _inside(base: str, root_real: str, rel: str, wanted: str, missing_ok: bool) 
                 nxt = os.path.normpath(os.path.join(where, target))
                 nxt = None if nxt == ".." or nxt.startswith("../") else nxt
             if nxt is None:
-                raise _escape(wanted, base)
+                raise escape(wanted, base)
             rel = nxt
         raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), wanted)
     finally:
@@ -318,13 +180,13 @@ def _outside(wanted: str, missing_ok: bool) -> Place:
     folder, name = os.path.split(wanted)
     rest: list[str] = []
     try:
-        dir_fd = os.open(folder or "/", _DIR)
+        dir_fd = os.open(folder or "/", DIR_FLAGS)
     except FileNotFoundError:
         if not missing_ok:
             raise
-        dir_fd, rest = _nearest(folder, lambda f: os.open(f, _DIR))
+        dir_fd, rest = _nearest(folder, lambda f: os.open(f, DIR_FLAGS))
     try:
-        shown = os.path.normpath(os.path.join(_real(dir_fd), *rest, name))
+        shown = os.path.normpath(os.path.join(real_path(dir_fd), *rest, name))
         if rest:
             return Place(dir_fd, name, shown, False, None, rest)
         if name:
@@ -389,7 +251,7 @@ def open_dir(place: Place) -> int:
     """A descriptor of the directory at ``place`` (never through a symlink)."""
     if not place.name:
         return os.dup(place.dir_fd)
-    return os.open(place.name, _DIR | os.O_NOFOLLOW, dir_fd=place.dir_fd)
+    return os.open(place.name, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=place.dir_fd)
 
 
 def _umask() -> int:
