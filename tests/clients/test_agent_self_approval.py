@@ -5,6 +5,7 @@ the agent started (and by one that slipped away with setsid), is refused
 from __future__ import annotations
 
 import asyncio
+import json
 import shlex
 import sys
 
@@ -75,3 +76,64 @@ async def test_a_command_of_the_agent_cannot_approve_its_prompts(tmp_path, run_c
     assert done.returncode == 0, done.stderr
     assert finished["outcome"] == "completed" and (work / "made-by-agent").exists()
     assert [r for r in rules_after if r["source"] != "config"] == []  # answered once
+
+
+#: a command of the agent answering a prompt over the TCP listener with a token it found
+TCP_CLIENT = """
+import json, pathlib, sys, time
+from websockets.sync.client import connect
+here = pathlib.Path('.')
+while not (here / 'tcp-target').exists():
+    time.sleep(0.1)
+url, token, sid, apr = (here / 'tcp-target').read_text().split()
+with connect(url, additional_headers={'Authorization': 'Bearer ' + token}) as ws:
+    ws.send(json.dumps({'jsonrpc': '2.0', 'id': 1, 'method': 'approval.respond',
+                        'params': {'session_id': sid, 'approval_id': apr,
+                                   'decision': 'always'}}))
+    (here / 'tcp-reply.json').write_text(ws.recv(timeout=60))
+"""
+
+
+async def test_the_tcp_listener_refuses_the_agents_process_too(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "client.py").write_text(TCP_CLIENT)
+    home = tmp_path / "home"
+    model = ScriptedModel({"go": [
+        ("terminal", {"command": f"{shlex.quote(sys.executable)} client.py",
+                      "background": True}),
+        ("terminal", {"command": TOUCH})]})
+    with FakeProvider(model) as provider:
+        write_config(home, provider.url, approvals={"mode": "ask"})
+        with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
+            url = owner.descriptor["tcp_url"]
+            async with await Peer.connect(home) as peer:
+                token = (await peer.result("token.create", label="found"))["token"]
+                sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
+                r = await peer.result("prompt.submit", session_id=sid, input_id="g", text="go")
+                first = (await peer.wait_event(lambda e: e["type"] == "approval.requested"))
+                await peer.result("approval.respond", session_id=sid, decision="once",
+                                  approval_id=first["payload"]["approval_id"])
+                second = await peer.wait_event(
+                    lambda e: e["type"] == "approval.requested"
+                    and e["payload"]["approval_id"] != first["payload"]["approval_id"])
+                apr = second["payload"]["approval_id"]
+                (work / "tcp-target").write_text(f"{url} {token} {sid} {apr}")
+                await until(lambda: (work / "tcp-reply.json").exists()
+                            and (work / "tcp-reply.json").read_text(), "the tool's reply")
+                pending = (await peer.result("approval.list", session_id=sid))["approvals"]
+                # the person, over TCP with the same token: answered
+                from websockets.asyncio.client import connect
+
+                ws = await connect(url, additional_headers={"Authorization": f"Bearer {token}"})
+                async with Peer(ws) as person:
+                    answered = await person.result("approval.respond", session_id=sid,
+                                                   approval_id=apr, decision="once")
+                finished = await peer.wait_terminal(sid, r["admission_id"])
+
+    reply = json.loads((work / "tcp-reply.json").read_text())
+    assert reply["error"]["message"] == "forbidden" and reply["error"]["code"] == -32003
+    assert "agent" in reply["error"]["data"]["detail"]
+    assert [p["approval_id"] for p in pending] == [apr]
+    assert answered["status"] == "resolved"
+    assert finished["outcome"] == "completed" and (work / "made-by-agent").exists()
