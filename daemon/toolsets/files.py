@@ -21,6 +21,7 @@ import io
 import os
 import re
 import shutil
+import stat
 from typing import Any
 
 import orjson
@@ -66,6 +67,14 @@ def _read_text(place: Place, limit: int) -> str:
     if len(data) > limit:
         raise ValueError(f"{place.shown} is larger than {limit} bytes; edit it another way")
     return data.decode("utf-8", "replace")
+
+
+def _is_dir(place: Place) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(place.name, dir_fd=place.dir_fd,
+                                    follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _denied(what: str, verdict: Any) -> str:
@@ -128,7 +137,7 @@ def file_tools(config: ToolsConfig, *, home: str | None = None) -> list[Tool]:
             return _error(f"write_file: {exc}")
         with place:
             path = place.shown
-            if not place.name:
+            if not place.name or (not place.rest and _is_dir(place)):
                 return _error(f"write_file: {path} is a directory")
             verdict = await ctx.approve("write_file", "file", path)
             if not verdict.allowed:

@@ -205,3 +205,7 @@ async def test_special_files_and_traversal_are_refused_cleanly(world, resolver):
     assert "error" not in out or "No such file" in out["error"]
     os.symlink("loop", work / "loop")
     assert "error" in await call(home, work, "read_file", {"path": "loop"})
+    (work / "adir").mkdir()
+    asked = Asked()
+    out = await call(home, work, "write_file", {"path": "adir", "content": "x"}, asked)
+    assert "is a directory" in out["error"] and asked.subjects == []
