@@ -11,8 +11,10 @@ directory (the *root*). Then:
   its directory is opened as named, and its last component is never followed
   (a symlink there is ``Refused`` with kind ``link``).
 - **inside the owner's home** (config.yaml, state.db, tokens, the socket, logs),
-  by its real location or as a hard link of one of the home's files: ``Refused``
-  with kind ``forbidden``, whatever the mode or the answer.
+  by its real location or as a hard link of one of the home's files, or in
+  ``/proc`` (the file tools run in the owner: ``/proc/self/environ`` is its
+  environment): ``Refused`` with kind ``forbidden``, whatever the mode or the
+  answer.
 
 Every place is handed out as an open directory descriptor plus a final name
 that is not a symlink; the tools then read with ``O_NOFOLLOW`` and write by a
@@ -108,10 +110,22 @@ def locate(cwd: str | None, path: object, *, home: str | None,
         real = os.path.normpath(os.path.join(real_path(place.dir_fd), *place.rest, place.name))
         if home_real and _under(real, home_real) is not None:
             raise _forbidden(place.shown, home_real)
+        if _under(real, "/proc") is not None or _same_device(place.dir_fd, "/proc"):
+            raise Refused("forbidden", f"forbidden: {place.shown} is in /proc, which shows "
+                                       "the owner's own process (its environment, memory "
+                                       "and open files) to the file tools")
     except BaseException:
         place.close()
         raise
     return place
+
+
+def _same_device(fd: int, path: str) -> bool:
+    """Whether ``fd`` is on the file system mounted at ``path`` (procfs mounted elsewhere)."""
+    try:
+        return os.fstat(fd).st_dev == os.stat(path).st_dev
+    except OSError:
+        return False
 
 
 def _forbidden(shown: str, home: str) -> Refused:

@@ -173,6 +173,13 @@ async def test_the_owners_home_is_forbidden_not_asked(world, resolver):
         out = await call(home, work, name, args, asked)
         assert out["refused"] == "forbidden", (name, out)
         assert "the owner's home" in out["error"] and "sk-HOME-KEY" not in json.dumps(out)
+    # the owner's own process: its environment holds its keys
+    for path in ("/proc/self/environ", f"/proc/{os.getpid()}/cmdline", "/proc/self/status"):
+        out = await call(home, work, "read_file", {"path": path}, asked)
+        assert out["refused"] == "forbidden" and "/proc" in out["error"], out
+    assert (await call(home, work, "list_dir", {"path": f"/proc/{os.getpid()}"}))[
+        "refused"] == "forbidden"
+    assert (await call(home, work, "list_dir", {"path": "/proc/self"}))["refused"] == "link"
     # a symlink into it leads outside the working directory first
     assert (await call(home, work, "read_file", {"path": "home-link/config.yaml"}))[
         "refused"] == "escape"
