@@ -25,7 +25,7 @@ from tether.rpc.errors import Forbidden, RpcError
 
 from .toolsets import lineage
 
-__all__ = ["Peer", "PROTECTED", "unix_peer", "tcp_peer", "guard"]
+__all__ = ["Peer", "PROTECTED", "unix_peer", "tcp_peer", "guard", "agent_reason"]
 
 #: methods refused to the agent's own processes: exact names, and name prefixes
 PROTECTED = frozenset({"approval.respond"})
@@ -74,14 +74,19 @@ def _why(peer: Peer) -> str | None:
     return None
 
 
+def agent_reason(call: Any) -> str | None:
+    """Why the caller of ``call`` is one of the agent's processes (None: it is not, or
+    cannot be told: an in-process caller, a system without /proc). For handlers that
+    refuse the agent one option of a method (a looser sandbox, say), not the method."""
+    peer = getattr(call, "peer", None)
+    return _why(peer) if isinstance(peer, Peer) else None
+
+
 def guard(method: str, call: Any) -> RpcError | None:
     """The dispatcher's guard: ``forbidden`` for a protected method from an agent's process."""
     if method not in PROTECTED and not method.startswith(PROTECTED_PREFIXES):
         return None
-    peer = getattr(call, "peer", None)
-    if not isinstance(peer, Peer):
-        return None
-    why = _why(peer)
+    why = agent_reason(call)
     if why is None:
         return None
     return Forbidden(f"{method} is refused to the agent's own processes: the caller's "
