@@ -25,6 +25,8 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from . import lineage
+
 __all__ = ["spawn", "collect", "end", "exited", "TOKEN_ENV", "KILL_GRACE_SECONDS",
            "DRAIN_SECONDS"]
 
@@ -40,13 +42,19 @@ _tokens: weakref.WeakKeyDictionary[asyncio.subprocess.Process, str] = \
 
 async def spawn(argv: list[str], cwd: str, env: Mapping[str, str], *,
                 stdin: bool = False) -> asyncio.subprocess.Process:
-    """Start ``argv`` in ``cwd`` in a new session, stdout and stderr on one pipe."""
+    """Start ``argv`` in ``cwd`` in a new session, stdout and stderr on one pipe.
+
+    It is registered as a tool process (lineage.py) and marked in its environment,
+    so what it starts cannot answer the owner's approval prompts; the caller
+    unregisters it once it has ended."""
     token = secrets.token_hex(8)
     proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env={**env, TOKEN_ENV: token}, start_new_session=True,
+        *argv, cwd=cwd, env={**env, TOKEN_ENV: token, lineage.MARKER: "1"},
+        start_new_session=True,
         stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     _tokens[proc] = token
+    lineage.register(proc.pid)  # lineage: the agent's process (peers.py refuses it)
     return proc
 
 

@@ -36,6 +36,7 @@ from ..delegation.background import Admit
 from ..journal import Journal, Tx, recover_deliveries, until_stored
 from ..ledger import TURN_OPTION_KEY, encode_payload
 from ..supervisor import Supervisor
+from . import lineage
 from .launch import collect, end, kill_now, spawn
 from .output import Ring
 from .sandbox import Sandbox
@@ -163,6 +164,7 @@ class ProcessTable:
             p.exit_code = p.proc.returncode
         p.state = p.ending or "exited"
         p.done.set()
+        lineage.unregister(p.proc.pid)
         tail = p.ring.tail(TAIL_CHARS)
         try:
             await self._journal.persist(

@@ -30,6 +30,7 @@ import orjson
 
 from ..config import ToolsConfig
 from ..tools import Tool, ToolContext
+from . import lineage
 from .launch import collect, end, spawn
 from .output import Capture
 from .processes import KILL_SECONDS, Managed, ProcessTable
@@ -202,7 +203,9 @@ async def _foreground(sandbox: Sandbox, command: str, cwd: str, workspace: str, 
     except asyncio.CancelledError:
         # the turn is being stopped: the command goes with it
         await asyncio.shield(end(proc))
+        lineage.unregister(proc.pid)
         raise
+    lineage.unregister(proc.pid)
     output = capture.text()
     out: dict[str, Any] = {"exit_code": exit_code, "output": output,
                            "duration_seconds": round(time.monotonic() - started, 3),
