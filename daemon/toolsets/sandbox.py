@@ -187,9 +187,9 @@ class Sandbox:
         home = self._home
         if not any(_under(home, area) for area in covered):
             out += ["--tmpfs", home]
-        if cwd == "/" or any(_under(cwd, k) for k in _KERNEL):
-            # a workspace that would bind the whole tree or the kernel's back in
-            # gets no writable directory at all
+        if cwd == "/" or any(_under(cwd, k) for k in _KERNEL) or not os.path.isdir(cwd):
+            # a workspace that would bind the whole tree or the kernel's back in (or
+            # is not there to bind) gets no writable directory at all
             cwd = "/nonexistent"
         else:
             out += ["--bind" if boundary == "workspace-write" else "--ro-bind", cwd, cwd]
