@@ -113,7 +113,8 @@ class ApprovalService:
         why = decision.reason
         if escalate:
             said = " ".join((reason or "").split())[:500]
-            why = f"{why} (escalation: to run outside the sandbox; the model says: {said})"
+            # first: a prompt shown shortened still says what is asked, and why
+            why = f"to run OUTSIDE the sandbox (escalation); the model says: {said} — {why}"
         return await self._ask(call, kind, subject, why)
 
     async def _ask(self, call: ApprovalCall, kind: str, subject: str, why: str) -> Verdict:
