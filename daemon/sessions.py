@@ -105,8 +105,11 @@ def _same_session(found: dict[str, Any], request_id: str, digest: str) -> str:
 
 class SessionService:
     def __init__(self, journal: Journal, bus: EventBus, scheduler: Scheduler,
-                 supervisor: Supervisor, prices: Prices | None = None) -> None:
+                 supervisor: Supervisor, prices: Prices | None = None, *,
+                 sandbox_mode: str = "workspace-write") -> None:
         self._prices = prices or Prices()
+        #: sandbox.mode: a session's default sandbox may not be looser
+        self.sandbox_mode = sandbox_mode
         self._journal = journal
         self._db = journal.db
         self._bus = bus
@@ -127,7 +130,7 @@ class SessionService:
 
     async def create(self, p: SessionCreateParams, viewer: Viewer | None) -> tuple[dict, Any]:
         """Create (or find by request_id) a session; returns (snapshot, release)."""
-        check_turn_options(p.provider, p.toolsets, p.base_url)
+        check_turn_options(p.provider, p.toolsets, p.base_url, p.sandbox, self.sandbox_mode)
         options = {k: v for k in TURN_OPTION_FIELDS if (v := getattr(p, k)) is not None}
         params = p.model_dump(exclude={"request_id"}, exclude_none=True)
         digest = ledger.digest(ledger.encode_payload(params))
@@ -195,7 +198,8 @@ class SessionService:
                 payload = orjson.loads(a["payload_json"])
                 pending.append({"receipt": ledger.receipt_from_row(a), "text": payload["text"]})
             snap = {
-                "session_id": session_id, "stored_session_id": session_id, "info": _info(row, self._prices),
+                "session_id": session_id, "stored_session_id": session_id,
+                "info": _info(row, self._prices),
                 "messages": messages.list_for(c, session_id), "pending": pending,
                 "last_seq": events.last_seq(c, session_id), "events": None,
                 # pending approval prompts: a viewer that attaches late can answer them
