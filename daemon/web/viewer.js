@@ -225,6 +225,19 @@ function draw(view, ev) {
       turn.outcome.textContent = ev.payload.outcome + (ev.payload.error ? `: ${ev.payload.error}` : "");
       return;
     }
+    case "session.compacted": {
+      // older turns now reach the model as a summary; the transcript here stays whole
+      const p = ev.payload;
+      const text = `· older turns compacted into a summary (${p.kind}; about ${p.tokens_before} → ${p.tokens_after} tokens per request)`;
+      if (aid) progress(turnFor(view, aid), text, "compacted");
+      else {
+        const line = document.createElement("div");
+        line.className = "progress compacted";
+        line.textContent = text;
+        $("transcript").append(line);
+      }
+      return;
+    }
     default:
       return; // types this page does not know are skipped
   }
