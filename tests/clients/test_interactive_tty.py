@@ -211,7 +211,8 @@ def test_cost_and_compact_in_the_chat(tmp_path):
     def model(request: dict):
         if request["messages"][0]["content"].startswith("You compact the history"):
             return text_reply("SUMMARY_OF_EARLIER_TURNS")
-        return Message({"role": "assistant", "content": "ANSWER_OK"},
+        asked = request["messages"][-1]["content"]
+        return Message({"role": "assistant", "content": f"ANSWER_TO_{asked.upper()}"},
                        usage={"prompt_tokens": 1000, "completion_tokens": 100,
                               "total_tokens": 1100})
 
@@ -228,14 +229,23 @@ def test_cost_and_compact_in_the_chat(tmp_path):
             os.close(slave)
             term = Terminal(master)
             try:
-                term.read_until(b"ANSWER_OK")
+                term.read_until(b"ANSWER_TO_FIRST")
+                term.read_until(PROMPT, after=term.output.rindex(b"ANSWER_TO_FIRST"))
+                term.drain(0.3)
                 os.write(master, b"second\n")
-                term.read_until(b"ANSWER_OK", after=term.output.index(b"ANSWER_OK") + 1)
-                term.read_until(PROMPT, after=term.output.rindex(b"ANSWER_OK"))
+                term.read_until(b"ANSWER_TO_SECOND")
+                deadline = time.monotonic() + 20  # both turns settled: their usage is in
+                while db_rows(home, "SELECT COUNT(*) FROM session_admissions WHERE "
+                                    "status = 'terminal'")[0][0] < 2:
+                    assert time.monotonic() < deadline, term.text
+                    time.sleep(0.05)
+                term.drain(0.3)
+                term.read_until(PROMPT, after=term.output.rindex(b"ANSWER_TO_SECOND"))
                 os.write(master, b"/cost\n")
                 term.read_until(b"cost: $0.0040")
                 os.write(master, b"/compact the answers\n")
                 term.read_until(b"compacted messages 0")
+                term.read_until(PROMPT, after=term.output.rindex(b"compacted messages 0"))
                 os.write(master, b"\x04")
                 code = proc.wait(timeout=20)
             finally:
