@@ -128,11 +128,11 @@ def cmd_status(args: Any) -> int:
 
 async def _status(home: Any, desc: dict[str, Any], as_json: bool) -> int:
     from .client import TetherClient
-    from .usage_fmt import add_up, cost, tokens
+    from .usage_fmt import add_up, cost, tokens, top_level_usage
 
     async with await TetherClient.connect(home, autostart=False) as client:
         info = await client.describe()
-        usage = add_up(await _top_level_usage(client))
+        usage = add_up(await top_level_usage(client))
     if as_json:
         import orjson
 
@@ -159,19 +159,6 @@ async def _status(home: Any, desc: dict[str, Any], as_json: bool) -> int:
     if changed := config_changed_since(home, desc.get("started_at")):
         print(f"  note          {changed}")
     return EXIT_OK
-
-
-async def _top_level_usage(client: Any) -> list[dict[str, Any] | None]:
-    """Each top-level session's totals (a session's include its delegation children's,
-    so children are not counted again); an owner older than usage sends none."""
-    out: list[dict[str, Any] | None] = []
-    cursor = None
-    while True:
-        page = await client.list_sessions(limit=500, cursor=cursor)
-        out += [s.get("usage") for s in page["sessions"] if not s.get("parent_session_id")]
-        cursor = page.get("next_cursor")
-        if not cursor:
-            return out
 
 
 def config_changed_since(home: Any, started_at: Any) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["tokens", "cost", "cost_lines", "add_up"]
+__all__ = ["tokens", "cost", "cost_lines", "add_up", "top_level_usage"]
 
 COUNTERS = ("prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens",
             "reasoning_tokens", "requests")
@@ -65,3 +65,16 @@ def add_up(usages: list[dict[str, Any] | None]) -> dict[str, Any]:
             total = None if c is None or total is None else total + float(c)
     out["cost_usd"] = None if total is None else round(total, 6)
     return out
+
+
+async def top_level_usage(client: Any) -> list[dict[str, Any] | None]:
+    """Each top-level session's totals (a session's include its delegation children's,
+    so children are not counted again); an owner older than usage sends none."""
+    out: list[dict[str, Any] | None] = []
+    cursor = None
+    while True:
+        page = await client.list_sessions(limit=500, cursor=cursor)
+        out += [s.get("usage") for s in page["sessions"] if not s.get("parent_session_id")]
+        cursor = page.get("next_cursor")
+        if not cursor:
+            return out
