@@ -83,16 +83,21 @@ async def _run_tool(tools: dict[str, Tool], name: str, arguments: str,
 async def run_agent(*, provider: Provider, model: str, reasoning: str | None,
                     messages: list[dict[str, Any]], tools: dict[str, Tool], max_turns: int,
                     sink: AgentSink, tool_context: Callable[[str], ToolContext],
-                    budget: Budget | None = None) -> AgentResult:
+                    budget: Budget | None = None,
+                    result: AgentResult | None = None) -> AgentResult:
     """Run the loop over ``messages`` (history plus the new user message).
 
     Appends what it produces to ``messages`` and reports it to ``sink.record``.
     Provider failures end the loop with exit_reason ``failed``; cancellation
     propagates to the caller. With ``budget``, a request that would pass it has its
     largest contents cut first (budget.squeeze; the sink has recorded them whole).
+    ``result``, when given, is filled as the loop goes (its usage and api_calls
+    count every request made), so a caller that is cancelled knows what was spent.
     """
     schemas = [t.schema() for t in tools.values()] or None
-    result = AgentResult(text="", exit_reason="max_turns", model=model)
+    if result is None:
+        result = AgentResult(text="", exit_reason="max_turns", model=model)
+    result.exit_reason, result.model = "max_turns", model
     for _ in range(max_turns):
         if budget is not None:
             squeeze(messages, schemas, budget)

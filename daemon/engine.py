@@ -61,10 +61,12 @@ class Engine:
         return [t.schema() for t in self._tools.for_agent(settings.toolsets, depth).values()]
 
     async def run(self, run: AgentRun, settings: TurnSettings, messages: list[dict[str, Any]],
-                  sink: EventSink, budget: Budget | None = None) -> AgentResult:
+                  sink: EventSink, budget: Budget | None = None,
+                  progress: AgentResult | None = None) -> AgentResult:
         """Run the agent to its answer; ResolveError if no provider fits the settings,
         StorageError if what it reported could not be written. Every request is kept
-        within ``budget`` (default: the settings' model's, budget.squeeze)."""
+        within ``budget`` (default: the settings' model's, budget.squeeze); ``progress``
+        is the result filled as the loop goes (agent.run_agent)."""
         provider = self._providers.for_settings(settings)
         budget = budget or await self.budget(settings)
 
@@ -88,6 +90,7 @@ class Engine:
         result = await run_agent(
             provider=provider, model=settings.model, reasoning=settings.reasoning,
             messages=messages, tools=self._tools.for_agent(settings.toolsets, run.depth),
-            max_turns=settings.max_turns, sink=sink, tool_context=context, budget=budget)
+            max_turns=settings.max_turns, sink=sink, tool_context=context, budget=budget,
+            result=progress)
         await sink.settle()
         return result

@@ -196,10 +196,13 @@ class TurnRunner:
         payload = orjson.loads(row["payload_json"])
         sink = EventSink(self._journal_for(sid), sid, aid)
         result: AgentResult | None = None
+        # filled as the agent goes: a turn stopped halfway still counts what it spent
+        progress = AgentResult(text="", exit_reason="interrupted", model="")
         outcome, error = "failed", None
         try:
             settings = resolve_turn(self._config, session["options"],
                                     payload.get(TURN_OPTION_KEY, {}))
+            progress.model = settings.model
             msgs = turn_messages(history, session.get("cwd"), settings.ignore_rules, summary)
             budget = await self._engine.budget(settings)
             if self._config.model.compact == "auto" and budget.count(
@@ -214,7 +217,7 @@ class TurnRunner:
                              attended=not payload.get("finite"))
             # the model's retries are shown to viewers as model.retry events
             RETRY_LISTENER.set(lambda info: sink.event("model.retry", info))
-            result = await self._engine.run(agent, settings, msgs, sink, budget)
+            result = await self._engine.run(agent, settings, msgs, sink, budget, progress)
             outcome = "completed" if result.ok else "failed"
             error = result.error
         except ResolveError as exc:
@@ -229,10 +232,11 @@ class TurnRunner:
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
             sink.flush()
         text = result.text if result is not None else "".join(sink.streamed)
-        usage = result.usage if result is not None else {}
-        await self._finish(sid, aid, Event.FINISH, outcome, text=text, usage=usage, error=error,
-                           model=result.model if result is not None else None,
-                           requests=result.api_calls if result is not None else 0)
+        spent = result or (progress if progress.api_calls else None)
+        await self._finish(sid, aid, Event.FINISH, outcome, text=text,
+                           usage=spent.usage if spent else {}, error=error,
+                           model=spent.model if spent else None,
+                           requests=spent.api_calls if spent else 0)
 
     async def _compact(self, sid: str, aid: str, settings: Any, budget: Any) -> dict | None:
         """Auto-compaction before a turn's first request (compaction.py); a failure

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 from fakeprovider import Message
-from harness import clean_env, owner_session
+from harness import clean_env, owner_session, until
 
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200,
          "prompt_tokens_details": {"cached_tokens": 400},
@@ -111,3 +111,27 @@ async def test_the_http_endpoint_keeps_openais_usage_shape(tmp_path: Path) -> No
         "prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200,
         "prompt_tokens_details": {"cached_tokens": 400},
         "completion_tokens_details": {"reasoning_tokens": 50}}
+
+
+async def test_a_turn_stopped_halfway_counts_what_it_spent(tmp_path: Path) -> None:
+    from fakeprovider import Stall, tool_call_reply
+
+    def halfway(request: dict):
+        if request["messages"][-1]["role"] == "tool":
+            return Stall(20)  # the second request never answers
+        reply = tool_call_reply("list_dir", {"path": "."})
+        reply.usage = USAGE
+        return reply
+
+    async with owner_session(tmp_path, halfway, model={"prices": PRICES}) as (
+            _home, fake, _owner, peer, sid):
+        r = await peer.result("prompt.submit", session_id=sid, input_id="h", text="look")
+        await peer.wait_event(lambda e: e["type"] == "tool.complete")
+        await until(lambda: len(fake.requests) >= 2, "the second request")
+        await peer.result("session.interrupt", session_id=sid)
+        receipt = await peer.wait_terminal(sid, r["admission_id"])
+        assert receipt["outcome"] == "cancelled"
+        assert receipt["result"]["usage"]["prompt_tokens"] == 1000
+        assert abs(receipt["result"]["cost_usd"] - TURN_USD) < 1e-9
+        found = await peer.result("session.lookup", prefix=sid)
+        assert found["matches"][0]["usage"]["requests"] == 1
