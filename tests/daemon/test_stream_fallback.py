@@ -1,0 +1,159 @@
+"""model.stream auto | true | false against servers that behave as real ones do: a streamed
+request the server cannot stream is asked again without it, and remembered."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from fakeprovider import FakeProvider, Stall, text_reply, tool_call_reply
+from fakeservers import error_mid_stream, llama_cpp_python, ollama, refuses_stream
+
+from tether.daemon.config import ConfigError, build_config
+from tether.daemon.provider import OpenAIProvider, ProviderError
+from tether.daemon.stream_mode import StreamMemory
+
+USER = [{"role": "user", "content": "what is in notes.txt?"}]
+TOOLS = [{"type": "function", "function": {
+    "name": "read_file", "description": "read a file",
+    "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}]
+
+
+@pytest.fixture
+async def client():
+    async with httpx.AsyncClient() as c:
+        yield c
+
+
+def make(client, fake, memory=None, **opts) -> OpenAIProvider:
+    return OpenAIProvider(client, name="custom", base_url=fake.url, api_key=None,
+                          backoff_base=0.001, backoff_cap=0.01, stream_memory=memory, **opts)
+
+
+class Deltas:
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    async def __call__(self, text: str) -> None:
+        self.texts.append(text)
+
+
+def calls_then_text(request: dict):
+    """A tool call first; once its result is in the transcript, a text answer."""
+    if any(m.get("role") == "tool" for m in request["messages"]):
+        return text_reply("It says hello.")
+    return tool_call_reply("read_file", {"path": "notes.txt"})
+
+
+@pytest.mark.parametrize("server", [llama_cpp_python, error_mid_stream, refuses_stream],
+                         ids=["llama-cpp-python", "500-mid-stream", "400-names-streaming"])
+async def test_auto_asks_again_without_streaming_and_remembers(client, server):
+    memory = StreamMemory()
+    with FakeProvider(server(calls_then_text)) as fake:
+        provider = make(client, fake, memory, stream="auto")
+        first = await provider.complete(messages=USER, tools=TOOLS, model="m")
+        assert [c.name for c in first.tool_calls] == ["read_file"]
+        assert json.loads(first.tool_calls[0].arguments) == {"path": "notes.txt"}
+        assert [r["stream"] for r in fake.requests] == [True, False]
+
+        # the next request to this endpoint and model (a new provider object, as each
+        # turn gets) goes straight to a plain answer, and its text reaches the callback
+        deltas = Deltas()
+        again = make(client, fake, memory, stream="auto")
+        followup = USER + [{"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "read_file", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "hello"}]
+        second = await again.complete(messages=followup, tools=TOOLS, model="m",
+                                      on_delta=deltas)
+        assert second.text == "It says hello." and deltas.texts == ["It says hello."]
+        assert [r["stream"] for r in fake.requests] == [True, False, False]
+        assert "stream_options" not in fake.requests[-1]
+        # another model at the same endpoint is tried streamed again
+        assert again.streams("other-model") and not again.streams("m")
+    assert list(memory.known()) == [(fake.url, "m")]
+
+
+async def test_true_never_falls_back_and_says_why(client):
+    with FakeProvider(llama_cpp_python(calls_then_text)) as fake:
+        with pytest.raises(ProviderError) as caught:
+            await make(client, fake, stream="true").complete(messages=USER, tools=TOOLS,
+                                                             model="m")
+        assert [r["stream"] for r in fake.requests] == [True]
+    assert caught.value.reason == "malformed_response"
+    assert "event stream ended" in caught.value.detail
+
+
+async def test_false_never_streams(client):
+    with FakeProvider(llama_cpp_python(calls_then_text)) as fake:
+        answer = await make(client, fake, stream=False).complete(messages=USER, tools=TOOLS,
+                                                                 model="m")
+        assert answer.tool_calls and [r["stream"] for r in fake.requests] == [False]
+
+
+async def test_ollama_tool_call_in_one_chunk_needs_no_fallback(client):
+    memory = StreamMemory()
+    with FakeProvider(ollama(calls_then_text)) as fake:
+        answer = await make(client, fake, memory, stream="auto").complete(
+            messages=USER, tools=TOOLS, model="m")
+        assert [r["stream"] for r in fake.requests] == [True]
+    assert [(c.id, c.name) for c in answer.tool_calls] == [("call_1", "read_file")]
+    assert json.loads(answer.tool_calls[0].arguments) == {"path": "notes.txt"}
+    assert memory.known() == {}
+
+
+async def test_a_stream_that_failed_after_text_is_not_asked_again(client):
+    from fakeprovider import RawSSE
+
+    chunk = {"choices": [{"index": 0, "delta": {"content": "half an ans"}}]}
+    broken = RawSSE(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+    memory = StreamMemory()
+    with FakeProvider(lambda req: broken) as fake:
+        with pytest.raises(ProviderError) as caught:
+            await make(client, fake, memory, stream="auto").complete(
+                messages=USER, tools=TOOLS, model="m", on_delta=Deltas())
+        assert [r["stream"] for r in fake.requests] == [True]
+    assert caught.value.reason == "malformed_response" and memory.known() == {}
+
+
+async def test_a_timeout_is_not_a_reason_to_stop_streaming(client):
+    memory = StreamMemory()
+    with FakeProvider(lambda req: Stall(5)) as fake:
+        with pytest.raises(ProviderError) as caught:
+            await make(client, fake, memory, stream="auto", read_timeout=0.3,
+                       max_retries=0).complete(messages=USER, tools=TOOLS, model="m")
+        assert [r["stream"] for r in fake.requests] == [True]
+    assert caught.value.reason == "timeout" and memory.known() == {}
+
+
+async def test_when_the_plain_request_fails_too_both_failures_are_told(client):
+    from fakeprovider import Status
+
+    def handler(req):
+        if req["stream"]:
+            return llama_cpp_python(text_reply)(req)
+        return Status(404)
+
+    memory = StreamMemory()
+    with FakeProvider(handler) as fake:
+        with pytest.raises(ProviderError) as caught:
+            await make(client, fake, memory, stream="auto").complete(
+                messages=USER, tools=TOOLS, model="m")
+    assert caught.value.reason == "not_found"
+    assert "without streaming after the streamed request failed" in caught.value.detail
+    assert "event stream ended" in caught.value.detail
+    assert memory.known() == {}
+
+
+@pytest.mark.parametrize(("written", "mode"), [
+    (None, "auto"), (True, "true"), (False, "false"), ("auto", "auto"), ("False", "false")])
+def test_model_stream_config(written, mode):
+    raw = {} if written is None else {"model": {"stream": written}}
+    assert build_config(raw, env={}).model.stream == mode
+
+
+@pytest.mark.parametrize("bad", ["sometimes", 1, ["auto"]])
+def test_model_stream_config_refuses_other_values(bad):
+    with pytest.raises(ConfigError, match="model.stream` must be auto, true or false"):
+        build_config({"model": {"stream": bad}}, env={})
