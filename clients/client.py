@@ -44,7 +44,7 @@ from tether.rpc.errors import RuntimeDraining
 from tether.rpc.home import HomeLayout, resolve_home
 from tether.rpc.protocol import PROTOCOL
 
-from .connection import Connection, ConnectionLost
+from .connection import Connection, ConnectionLost, warn_on_other_protocol
 from .discovery import START_TIMEOUT, OwnerUnavailable, ensure_owner, stopped_on_purpose
 from .nodes import ATTEMPT_ERRORS, MAX_FRAME_BYTES, Failures, Nodes, dial, parse_urls
 from .stream import SessionStream
@@ -134,7 +134,8 @@ class TetherClient:
 
     async def _open(self, url: str | None, budget: float) -> Connection:
         if url is not None:
-            return Connection(await dial(url, self.token), None)
+            await warn_on_other_protocol(conn := Connection(await dial(url, self.token), None))
+            return conn
         assert self.home is not None
         # an owner stopped on purpose is not started again by a client that lost it:
         # a viewer never owns the owner's lifetime (a live new owner is still used)
