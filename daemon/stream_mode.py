@@ -15,6 +15,7 @@ of known servers.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 
 from .completions import AttemptFailed
@@ -81,6 +82,6 @@ def stream_failure(failure: AttemptFailed, *, in_stream: bool, answered: bool) -
     if in_stream:
         return failure.reason in ("malformed_response", "server_error", "connection_error")
     if failure.reason == "bad_request" and failure.status is not None:
-        said = f"{failure.body} {failure.what}".lower()
-        return "stream" in said
+        # "stream", "streaming", "stream_options"; not "upstream" (a proxy's words)
+        return re.search(r"(?<![a-z])stream", f"{failure.body} {failure.what}".lower()) is not None
     return False

@@ -157,3 +157,18 @@ def test_model_stream_config(written, mode):
 def test_model_stream_config_refuses_other_values(bad):
     with pytest.raises(ConfigError, match="model.stream` must be auto, true or false"):
         build_config({"model": {"stream": bad}}, env={})
+
+
+@pytest.mark.parametrize(("message", "falls_back"), [
+    ("Streaming is not supported with tools", True),
+    ("unknown field stream_options", True),
+    ("upstream model rejected the request", False),
+    ("tools are not supported", False)])
+def test_which_4xx_names_streaming(message, falls_back):
+    from tether.daemon.completions import AttemptFailed
+    from tether.daemon.stream_mode import stream_failure
+
+    failure = AttemptFailed("bad_request", "provider returned HTTP 400", retryable=False,
+                            status=400, body=message)
+    assert stream_failure(failure, in_stream=False, answered=False) is falls_back
+    assert stream_failure(failure, in_stream=False, answered=True) is False
