@@ -66,7 +66,7 @@ __all__ = [
 ]
 
 from .retry_notice import announce_retry
-from .stream_mode import STREAM_MODES, StreamMemory, normalise_mode, stream_failure
+from .stream_mode import STREAM_MODES, CannotStream, StreamMemory, normalise_mode, stream_failure
 
 log = logging.getLogger(__name__)
 
@@ -81,12 +81,14 @@ REQUEST_TIMEOUT = 600.0
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
 
-class _CannotStream(Exception):
-    """A streamed attempt failed in a way that asking without streaming may fix."""
-
-    def __init__(self, failure: AttemptFailed) -> None:
-        super().__init__(failure.what)
-        self.failure = failure
+def _wire(message: dict) -> dict:
+    """A transcript message as every server takes it: an assistant message without text
+    (one that only calls tools) says ``"content": ""``, not ``null``. OpenAI takes
+    either; llama-cpp-python's server refuses ``null`` and its tool-calling template
+    needs the key, so neither null nor leaving it out works there."""
+    if message.get("role") != "assistant" or message.get("content") is not None:
+        return message
+    return {**message, "content": ""}
 
 
 @runtime_checkable
@@ -208,7 +210,8 @@ class OpenAIProvider:
         ``stream`` None is what `streams` says."""
         if stream is None:
             stream = self.streams(model)
-        body: dict[str, Any] = {"model": model, "messages": messages, "stream": stream}
+        body: dict[str, Any] = {"model": model, "messages": [_wire(m) for m in messages],
+                                "stream": stream}
         if tools:
             body["tools"] = tools
             body["tool_choice"] = "auto"
@@ -239,14 +242,15 @@ class OpenAIProvider:
         request = {"messages": messages, "tools": tools, "model": model, "reasoning": reasoning}
         try:
             return await self._request(request, stream, on_delta, on_reasoning)
-        except _CannotStream as failed:
+        except CannotStream as failed:
             first = scrub_key(failed.failure.what, self._api_key)
             if failed.failure.body:
                 first += f": {scrub_key(failed.failure.body, self._api_key)}"
         log.warning("provider %s: the streamed request for %s failed before any answer (%s); "
                     "asking again without streaming", self.name, model, first)
         try:
-            completion = await self._request(request, False, on_delta, on_reasoning)
+            completion = await self._request(request, False, on_delta, on_reasoning,
+                                             after_broken_stream=True)
         except ProviderError as exc:
             raise ProviderError(
                 exc.reason, f"{exc.detail}; asked without streaming after the streamed "
@@ -261,9 +265,12 @@ class OpenAIProvider:
         stream: bool,
         on_delta: DeltaCallback | None,
         on_reasoning: DeltaCallback | None,
+        after_broken_stream: bool = False,
     ) -> Completion:
-        """One request with its retries; `_CannotStream` when ``stream`` auto should ask
-        again without streaming."""
+        """One request with its retries; `CannotStream` when ``stream`` auto should ask
+        again without streaming. ``after_broken_stream``: the server may close the
+        connection a failed stream was read on after it went back to the pool, so a
+        connection error of the first attempt is asked again at once, uncounted."""
         model = request["model"]
         body = orjson.dumps(self.request_body(**request, stream=stream))
         headers = {
@@ -275,7 +282,9 @@ class OpenAIProvider:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._request_timeout
         attempts = self.max_retries + 1
-        for attempt in range(1, attempts + 1):
+        attempt = 0
+        while True:
+            attempt += 1
             progress = Progress()
             clock = RequestClock(
                 silence=self._read_timeout, deadline=deadline, request_timeout=self._request_timeout
@@ -288,7 +297,13 @@ class OpenAIProvider:
                 if stream and self.stream_mode == "auto" and stream_failure(
                         failure, in_stream=progress.in_stream,
                         answered=progress.answered or progress.emitted):
-                    raise _CannotStream(failure) from None
+                    raise CannotStream(failure) from None
+                if after_broken_stream and failure.reason == "connection_error":
+                    after_broken_stream = False
+                    attempt -= 1
+                    log.info("provider %s: %s, on the connection the failed stream left; "
+                             "asking on a new one", self.name, failure.what)
+                    continue
                 delay = self._delay(attempt, failure.retry_after)
                 spare = deadline - loop.time() - delay
                 if (why_not := self._why_not_retry(failure, attempt, progress, spare)) is not None:
@@ -305,7 +320,6 @@ class OpenAIProvider:
                     "attempt": attempt + 1, "attempts": attempts, "delay_seconds": delay,
                     "reason": failure.reason, "detail": attempt_detail(failure, self._api_key)})
                 await asyncio.sleep(delay)
-        raise AssertionError("unreachable: the loop returns or raises")
 
     async def _attempt(
         self,

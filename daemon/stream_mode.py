@@ -20,7 +20,7 @@ import threading
 
 from .completions import AttemptFailed
 
-__all__ = ["STREAM_MODES", "StreamMemory", "normalise_mode", "stream_failure"]
+__all__ = ["STREAM_MODES", "CannotStream", "StreamMemory", "normalise_mode", "stream_failure"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,14 @@ def normalise_mode(value: object) -> str | None:
     if isinstance(value, str) and value.strip().lower() in STREAM_MODES:
         return value.strip().lower()
     return None
+
+
+class CannotStream(Exception):
+    """A streamed attempt failed in a way that asking without streaming may fix."""
+
+    def __init__(self, failure: AttemptFailed) -> None:
+        super().__init__(failure.what)
+        self.failure = failure
 
 
 class StreamMemory:

@@ -3,11 +3,12 @@
 Each function wraps a handler (request → reply, as `FakeProvider` takes) and answers the
 way one real server does where it differs from the OpenAI API:
 
-- `llama_cpp_python`: llama-cpp-python's server with ``--chat_format
+- `llama_cpp_python`: llama-cpp-python's server (0.3.36) with ``--chat_format
   chatml-function-calling``. A streamed request that carries tools (automatic tool
-  choice) gets the role chunk, then the stream ends (the server logs "Automatic
-  streaming tool choice is not supported"); without ``stream`` it answers, tool calls
-  included.
+  choice) gets 200 and an event stream that ends empty (the server logs "Automatic
+  streaming tool choice is not supported"), and the server drops the connection the
+  client keeps for its next request; without ``stream`` it answers, tool calls
+  included. (Seen with curl against the real server, tests/realmodel/.)
 - `error_mid_stream`: a server that fails after it began the stream: the role chunk, then
   an ``{"error": ...}`` event with code 500, then the end; a plain request is answered.
 - `refuses_stream`: a server that answers a streamed request with tools by a 400 whose
@@ -42,7 +43,7 @@ def _streamed_with_tools(request: dict) -> bool:
 def llama_cpp_python(handler: Handler) -> Handler:
     def answer(request: dict) -> Reply | dict:
         if _streamed_with_tools(request):
-            return RawSSE(_chunk(request, {"role": "assistant"}))
+            return RawSSE(b"", drop_next=True)
         return handler(request)
     return answer
 

@@ -172,3 +172,33 @@ def test_which_4xx_names_streaming(message, falls_back):
                             status=400, body=message)
     assert stream_failure(failure, in_stream=False, answered=False) is falls_back
     assert stream_failure(failure, in_stream=False, answered=True) is False
+
+
+async def test_an_assistant_message_without_text_goes_out_as_every_server_takes_it(client):
+    """llama-cpp-python's server refuses ``"content": null`` and its tool-calling
+    template reads the key; OpenAI takes "" as well as null."""
+    calls = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    history = [{"role": "user", "content": "hi"},
+               {"role": "assistant", "content": None, "tool_calls": calls},
+               {"role": "tool", "tool_call_id": "c1", "content": "done"},
+               {"role": "assistant", "content": None},
+               {"role": "user", "content": "again"}]
+    with FakeProvider(lambda req: text_reply("ok")) as fake:
+        await make(client, fake).complete(messages=history, tools=None, model="m")
+        sent = fake.requests[0]["messages"]
+    assert sent[1] == {"role": "assistant", "content": "", "tool_calls": calls}
+    assert sent[3] == {"role": "assistant", "content": ""}
+    assert [sent[0], sent[2], sent[4]] == [history[0], history[2], history[4]]
+    assert history[1]["content"] is None  # the transcript itself is left as it was
+
+
+async def test_the_connection_a_broken_stream_left_is_not_counted_as_a_retry(client, caplog):
+    """The server closes the connection after the broken stream; the plain request that
+    follows on that pooled connection fails at once and is asked again on a new one,
+    without a retry announced or a backoff."""
+    with FakeProvider(llama_cpp_python(calls_then_text)) as fake:
+        provider = make(client, fake, stream="auto", max_retries=0)
+        answer = await provider.complete(messages=USER, tools=TOOLS, model="m")
+        assert [r["stream"] for r in fake.requests] == [True, False]
+    assert answer.tool_calls
+    assert "retrying" not in caplog.text

@@ -46,7 +46,7 @@ def test_finite_chat_prints_the_models_answer(tmp_path, llama_server):
     home = tmp_path / "home"
     _configure(home, llama_server("chatml"))
     with OwnerProcess(home):
-        done = subprocess.run([*CLI, "chat", "-Q",
+        done = subprocess.run([*CLI, "chat", "-Q", "-q",
                                "Say hello in one short sentence."],
                               env=clean_env(home), capture_output=True, text=True, timeout=240,
                               stdin=subprocess.DEVNULL, check=False)
@@ -99,10 +99,15 @@ async def test_the_tool_calling_format_works_in_auto_and_fails_in_true(tmp_path,
         second, _ = await _turn(auto_home, "And 3 + 3?", finite=True, toolsets=["files"],
                                 max_turns=3)
     for done in (first, second):
-        assert "malformed_response" not in str(done["result"]["error"]), done
-    assert first["outcome"] == "completed", first
-    text = "".join(e["payload"]["text"] for e in events if e["type"] == "message.delta")
-    assert text == first["result"]["text"]
+        # what the model does with tools is its own (SmolLM2 likes calling them); what
+        # tether does is run every call and ask again, never failing on the stream
+        assert done["outcome"] == "completed" or done["result"]["error"] == \
+            "stopped after 3 model calls without a final answer", done["result"]
+    if first["outcome"] == "completed":
+        text = "".join(e["payload"]["text"] for e in events if e["type"] == "message.delta")
+        assert text == first["result"]["text"]
+    else:
+        assert [e for e in events if e["type"] == "tool.complete"], "it ran the model's calls"
     log = (auto_home / "logs" / "owner.log").read_text()
     assert log.count("asking again without streaming") == 1, "once, then remembered"
     assert "cannot stream" in log
