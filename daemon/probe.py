@@ -113,9 +113,18 @@ def probe_streaming(base_url: str, api_key: str | None, model: str, configured: 
     cannot stream it, the same question without streaming: which mode works, judged
     against ``configured`` (``model.stream``: auto | true | false)."""
     import asyncio
+    import logging
 
-    return asyncio.run(_probe_streaming(base_url, api_key, model, configured,
-                                        connect_timeout, timeout))
+    # the model client's warnings speak of an owner's turns; the probe says it itself
+    quiet = [logging.getLogger(f"tether.daemon.{name}") for name in ("provider", "stream_mode")]
+    for logger in quiet:
+        logger.disabled = True
+    try:
+        return asyncio.run(_probe_streaming(base_url, api_key, model, configured,
+                                            connect_timeout, timeout))
+    finally:
+        for logger in quiet:
+            logger.disabled = False
 
 
 async def _probe_streaming(base_url: str, api_key: str | None, model: str, configured: str,

@@ -181,6 +181,7 @@ def test_stream_says_which_mode_a_server_that_cannot_stream_tools_needs(tmp_path
     # each run: the streamed question, then the plain one
     assert streams == [True, False] * 3
     for mode, done in results.items():
+        assert done.stderr == ""  # the model client's log lines are not doctor's output
         state, detail, fix = _checks(done.stdout)["stream"]
         assert detail.startswith("test-model answers with tools only without streaming "
                                  "(streamed: provider sent a malformed response"), detail
