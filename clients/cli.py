@@ -108,6 +108,24 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: store.url in config.yaml, $TETHER_STORE, else state.db)")
     p.set_defaults(func=cmd_serve)
 
+    p = command("service", "start the owner at login: a systemd user unit or launchd agent",
+                description=(
+                    "install: write a systemd user unit (Linux) or launchd agent (macOS) that "
+                    "runs `tether serve --foreground` for this home at login and starts it "
+                    "again when it fails, and enable it where the service manager can be "
+                    "reached. uninstall: disable and remove it. status: the file, the "
+                    "manager's view and the owner. --dry-run prints what would be written "
+                    "and run. docs/service.md has the details."))
+    p.add_argument("action", choices=("install", "uninstall", "status"))
+    p.add_argument("--tcp", metavar="HOST:PORT", help="install: the owner also listens on TCP")
+    p.add_argument("--store", metavar="URL",
+                   help="install: the owner keeps state in this postgresql:// database")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the file and the commands; change nothing")
+    p.add_argument("--platform", choices=("systemd", "launchd"),
+                   help="the service manager (default: launchd on macOS, else systemd)")
+    p.set_defaults(func=_lazy("service_cmd", "cmd_service"))
+
     p = command("stop", "ask the owner to drain and exit; waits until it has")
     p.set_defaults(func=cmd_stop)
 

@@ -33,7 +33,9 @@ class ModelConfig:
     base_url: str | None = None
     default: str | None = None
     api_key: str | None = field(default=None, repr=False)
-    stream: bool = True
+    # auto | true | false (stream_mode.py): auto streams, and asks an endpoint that
+    # cannot stream without it
+    stream: str = "auto"
     connect_timeout_seconds: float = 10.0
     timeout_seconds: float = 120.0
     # the whole of one model request, retries included (timeout_seconds bounds silence only)
@@ -186,6 +188,14 @@ def _section(cls: type, raw: Any, name: str) -> Any:
             # a misspelled key silently ignored is a setting the user thinks they made
             raise _unknown(key, list(known), f"{name}.")
         default = getattr(cls(), key)
+        if cls is ModelConfig and key == "stream":
+            from .stream_mode import normalise_mode
+
+            if (mode := normalise_mode(value)) is None:
+                raise ConfigError(f"config.yaml: `model.stream` must be auto, true or false, "
+                                  f"not {value!r}")
+            values[key] = mode
+            continue
         if known[key].type == "int | None":  # an optional limit: null means "no limit"
             ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
         elif isinstance(default, bool):
