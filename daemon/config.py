@@ -15,7 +15,7 @@ from typing import Any
 
 __all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "CronConfig", "HttpConfig",
            "ApprovalsConfig", "ToolsConfig", "ConfigError", "load_config", "read_config_file",
-           "build_config"]
+           "build_config", "McpConfig", "McpServerConfig"]
 
 
 #: the smallest daemon.max_db_bytes accepted: room for the schema and a little more
@@ -124,6 +124,28 @@ class HttpConfig:
 
 
 @dataclass(frozen=True)
+class McpServerConfig:
+    """One MCP server (docs/mcp.md): a command over stdio, or a streamable-HTTP url.
+    ``${VAR}`` in env values and headers is taken from the owner's environment."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    url: str | None = None
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    enabled: bool = True
+    tools_allow: tuple[str, ...] = ()  # fnmatch patterns of the server's own tool names
+    tools_deny: tuple[str, ...] = ()
+    timeout_seconds: float = 60.0  # start-up, a tools listing, one call
+
+
+@dataclass(frozen=True)
+class McpConfig:
+    servers: tuple[McpServerConfig, ...] = ()
+
+
+@dataclass(frozen=True)
 class Config:
     model: ModelConfig = ModelConfig()
     delegation: DelegationConfig = DelegationConfig()
@@ -132,6 +154,7 @@ class Config:
     tools: ToolsConfig = ToolsConfig()
     cron: CronConfig = CronConfig()
     http: HttpConfig = HttpConfig()
+    mcp: McpConfig = McpConfig()
 
 
 #: top-level sections read by other parts of the owner (SPEC §12), not by Config:
@@ -234,6 +257,7 @@ def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Conf
     tools = _section(ToolsConfig, raw.get("tools"), "tools")
     cron = _section(CronConfig, raw.get("cron"), "cron")
     http = _section(HttpConfig, raw.get("http"), "http")
+    mcp = _mcp(raw.get("mcp"))
     if http.max_concurrent_requests < 1 or http.keepalive_seconds <= 0:
         raise ConfigError("config.yaml: `http.max_concurrent_requests` must be at least 1 "
                           "and `http.keepalive_seconds` more than 0")
@@ -299,4 +323,77 @@ def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Conf
             or tools.output_chars < 1000 or tools.process_ring_bytes < 1000:
         raise ConfigError("config.yaml: a `tools` limit is too small (see docs/configuration.md)")
     return Config(model=model, delegation=delegation, daemon=daemon, cron=cron, http=http,
-                  approvals=approvals, tools=tools)
+                  approvals=approvals, tools=tools, mcp=mcp)
+
+
+_MCP_KEYS = ["command", "args", "env", "url", "headers", "enabled", "tools", "timeout_seconds"]
+
+
+def _strings(value: Any, where: str) -> tuple[tuple[str, str], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ConfigError(f"config.yaml: `{where}` must map names to strings")
+    return tuple(value.items())
+
+
+def _mcp_server(name: Any, raw: Any) -> McpServerConfig:
+    import re
+
+    where = f"mcp.servers.{name}"
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9_-]{0,30}[A-Za-z0-9])?", name) \
+            or "__" in name:
+        raise ConfigError(f"config.yaml: `mcp.servers` name {name!r} must be 1-32 letters, "
+                          "digits, - and _ (no __; it becomes part of tool names)")
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config.yaml: `{where}` must be a mapping")
+    for key in raw:
+        if key not in _MCP_KEYS:
+            raise _unknown(key, _MCP_KEYS, f"{where}.")
+    command, url, args = raw.get("command"), raw.get("url"), raw.get("args") or []
+    if (command is None) == (url is None):
+        raise ConfigError(f"config.yaml: `{where}` needs either `command` (stdio) or `url` "
+                          "(streamable HTTP), not both")
+    if command is not None and (not isinstance(command, str) or not command.strip()):
+        raise ConfigError(f"config.yaml: `{where}.command` must be a non-empty string")
+    if url is not None and (not isinstance(url, str)
+                            or not re.match(r"https?://[^\s/]+", url)):
+        raise ConfigError(f"config.yaml: `{where}.url` must be an http:// or https:// URL")
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ConfigError(f"config.yaml: `{where}.args` must be a list of strings")
+    if command is None and (args or raw.get("env")):
+        raise ConfigError(f"config.yaml: `{where}.args` and `env` are for a `command` server")
+    if url is None and raw.get("headers"):
+        raise ConfigError(f"config.yaml: `{where}.headers` are for a `url` server")
+    enabled = raw.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"config.yaml: `{where}.enabled` must be true or false")
+    tools = raw.get("tools") or {}
+    if not isinstance(tools, dict) or any(k not in ("allow", "deny") for k in tools) or not all(
+            isinstance(v, list) and all(isinstance(p, str) for p in v) for v in tools.values()):
+        raise ConfigError(f"config.yaml: `{where}.tools` takes `allow` and `deny`, lists of "
+                          "tool names or patterns")
+    timeout = raw.get("timeout_seconds", 60.0)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ConfigError(f"config.yaml: `{where}.timeout_seconds` must be more than 0")
+    return McpServerConfig(
+        name=name, command=command, args=tuple(args), env=_strings(raw.get("env"), f"{where}.env"),
+        url=url, headers=_strings(raw.get("headers"), f"{where}.headers"), enabled=enabled,
+        tools_allow=tuple(tools.get("allow") or ()), tools_deny=tuple(tools.get("deny") or ()),
+        timeout_seconds=float(timeout))
+
+
+def _mcp(raw: Any) -> McpConfig:
+    """The `mcp` section: ``servers: {NAME: {...}}``."""
+    if raw is None:
+        return McpConfig()
+    if not isinstance(raw, dict):
+        raise ConfigError("config.yaml: `mcp` must be a mapping")
+    for key in raw:
+        if key != "servers":
+            raise _unknown(key, ["servers"], "mcp.")
+    servers = raw.get("servers") or {}
+    if not isinstance(servers, dict):
+        raise ConfigError("config.yaml: `mcp.servers` must map server names to settings")
+    return McpConfig(tuple(_mcp_server(n, s) for n, s in servers.items()))

@@ -53,6 +53,7 @@ from .fleet.node import FleetNode
 from .handlers import Identity, build_dispatcher
 from .home import Home
 from .journal import Journal
+from .mcp.manager import McpManager, mcp_handlers
 from .provider import Provider
 from .providers import Providers
 from .recovery import recover
@@ -200,6 +201,10 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             tools.add(process_tool(processes))
             for tool in file_tools(config.tools):
                 tools.add(tool)
+            mcp = McpManager(config.mcp, env=os.environ, logs=home.logs,
+                             media=home.root / "mcp-media", version=identity.version,
+                             output_chars=config.tools.output_chars)
+            tools.add_dynamic("mcp", mcp.tools)
             cron = CronService(journal, admissions_svc.admit, supervisor, config,
                                **({"max_sleep": FLEET_SLEEP_SECONDS} if fleet else {}))
             cron_jobs = CronJobs(journal, cron, config)
@@ -207,9 +212,10 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             tokens = TokenService(db)
             dispatcher = build_dispatcher(identity=identity, db=db, bus=bus, sessions=sessions,
                                           admissions=admissions_svc, turns=turns,
-                                          supervisor=supervisor,
+                                          supervisor=supervisor, mcp=mcp.describe_all,
                                           register=[cron_handlers(cron_jobs, cron),
                                                     approval_handlers(approvals),
+                                                    mcp_handlers(mcp),
                                                     partial(register_token_methods,
                                                             tokens=tokens)])
             listeners = Listeners(
@@ -265,6 +271,7 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             await turns.stop_all(dcfg.grace_seconds)
             await background.stop_all()
             await processes.stop_all()
+            await mcp.close()
             if fleet is not None:
                 with contextlib.suppress(StorageError):
                     await fleet.leave()  # its queued sessions go to the other nodes

@@ -57,6 +57,7 @@ from .models_cron import (
     CronRunsResult,
     CronUpdateParams,
 )
+from .models_mcp import McpListParams, McpListResult, McpServerInfo, McpToolsParams
 from .models_sessions import (
     SessionDeleteParams,
     SessionDeleteResult,
@@ -240,6 +241,10 @@ METHODS: dict[str, Method] = _table(
         SessionPruneResult,
         "Delete empty sessions (no message, admission or child) older than older_than_seconds.",
     ),
+    Method("mcp.list", McpListParams, McpListResult,
+           "The configured MCP servers, their state and their tools (starts none)."),
+    Method("mcp.tools", McpToolsParams, McpServerInfo,
+           "Start one MCP server if it is not running, and list its state and tools."),
     Method(
         "session.lookup",
         SessionLookupParams,

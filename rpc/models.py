@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
+from .models_base import Model
+from .models_mcp import McpServerInfo
 from .protocol import MAX_ATTACHMENTS, MAX_ID_CHARS, MAX_SEQ, MAX_TEXT_CHARS
 
 __all__ = [
@@ -62,18 +64,13 @@ __all__ = [
 Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
 Timestamp = float  # unix seconds
 ToolsetName = Annotated[str, Field(max_length=64, description=(
-    "terminal, files or delegation (runtime.describe lists them)"))]
+    "terminal, files, delegation or mcp (runtime.describe lists them)"))]
 
 Reasoning = Literal["none", "low", "medium", "high"]
 Status = Literal["queued", "started", "unknown", "terminal"]
 Outcome = Literal["completed", "failed", "cancelled", "interrupted"]
 Role = Literal["user", "assistant", "tool", "system"]
 
-
-class Model(BaseModel):
-    """Base of every wire model: unknown keys are rejected and nothing is coerced."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 # --------------------------------------------------------------------------- params
@@ -214,6 +211,8 @@ class RuntimeDescribeResult(Model):
     providers: list[str]
     toolsets: list[str]
     turn_defaults: TurnDefaults
+    #: the configured MCP servers, their state and the tools they offer (docs/mcp.md)
+    mcp_servers: list[McpServerInfo] = []
 
 
 class PingResult(Model):

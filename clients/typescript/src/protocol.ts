@@ -1225,7 +1225,7 @@ base_url?: (string | null)
 /**
  * toolsets the owner offers (runtime.describe)
  */
-toolsets?: (("terminal" | "files" | "delegation")[] | null)
+toolsets?: (("terminal" | "files" | "delegation" | "mcp")[] | null)
 reasoning?: (("none" | "low" | "medium" | "high") | null)
 max_turns?: (number | null)
 ignore_rules?: (boolean | null)
@@ -1317,7 +1317,7 @@ base_url?: (string | null)
 /**
  * toolsets the owner offers (runtime.describe)
  */
-toolsets?: (("terminal" | "files" | "delegation")[] | null)
+toolsets?: (("terminal" | "files" | "delegation" | "mcp")[] | null)
 reasoning?: (("none" | "low" | "medium" | "high") | null)
 max_turns?: (number | null)
 ignore_rules?: (boolean | null)

@@ -1,0 +1,154 @@
+"""The owner's MCP servers as the ``mcp`` toolset, and the mcp.* methods.
+
+Each configured server's tools are offered as ``mcp__<server>__<tool>`` with
+the server's JSON Schema. Every call goes through the approval check like a
+command: ``ctx.approve(name, "command", "<name> <arguments as JSON>")``, so
+``approvals.allow: ["mcp__github__*"]`` trusts a server and
+``["mcp__github__get_issue *"]`` one tool (docs/mcp.md). A server that is down
+is a clear tool error, never a failed turn or owner: its known tools stay
+offered and say why, and a stand-in answers calls of its other names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tether.rpc.dispatch import Dispatcher
+from tether.rpc.errors import InvalidParams
+
+from ..config import McpConfig
+from ..settings import shown_url
+from ..tools import Tool, ToolContext
+from .results import render, tool_name
+from .server import McpServer, Unavailable
+
+__all__ = ["McpManager", "mcp_handlers"]
+
+#: the subject shown in an approval prompt holds at most this much of the arguments
+SUBJECT_ARGS_CHARS = 1000
+
+
+def _error(message: str, **extra: Any) -> str:
+    return orjson.dumps({"error": message, **extra, "summary": message[:120]}).decode()
+
+
+def _schema(raw: Any) -> dict[str, Any]:
+    schema = dict(raw) if isinstance(raw, dict) else {}
+    schema.setdefault("type", "object")
+    if schema.get("type") == "object":
+        schema.setdefault("properties", {})
+    return schema
+
+
+class McpManager:
+    def __init__(self, config: McpConfig, *, env: Mapping[str, str], logs: Path, media: Path,
+                 version: str, output_chars: int) -> None:
+        self._servers = {c.name: McpServer(c, env=env, logs=logs, version=version)
+                         for c in config.servers}
+        self._media = media
+        self._limit = output_chars
+
+    @property
+    def servers(self) -> dict[str, McpServer]:
+        return self._servers
+
+    async def tools(self, depth: int = 0) -> dict[str, Tool]:
+        """The tools of every enabled server, starting the servers not started yet (at
+        once, each bounded by its timeout_seconds)."""
+        servers = [s for s in self._servers.values() if s.config.enabled]
+        await asyncio.gather(*(s.ensure() for s in servers))
+        out: dict[str, Tool] = {}
+        for server in servers:
+            for mcp_tool in server.tools:
+                tool = self._tool(server, mcp_tool)
+                out.setdefault(tool.name, tool)
+            if server.state != "ready":
+                stand_in = self._stand_in(server)
+                out[stand_in.name] = stand_in
+        return out
+
+    def _tool(self, server: McpServer, mcp_tool: Any) -> Tool:
+        name = tool_name(server.name, mcp_tool.name)
+        original = mcp_tool.name
+        limit, media = self._limit, self._media
+
+        async def run(args: dict[str, Any], ctx: ToolContext) -> str:
+            from mcp import MCPError
+
+            if server.state != "ready":
+                return _error(server.why_unavailable(), unavailable=True)
+            shown = orjson.dumps(args).decode()
+            if len(shown) > SUBJECT_ARGS_CHARS:
+                shown = shown[:SUBJECT_ARGS_CHARS] + "…"
+            verdict = await ctx.approve(name, "command", f"{name} {shown}")
+            if not verdict.allowed:
+                return _error(f"the MCP tool was not called: {verdict.reason}", denied=True,
+                              approval_id=verdict.approval_id)
+            try:
+                result = await server.call(original, args)
+            except Unavailable as exc:
+                return _error(str(exc), unavailable=True)
+            except MCPError as exc:
+                return _error(f"the MCP server {server.name!r} refused the call: "
+                              f"{exc.message}")
+            text, _failed = render(server.name, original, result, media, limit)
+            return text
+
+        description = (mcp_tool.description or mcp_tool.title or original).strip()
+        return Tool(name=name, toolset="mcp", run=run, parameters=_schema(mcp_tool.input_schema),
+                    description=f"[MCP server {server.name}] {description}"[:4000])
+
+    def _stand_in(self, server: McpServer) -> Tool:
+        async def run(args: dict[str, Any], ctx: ToolContext) -> str:
+            return _error(server.why_unavailable(), unavailable=True)
+
+        return Tool(name=tool_name(server.name, "") + "*", toolset="mcp", run=run,
+                    parameters={"type": "object"}, description="", stand_in=True)
+
+    def describe(self, server: McpServer) -> dict[str, Any]:
+        c = server.config
+        return {
+            "name": server.name,
+            "transport": "stdio" if c.command else "http",
+            "target": " ".join((c.command or "", *c.args)) if c.command
+            else shown_url(c.url or ""),
+            "enabled": c.enabled, "state": server.state, "error": server.error,
+            "retry_at": server.retry_at, "starts": server.starts, "protocol": server.protocol,
+            "tools": [{"name": tool_name(server.name, t.name), "tool": t.name,
+                       "description": (t.description or "")[:500]} for t in server.tools],
+        }
+
+    def describe_all(self) -> list[dict[str, Any]]:
+        return [self.describe(s) for s in self._servers.values()]
+
+    async def close(self) -> None:
+        await asyncio.gather(*(s.close() for s in self._servers.values()))
+
+
+def mcp_handlers(manager: McpManager) -> Callable[[Dispatcher], None]:
+    """What registers mcp.list and mcp.tools on a dispatcher."""
+    from tether.rpc import models_mcp as m
+
+    def register(d: Dispatcher) -> None:
+        @d.register("mcp.list")
+        async def list_(p: m.McpListParams, call: Any) -> dict[str, Any]:
+            return {"servers": manager.describe_all(), "now": time.time()}
+
+        @d.register("mcp.tools")
+        async def tools(p: m.McpToolsParams, call: Any) -> dict[str, Any]:
+            server = manager.servers.get(p.server)
+            if server is None:
+                known = ", ".join(manager.servers) or "none is configured"
+                raise InvalidParams(f"no MCP server {p.server!r} (known: {known})",
+                                    fields=[{"loc": "server", "msg": "unknown MCP server",
+                                             "type": "value_error"}])
+            await server.ensure()
+            return manager.describe(server)
+
+    return register
