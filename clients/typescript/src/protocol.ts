@@ -73,6 +73,11 @@ InvalidRequestErrorData?: InvalidRequestErrorData
 JsonRpcError?: JsonRpcError
 JsonRpcRequest?: JsonRpcRequest
 JsonRpcResult?: JsonRpcResult
+McpListParams?: McpListParams
+McpListResult?: McpListResult
+McpServerInfo?: McpServerInfo
+McpToolInfo?: McpToolInfo
+McpToolsParams?: McpToolsParams
 MessageCompleteEvent?: MessageCompleteEvent
 MessageCompletePayload?: MessageCompletePayload
 MessageDeltaEvent?: MessageDeltaEvent
@@ -997,6 +1002,36 @@ result: {
 [k: string]: unknown | undefined
 }
 }
+export interface McpListParams {
+
+}
+export interface McpListResult {
+servers: McpServerInfo[]
+now: number
+}
+/**
+ * A configured MCP server: how it is reached, its state and its tools.
+ */
+export interface McpServerInfo {
+name: string
+transport: ("stdio" | "http")
+target: string
+enabled: boolean
+state: string
+error: (string | null)
+retry_at: (number | null)
+starts: number
+protocol: (string | null)
+tools: McpToolInfo[]
+}
+export interface McpToolInfo {
+name: string
+tool: string
+description: string
+}
+export interface McpToolsParams {
+server: string
+}
 export interface MethodNotFoundErrorData {
 reason: "method_not_found"
 detail: string
@@ -1248,6 +1283,7 @@ capabilities: string[]
 providers: string[]
 toolsets: string[]
 turn_defaults: TurnDefaults
+mcp_servers: McpServerInfo[]
 }
 /**
  * What a turn that names no provider, model or base_url runs with, from the owner's
@@ -1622,6 +1658,10 @@ export interface Methods {
   "session.delete": { params: SessionDeleteParams; result: SessionDeleteResult };
   /** Delete empty sessions (no message, admission or child) older than older_than_seconds. */
   "session.prune": { params: SessionPruneParams; result: SessionPruneResult };
+  /** The configured MCP servers, their state and their tools (starts none). */
+  "mcp.list": { params: McpListParams; result: McpListResult };
+  /** Start one MCP server if it is not running, and list its state and tools. */
+  "mcp.tools": { params: McpToolsParams; result: McpServerInfo };
   /** Find sessions by id prefix, or the most recently active top-level one (last). */
   "session.lookup": { params: SessionLookupParams; result: SessionLookupResult };
 }
