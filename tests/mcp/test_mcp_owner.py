@@ -136,10 +136,12 @@ def http_server() -> Iterator[str]:
 async def test_an_http_server_asks_for_approval_and_filters_its_tools(tmp_path, http_server):
     model = ScriptedModel({"add": [("mcp__web__add", {"a": 40, "b": 2})],
                            "deny": [("mcp__web__add", {"a": 1, "b": 1})],
-                           "finite": [("mcp__web__shout", {"text": "no"})]})
+                           "finite": [("mcp__web__add", {"a": 0, "b": 0})],
+                           "shout": [("mcp__web__shout", {"text": "trusted"})]})
     servers = {"web": {"url": http_server, "headers": {"X-Demo": "1"},
                        "tools": {"allow": ["add", "shout"]}}}
-    async with owner(tmp_path, model, servers, approvals={"mode": "ask"}) as (home, peer, sid):
+    approvals = {"mode": "ask", "allow": ["mcp__web__shout *"]}
+    async with owner(tmp_path, model, servers, approvals=approvals) as (home, peer, sid):
         r = await peer.result("prompt.submit", session_id=sid, input_id="a1", text="add them")
         asked = await peer.wait_event(lambda e: e["type"] == "approval.requested")
         assert asked["payload"]["subject"] == 'mcp__web__add {"a":40,"b":2}'
@@ -157,6 +159,9 @@ async def test_an_http_server_asks_for_approval_and_filters_its_tools(tmp_path, 
         await peer.wait_terminal(sid, r["admission_id"])
         # nobody can answer a finite turn: approvals.unattended (deny) decides
         await turn(peer, sid, "finite turn", "a3", finite=True)
+        # an allow rule trusts one tool: no prompt
+        await turn(peer, sid, "shout it", "a4")
+        prompts = [e for e in peer.events if e["type"] == "approval.requested"]
         described = (await peer.result("runtime.describe"))["mcp_servers"]
     [added] = tool_results(model, "add")
     [denied] = tool_results(model, "deny")
@@ -164,6 +169,8 @@ async def test_an_http_server_asks_for_approval_and_filters_its_tools(tmp_path, 
     assert added["content"] == "42"
     assert denied["denied"] is True and "not today" in denied["error"]
     assert unattended["denied"] is True and "unattended" in unattended["error"]
+    [shouted] = tool_results(model, "shout")
+    assert shouted["content"] == "TRUSTED!" and len(prompts) == 2
     assert set(offered(model, "add")) >= {"mcp__web__add", "mcp__web__shout"}
     assert not any(n.startswith("mcp__web__") and n not in ("mcp__web__add", "mcp__web__shout")
                    for n in offered(model, "add"))
