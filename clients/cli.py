@@ -270,6 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .mcp_cmd import add_mcp_parser
 
     add_mcp_parser(command)
+    p = command("acp", "speak the Agent Client Protocol on stdin/stdout for an editor (Zed, "
+                       "JetBrains, Neovim): a viewer of the owner, which it starts if needed")
+    p.set_defaults(func=_lazy("acp_agent", "cmd_acp"))
 
     p = command("schema", "print the JSON Schema of the whole protocol")
     p.set_defaults(func=cmd_schema)

@@ -378,6 +378,7 @@ class SessionSummary(Model):
     message_count: int
     running: bool
     parent_session_id: str | None = None
+    cwd: str | None = None  # the session's working directory
 
 
 class SessionListResult(Model):

@@ -1406,6 +1406,7 @@ updated_at: number
 message_count: number
 running: boolean
 parent_session_id: (string | null)
+cwd: (string | null)
 }
 /**
  * Exactly one of ``prefix`` (a session id or its start, with or without the
