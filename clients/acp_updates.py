@@ -139,6 +139,11 @@ def event_updates(event: dict[str, Any], cwd: str | None, own_inputs: set[str]) 
     if kind == "tool.complete":
         failed = bool(p.get("error")) or _result_failed(p.get("result", ""))
         return [_done(call_id(aid, p["call_id"]), p.get("result", ""), failed)]
+    if kind == "tool.progress":
+        total = f"/{p['total']:g}" if p.get("total") is not None else ""
+        text = f"{p.get('message') or 'progress'} ({p.get('progress', 0):g}{total})"
+        return [helpers.update_tool_call(call_id(aid, p["call_id"]), status="in_progress",
+                                         content=[helpers.tool_content(helpers.text_block(text))])]
     if kind == "subagent.start":
         key = f"helper/{p.get('child_session_id')}"
         return [helpers.start_tool_call(key, f"Helper {p.get('task_index', '')}: "

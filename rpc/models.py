@@ -302,6 +302,7 @@ class Event(Model):
     tool.start             call_id, name, arguments, subject? (command or path)
     tool.complete          call_id, name, result (str, truncated), error?,
                            summary? (one short line)
+    tool.progress          call_id, name, progress, total?, message? (an MCP call)
     subagent.start         delegation_id?, task_index, goal, child_session_id
     subagent.complete      delegation_id?, task_index, status, summary,
                            child_session_id

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,31 @@ def _schema(raw: Any) -> dict[str, Any]:
     if schema.get("type") == "object":
         schema.setdefault("properties", {})
     return schema
+
+
+#: tool.progress events of one call are at least this far apart (but the last is sent)
+PROGRESS_SECONDS = 0.5
+
+
+def _progress(ctx: ToolContext, name: str) -> Callable[..., Awaitable[None]]:
+    """The progress callback of one call: a tool.progress event, throttled."""
+    last = [0.0]
+
+    async def report(progress: float, total: float | None = None,
+                     message: str | None = None) -> None:
+        now = time.monotonic()
+        if now - last[0] < PROGRESS_SECONDS and not (total is not None and progress >= total):
+            return
+        last[0] = now
+        payload: dict[str, Any] = {"call_id": ctx.call_id, "name": name,
+                                   "progress": float(progress)}
+        if total is not None:
+            payload["total"] = float(total)
+        if message:
+            payload["message"] = str(message)[:500]
+        await ctx.emit("tool.progress", payload)
+
+    return report
 
 
 class McpManager:
@@ -91,7 +116,7 @@ class McpManager:
                 return _error(f"the MCP tool was not called: {verdict.reason}", denied=True,
                               approval_id=verdict.approval_id)
             try:
-                result = await server.call(original, args)
+                result = await server.call(original, args, _progress(ctx, name))
             except Unavailable as exc:
                 return _error(str(exc), unavailable=True)
             except MCPError as exc:

@@ -49,7 +49,7 @@ def test_add_list_tools_doctor_rm(tmp_path, run_cli, reap_owners):
     doctor = run_cli(home, "doctor")
     lines = {line.split()[1]: line for line in doctor.stdout.splitlines()
              if len(line.split()) > 1 and line.split()[1].startswith("mcp:")}
-    assert "ready, 7 tools" in lines["mcp:demo"]
+    assert "ready, 8 tools" in lines["mcp:demo"]
     assert lines["mcp:broken"].startswith("FAIL") and "missing token" in lines["mcp:broken"]
     assert doctor.returncode == 1
 

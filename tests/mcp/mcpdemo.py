@@ -4,8 +4,8 @@
 streamable HTTP on 127.0.0.1 (DNS-rebinding protection on, as for any local
 server). Tools: ``add`` (structured result), ``shout`` (text), ``pixel`` (an
 image), ``fail`` (an error result), ``whoami`` (what the server can see),
-``grow`` (adds the tool ``double`` and says the list changed), ``die`` (the
-process exits mid-call).
+``grow`` (adds the tool ``double`` and says the list changed), ``count``
+(reports progress), ``die`` (the process exits mid-call).
 """
 
 from __future__ import annotations
@@ -63,6 +63,14 @@ async def grow(ctx: Context) -> str:
     server.add_tool(lambda x: x * 2, name="double", description="Double a number.")
     await ctx.notify_tools_changed()
     return "grown"
+
+
+@server.tool()
+async def count(ctx: Context, to: int = 3) -> str:
+    """Count, reporting progress at each step."""
+    for i in range(1, to + 1):
+        await ctx.report_progress(i, to, f"step {i}")
+    return f"counted to {to}"
 
 
 @server.tool()

@@ -62,6 +62,7 @@ async def test_a_stdio_server_s_tools_are_called_by_the_model(tmp_path):
                 ("mcp__demo__whoami", {}), ("mcp__demo__add", {"a": "two"})],
         "grow": [("mcp__demo__grow", {})],
         "double": [("mcp__demo__double", {"x": 21})],
+        "count": [("mcp__demo__count", {"to": 3})],
         "die": [("mcp__demo__die", {})],
         "after": [("mcp__demo__whoami", {})],
     })
@@ -79,6 +80,10 @@ async def test_a_stdio_server_s_tools_are_called_by_the_model(tmp_path):
         await turn(peer, sid, "grow please", "t2")
         await turn(peer, sid, "double it", "t3")
         [doubled] = tool_results(model, "double")
+        await turn(peer, sid, "count please", "t3b")
+        [counted] = tool_results(model, "count")
+        progress = [e["payload"] for e in await peer.all_events(sid)
+                    if e["type"] == "tool.progress"]
         await turn(peer, sid, "die now", "t4")
         [died] = tool_results(model, "die")
         await turn(peer, sid, "after the death", "t5")
@@ -100,6 +105,10 @@ async def test_a_stdio_server_s_tools_are_called_by_the_model(tmp_path):
     # tools/list_changed: the next request offers the new tool, and it works
     assert "mcp__demo__double" in offered(model, "double")
     assert doubled["content"] == "42"
+    # progress notifications reach viewers as tool.progress events (the last always)
+    assert counted["content"] == "counted to 3"
+    assert progress and progress[-1] == {"call_id": "call_0", "name": "mcp__demo__count",
+                                         "progress": 3.0, "total": 3.0, "message": "step 3"}
     # a server that dies mid-call: a clear error, then it is started again
     assert died["unavailable"] is True and "stopped during the call" in died["error"]
     assert again["content"].startswith("pid=")

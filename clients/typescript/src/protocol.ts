@@ -5,11 +5,11 @@
 /**
  * One event: a union discriminated by ``type``
  */
-export type AnyEvent = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | SessionReplayGapEvent | CronNoticeEvent | ModelRetryEvent)
+export type AnyEvent = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | ToolProgressEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | SessionReplayGapEvent | CronNoticeEvent | ModelRetryEvent)
 /**
  * One entry of a session's durable event log (never the replay-gap notice).
  */
-export type Event = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | CronNoticeEvent | ModelRetryEvent)
+export type Event = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | ToolProgressEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | CronNoticeEvent | ModelRetryEvent)
 /**
  * Look a receipt up by exactly one of admission_id or input_id.
  */
@@ -145,6 +145,8 @@ TokenRevokeParams?: TokenRevokeParams
 TokenRevokeResult?: TokenRevokeResult
 ToolCompleteEvent?: ToolCompleteEvent
 ToolCompletePayload?: ToolCompletePayload
+ToolProgressEvent?: ToolProgressEvent
+ToolProgressPayload?: ToolProgressPayload
 ToolStartEvent?: ToolStartEvent
 ToolStartPayload?: ToolStartPayload
 TranscriptMessage?: TranscriptMessage
@@ -335,6 +337,29 @@ error?: (string | null)
  * one short line on what it did
  */
 summary?: (string | null)
+[k: string]: unknown | undefined
+}
+/**
+ * A running tool call reported progress (an MCP server's progress notifications,
+ * at most about two a second per call, and always the one that reaches ``total``).
+ */
+export interface ToolProgressEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "tool.progress"
+payload: ToolProgressPayload
+}
+/**
+ * A running tool call reported progress (an MCP server's progress notifications,
+ * at most about two a second per call, and always the one that reaches ``total``).
+ */
+export interface ToolProgressPayload {
+call_id: string
+name: string
+progress: number
+total: (number | null)
+message: (string | null)
 [k: string]: unknown | undefined
 }
 /**
@@ -1676,6 +1701,7 @@ export interface EventPayloads {
   "reasoning.delta": ReasoningDeltaPayload;
   "tool.start": ToolStartPayload;
   "tool.complete": ToolCompletePayload;
+  "tool.progress": ToolProgressPayload;
   "subagent.start": SubagentStartPayload;
   "subagent.complete": SubagentCompletePayload;
   "delegation.dispatched": DelegationDispatchedPayload;
@@ -1689,7 +1715,7 @@ export interface EventPayloads {
   "model.retry": ModelRetryPayload;
 }
 export type EventType = keyof EventPayloads;
-export const EVENT_TYPES: readonly EventType[] = ["session.info","message.start","message.delta","reasoning.delta","tool.start","tool.complete","subagent.start","subagent.complete","delegation.dispatched","delegation.complete","message.complete","approval.requested","approval.resolved","process.complete","session.replay_gap","cron.notice","model.retry"];
+export const EVENT_TYPES: readonly EventType[] = ["session.info","message.start","message.delta","reasoning.delta","tool.start","tool.complete","tool.progress","subagent.start","subagent.complete","delegation.dispatched","delegation.complete","message.complete","approval.requested","approval.resolved","process.complete","session.replay_gap","cron.notice","model.retry"];
 
 /** Error reason -> its data; the code of each is in ERROR_CODES. */
 export interface ErrorDataByReason {
