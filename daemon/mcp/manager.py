@@ -85,9 +85,13 @@ class McpManager:
 
     async def tools(self, depth: int = 0) -> dict[str, Tool]:
         """The tools of every enabled server, starting the servers not started yet (at
-        once, each bounded by its timeout_seconds)."""
+        once, each bounded by its timeout_seconds); one whose start failed is
+        retried in the background, so a broken server never holds a turn up twice."""
         servers = [s for s in self._servers.values() if s.config.enabled]
-        await asyncio.gather(*(s.ensure() for s in servers))
+        for s in servers:
+            if s.start_failed:
+                s.retry_in_background()
+        await asyncio.gather(*(s.ensure() for s in servers if not s.start_failed))
         out: dict[str, Tool] = {}
         for server in servers:
             for mcp_tool in server.tools:
@@ -173,7 +177,7 @@ def mcp_handlers(manager: McpManager) -> Callable[[Dispatcher], None]:
                 raise InvalidParams(f"no MCP server {p.server!r} (known: {known})",
                                     fields=[{"loc": "server", "msg": "unknown MCP server",
                                              "type": "value_error"}])
-            await server.ensure()
+            await server.ensure(now=True)  # asked by a person: backoff or not
             return manager.describe(server)
 
     return register

@@ -9,8 +9,9 @@ made from the turns' tasks over the open connection.
 States: ``idle`` (not started yet), ``starting``, ``ready``, ``failed`` (it
 would not start, or stopped: ``error`` says why, ``retry_at`` when it is tried
 again), ``disabled`` (``enabled: false``), ``stopped`` (the owner is closing).
-A server that stops is started again at the next need; when starting fails
-again and again, the attempts back off (1 s, 2 s, 4 s, ... at most 60 s).
+A server that stops is started again at the next need. A server whose start
+failed is tried again in the background (nobody waits for it), when its
+backoff allows: 1 s, 2 s, 4 s, ... at most 60 s after the last failure.
 stderr of a stdio server goes to ``<home>/logs/mcp-<name>.log``; its last lines
 are quoted when it will not start.
 """
@@ -87,12 +88,15 @@ class McpServer:
         self._lock = asyncio.Lock()
         self._stale = False
         self._closed = False
+        #: its last start failed (not: it stopped while running)
+        self.start_failed = False
+        self._retry: asyncio.Task[bool] | None = None
 
     # -- starting and stopping ---------------------------------------------
 
-    async def ensure(self) -> bool:
-        """Start the server if it is not running and may be tried now; refresh its
-        tools if it said they changed. True when it is ready."""
+    async def ensure(self, *, now: bool = False) -> bool:
+        """Start the server if it is not running and may be tried now (``now``: backoff
+        or not); refresh its tools if it said they changed. True when it is ready."""
         if self.state == "ready":
             if self._stale:
                 await self._relist()
@@ -100,9 +104,17 @@ class McpServer:
         if self._closed or not self.config.enabled:
             return False
         async with self._lock:
-            if self.state != "ready" and time.monotonic() >= self._next_attempt:
+            if self.state != "ready" and (now or time.monotonic() >= self._next_attempt):
                 await self._start()
         return self.state == "ready"
+
+    def retry_in_background(self) -> None:
+        """Try a server whose start failed again, when its backoff allows, without
+        making anyone wait for it (a turn meanwhile gets the stand-in's error)."""
+        if self._closed or (self._retry is not None and not self._retry.done()):
+            return
+        if time.monotonic() >= self._next_attempt:
+            self._retry = asyncio.create_task(self.ensure(), name=f"mcp-retry-{self.name}")
 
     async def _start(self) -> None:
         self.state, self.starts = "starting", self.starts + 1
@@ -118,6 +130,7 @@ class McpServer:
             await self._failed(_why(exc))
         else:
             self.state, self.error, self.retry_at, self._failures = "ready", None, None, 0
+            self.start_failed = False
             log.info("MCP server %s ready (%d tools, protocol %s)", self.name, len(self.tools),
                      self.protocol)
 
@@ -128,7 +141,7 @@ class McpServer:
         self._failures += 1
         self._next_attempt = time.monotonic() + delay
         self.retry_at = time.time() + delay
-        self.state = "failed"
+        self.state, self.start_failed = "failed", True
         log.warning("MCP server %s failed: %s (next attempt in %g s)", self.name, self.error,
                     delay)
         await self._halt()
@@ -159,6 +172,10 @@ class McpServer:
 
     async def close(self) -> None:
         self._closed = True
+        if self._retry is not None:
+            self._retry.cancel()
+            with contextlib.suppress(BaseException):
+                await self._retry
         await self._halt()
         if self.config.enabled:
             self.state = "stopped"

@@ -4,6 +4,7 @@ package over stdio and over streamable HTTP, a scripted model calling
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
@@ -171,3 +172,29 @@ async def test_a_server_that_will_not_start_is_a_tool_error_and_the_owner_works_
     assert listed["broken"]["state"] == "failed" and listed["broken"]["retry_at"]
     assert listed["off"]["state"] == "disabled" and listed["off"]["starts"] == 0
     assert tools["error"]["code"] == -32602 and "broken" in str(tools["error"]["data"])
+
+
+async def test_a_server_that_failed_to_start_is_retried_in_the_background(tmp_path):
+    flag = tmp_path / "ready-now"
+    late = {"command": sys.executable, "args": ["-c", (
+        "import os, runpy, sys\n"
+        f"os.path.exists({str(flag)!r}) or sys.exit('not configured yet')\n"
+        f"sys.argv = [{DEMO!r}]\n"
+        f"runpy.run_path({DEMO!r}, run_name='__main__')\n")]}
+    model = ScriptedModel({"first": [("mcp__late__add", {"a": 1, "b": 2})],
+                           "kick": [("mcp__late__add", {"a": 1, "b": 2})],
+                           "third": [("mcp__late__add", {"a": 1, "b": 2})]})
+    async with owner(tmp_path, model, {"late": late}) as (home, peer, sid):
+        await turn(peer, sid, "first try", "r1")
+        flag.touch()
+        await asyncio.sleep(1.1)  # past the first backoff (1 s)
+        await turn(peer, sid, "kick off a retry", "r2")  # does not wait for it
+        deadline = time.monotonic() + 30
+        while (await peer.result("mcp.list"))["servers"][0]["state"] != "ready":
+            assert time.monotonic() < deadline, "the server was not retried"
+            await asyncio.sleep(0.1)
+        await turn(peer, sid, "third time", "r3")
+    [first] = tool_results(model, "first")
+    [third] = tool_results(model, "third")
+    assert "not configured yet" in first["error"]
+    assert third["content"] == "3"
