@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from acp import spawn_agent_process, text_block
+import pytest
+from acp import RequestError, spawn_agent_process, text_block
 from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
 from fakeprovider import FakeProvider
 from harness import Peer, clean_env, write_config
@@ -157,10 +158,15 @@ async def test_a_session_outlives_the_editor(tmp_path, reap_owners):
         reopened = Editor()
         async with adapter(home, reopened) as (conn, proc):
             listed = await conn.list_sessions(cwd=str(work))
+            elsewhere = await conn.list_sessions(cwd=str(tmp_path / "elsewhere"))
+            with pytest.raises(RequestError) as unknown:
+                await conn.load_session(cwd=str(work), session_id="ses_no_such",
+                                        mcp_servers=[])
             await conn.load_session(cwd=str(work), session_id=sid, mcp_servers=[])
             await asyncio.sleep(0.2)
     assert [s.session_id for s in listed.sessions] == [sid]
-    assert listed.sessions[0].cwd == str(work)
+    assert listed.sessions[0].cwd == str(work) and elsewhere.sessions == []
+    assert "not_found" in str(unknown.value)
     kinds = [u.session_update for _, u in reopened.updates]
     assert kinds[0] == "user_message_chunk"
     assert reopened.updates[0][1].content.text == "long job"
