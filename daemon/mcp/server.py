@@ -84,6 +84,7 @@ class McpServer:
         self._next_attempt = 0.0  # monotonic
         self._client: Any = None
         self._task: asyncio.Task[None] | None = None
+        self._closing: set[asyncio.Task[None]] = set()  # connections being closed
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
         self._stale = False
@@ -119,22 +120,22 @@ class McpServer:
     async def _start(self) -> None:
         self.state, self.starts = "starting", self.starts + 1
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._stop = asyncio.Event()
-        self._task = asyncio.create_task(self._run(ready), name=f"mcp-{self.name}")
+        self._stop = stop = asyncio.Event()
+        self._task = asyncio.create_task(self._run(ready, stop), name=f"mcp-{self.name}")
         timeout = self.config.timeout_seconds
         try:
             await asyncio.wait_for(asyncio.shield(ready), timeout)
         except TimeoutError:
-            await self._failed(f"it did not finish starting within {timeout:g} s")
+            self._failed(f"it did not finish starting within {timeout:g} s")
         except Exception as exc:
-            await self._failed(_why(exc))
+            self._failed(_why(exc))
         else:
             self.state, self.error, self.retry_at, self._failures = "ready", None, None, 0
             self.start_failed = False
             log.info("MCP server %s ready (%d tools, protocol %s)", self.name, len(self.tools),
                      self.protocol)
 
-    async def _failed(self, why: str) -> None:
+    def _failed(self, why: str) -> None:
         tail = self._stderr_tail()
         self.error = f"{why}{'; its stderr ends: ' + tail if tail else ''}"
         delay = min(2.0 ** self._failures, MAX_BACKOFF_SECONDS)
@@ -144,7 +145,7 @@ class McpServer:
         self.state, self.start_failed = "failed", True
         log.warning("MCP server %s failed: %s (next attempt in %g s)", self.name, self.error,
                     delay)
-        await self._halt()
+        self._discard(cancel=True)  # still starting: nothing to close gracefully
 
     def _died(self, why: str) -> None:
         """The connection broke while the server was ready: the next need starts it
@@ -154,29 +155,34 @@ class McpServer:
         self.state, self.error, self.retry_at = "failed", why, None
         self._next_attempt = 0.0
         log.warning("MCP server %s stopped: %s", self.name, why)
-        self._stop.set()
+        self._discard(cancel=False)
 
-    async def _halt(self) -> None:
+    def _discard(self, *, cancel: bool) -> None:
+        """Let the current connection go, without waiting for it to close (a stdio
+        server gets seconds to exit): nobody's turn waits for that; close() does."""
         self._stop.set()
         task, self._task = self._task, None
-        if task is None:
+        if task is None or task.done():
             return
-        try:
-            await asyncio.wait_for(asyncio.shield(task), CLOSE_SECONDS)
-        except TimeoutError:
+        if cancel:
             task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-        except BaseException:  # noqa: S110 - the runner already reported its end
-            pass
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     async def close(self) -> None:
+        """Close the connection (and any still closing), at most CLOSE_SECONDS."""
         self._closed = True
         if self._retry is not None:
             self._retry.cancel()
             with contextlib.suppress(BaseException):
                 await self._retry
-        await self._halt()
+        self._discard(cancel=False)
+        tasks = list(self._closing)
+        if tasks:
+            _done, late = await asyncio.wait(tasks, timeout=CLOSE_SECONDS)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
         if self.config.enabled:
             self.state = "stopped"
 
@@ -193,7 +199,9 @@ class McpServer:
 
     # -- the connection's task ---------------------------------------------
 
-    async def _run(self, ready: asyncio.Future[None]) -> None:
+    async def _run(self, ready: asyncio.Future[None], stop: asyncio.Event) -> None:
+        """One connection's life; ``stop`` is its own (a runner still closing must not
+        touch the state of the one started after it)."""
         import mcp_types
         from mcp import Client, StdioServerParameters
         from mcp.client.stdio import stdio_client
@@ -223,8 +231,12 @@ class McpServer:
                                                                      version=self._version))
                 await stack.enter_async_context(client)
                 self.protocol = client.protocol_version
-                self.tools = await self._list(client)
-                self._client = client
+                tools = await self._list(client)
+                if stop.is_set():  # given up on (timeout, shutdown) meanwhile
+                    if not ready.done():
+                        ready.set_exception(RuntimeError("it was stopped while starting"))
+                    return
+                self.tools, self._client = tools, client
                 ready.set_result(None)
                 listener = None
                 caps = client.server_capabilities.tools
@@ -232,21 +244,23 @@ class McpServer:
                         client.protocol_version >= "2026":
                     listener = asyncio.create_task(self._listen(client))
                 try:
-                    await self._stop.wait()
+                    await stop.wait()
                 finally:
-                    self._client = None
+                    if self._stop is stop:
+                        self._client = None
                     if listener is not None:
                         listener.cancel()
                         await asyncio.gather(listener, return_exceptions=True)
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(RuntimeError(_why(exc)))
-            elif not isinstance(exc, asyncio.CancelledError):
+            elif not isinstance(exc, asyncio.CancelledError) and self._stop is stop:
                 self._died(f"its connection failed: {_why(exc)}")
             if isinstance(exc, asyncio.CancelledError):
                 raise
         finally:
-            self._client = None
+            if self._stop is stop:
+                self._client = None
 
     async def _list(self, client: Any) -> list[Any]:
         tools: list[Any] = []

@@ -5,6 +5,7 @@ package over stdio and over streamable HTTP, a scripted model calling
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import subprocess
 import sys
@@ -154,15 +155,24 @@ async def test_a_server_that_will_not_start_is_a_tool_error_and_the_owner_works_
     broken = {"command": sys.executable,
               "args": ["-c", "import sys; print('no API token configured', file=sys.stderr); "
                              "sys.exit(1)"]}
+    pidfile = tmp_path / "hung.pid"
+    # a server that never answers (sh starts at once even on a busy machine)
+    hung = {"command": "sh", "timeout_seconds": 2,
+            "args": ["-c", f"echo $$ > '{pidfile}'; exec sleep 120"]}
     model = ScriptedModel({"try": [("mcp__broken__search", {"q": "x"}),
-                                   ("mcp__demo__add", {"a": 1, "b": 1})]})
-    servers = {"broken": broken, "demo": stdio_server(), "off": {**stdio_server(),
-                                                                 "enabled": False}}
+                                   ("mcp__demo__add", {"a": 1, "b": 1}),
+                                   ("mcp__hung__anything", {})]})
+    servers = {"broken": broken, "demo": stdio_server(), "hung": hung,
+               "off": {**stdio_server(), "enabled": False}}
     async with owner(tmp_path, model, servers) as (home, peer, sid):
         await turn(peer, sid, "try both", "b1")
         listed = {s["name"]: s for s in (await peer.result("mcp.list"))["servers"]}
         tools = await peer.call("mcp.tools", server="nope")
-    failed, added = tool_results(model, "try")
+    failed, added, timed_out = tool_results(model, "try")
+    assert "did not finish starting within 2 s" in timed_out["error"]
+    hung_pid = int(pidfile.read_text())
+    with pytest.raises(ProcessLookupError):  # the owner ended the server it gave up on
+        os.kill(hung_pid, 0)
     assert failed["unavailable"] is True
     assert "'broken' is not available" in failed["error"]
     assert "no API token configured" in failed["error"]
