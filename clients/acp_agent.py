@@ -11,8 +11,9 @@ editor: close it mid-turn, the turn finishes in the owner; open it again
 - ``session/new`` → session.create in the editor's ``cwd``;
 - ``session/load`` → session.resume; the transcript is replayed as updates;
   ``session/list`` → session.list (top-level sessions, filtered by ``cwd``);
-- ``session/prompt`` → prompt.submit with a fresh input id, resubmitted with
-  the same id if the owner connection drops; it returns when the admission ends;
+- ``session/prompt`` → prompt.submit with an input id (from the editor's
+  ``_meta.messageId`` when it sends one, else fresh), resubmitted with the same
+  id if the owner connection drops; it returns when the admission ends;
 - every event of an open session → ``session/update`` (acp_updates.py);
 - ``approval.requested`` → ``session/request_permission``; an answer given
   elsewhere first (``approval.resolved``) stops waiting for the editor's;
@@ -76,6 +77,17 @@ class _Session:
         self.arrived = asyncio.Event()
         self.running: str | None = None  # the admission of this editor's prompt
         self.follower: asyncio.Task[None] | None = None
+
+
+def _input_id(session_id: str, message_id: Any) -> str:
+    """The prompt's input id: derived from the editor's message id when it sends one
+    (``_meta.messageId``), so a prompt sent again (a restarted adapter, a retry) is
+    the same admission, never a second turn; else a fresh one."""
+    if isinstance(message_id, str) and 0 < len(message_id) <= 200:
+        import hashlib
+
+        return "in_acp_" + hashlib.sha256(f"{session_id}\0{message_id}".encode()).hexdigest()[:32]
+    return new_input_id()
 
 
 def _error(exc: BaseException) -> RequestError:
@@ -257,7 +269,7 @@ class TetherAgent:
         s = await self._session(session_id)
         client = await self._client()
         text, attachments = prompt_text(prompt)
-        input_id = new_input_id()
+        input_id = _input_id(session_id, kwargs.get("messageId"))
         s.own_inputs.add(input_id)
         try:
             receipt = await client.resilient(lambda: client.submit(

@@ -96,7 +96,13 @@ async def test_new_prompt_permission_edit_and_cancel(tmp_path, reap_owners):
         async with adapter(home, editor) as (conn, proc):
             sid = (await conn.new_session(cwd=str(work), mcp_servers=[])).session_id
             made = await asyncio.wait_for(
-                conn.prompt(session_id=sid, prompt=[text_block("make a file")]), 60)
+                conn.prompt(session_id=sid, prompt=[text_block("make a file")],
+                            messageId="msg-1"), 60)
+            # the same message again (an editor's retry): the same admission, no new turn
+            again = await asyncio.wait_for(
+                conn.prompt(session_id=sid, prompt=[text_block("make a file")],
+                            messageId="msg-1"), 60)
+            makes = len([r for r in model.requests if "make a file" in str(r["messages"])])
             wrote = await asyncio.wait_for(
                 conn.prompt(session_id=sid, prompt=[text_block("write notes")]), 60)
             slow = asyncio.create_task(conn.prompt(session_id=sid,
@@ -118,6 +124,7 @@ async def test_new_prompt_permission_edit_and_cancel(tmp_path, reap_owners):
                                   approval_id=pending[0]["approval_id"])
             other = await asyncio.wait_for(elsewhere, 60)
     assert made.stop_reason == "end_turn" and (work / "made-by-agent").exists()
+    assert again.stop_reason == "end_turn" and makes == 2  # two model calls, one turn
     call, options = editor.asked[0]
     assert options == ["once", "session", "always", "deny"]
     assert call.kind == "execute" and "touch made-by-agent" in call.title
