@@ -35,6 +35,7 @@ from acp.schema import (
     InitializeResponse,
     ListSessionsResponse,
     LoadSessionResponse,
+    McpCapabilities,
     NewSessionResponse,
     PromptCapabilities,
     PromptResponse,
@@ -51,6 +52,7 @@ from .acp_updates import (
     PERMISSION_OPTIONS,
     call_id,
     event_updates,
+    mcp_specs,
     prompt_text,
     tool_update,
     transcript_updates,
@@ -133,6 +135,7 @@ class TetherAgent:
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
                 load_session=True,
+                mcp_capabilities=McpCapabilities(http=True, sse=False),
                 prompt_capabilities=PromptCapabilities(embedded_context=True),
                 session_capabilities=SessionCapabilities(list=SessionListCapabilities())),
             agent_info=Implementation(name="tether", title="tether", version=self._version))
@@ -143,15 +146,31 @@ class TetherAgent:
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None,
                           **kwargs: Any) -> NewSessionResponse:
         client = await self._client()
-        if mcp_servers:
-            log.warning("the editor's MCP servers (%s) are not attached: the owner's "
-                        "mcp.servers serve every session", ", ".join(s.name for s in mcp_servers))
         try:
             snap = await client.create_session(source="acp", cwd=cwd)
         except RpcError as exc:
             raise _error(exc) from None
+        await self._attach_mcp(snap["session_id"], mcp_servers)
         await self._open(snap["session_id"], cwd)
         return NewSessionResponse(session_id=snap["session_id"])
+
+    async def _attach_mcp(self, sid: str, servers: list[Any] | None) -> None:
+        """The editor's MCP servers, for this session's turns (mcp.attach). A server
+        the owner refuses is logged; the session works on without it."""
+        specs, skipped = mcp_specs(servers or [])
+        if skipped:
+            log.warning("MCP servers not attached (tether takes stdio and http): %s",
+                        ", ".join(skipped))
+        if not specs:
+            return
+        assert self._tether is not None
+        try:
+            out = await self._tether.call("mcp.attach", session_id=sid, servers=specs)
+        except RpcError as exc:
+            log.warning("the editor's MCP servers were not attached: %s", exc.detail)
+            return
+        log.info("MCP servers attached to %s: %s", sid,
+                 ", ".join(s["name"] for s in out["servers"]))
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
                            **kwargs: Any) -> LoadSessionResponse:
@@ -159,6 +178,7 @@ class TetherAgent:
         if old is not None:
             await self._forget(old)
         s = await self._open(session_id, cwd, replay=True)
+        await self._attach_mcp(session_id, mcp_servers)
         for prompt in (s.stream.snapshot or {}).get("approvals") or []:
             self._ask(s, prompt)
         return LoadSessionResponse()

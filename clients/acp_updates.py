@@ -17,7 +17,7 @@ from acp import helpers
 from acp.schema import PermissionOption, ToolCallLocation, ToolCallUpdate
 
 __all__ = ["event_updates", "transcript_updates", "call_id", "tool_update", "PERMISSION_OPTIONS",
-           "DECISIONS", "prompt_text"]
+           "DECISIONS", "prompt_text", "mcp_specs"]
 
 _KINDS = {"terminal": "execute", "process": "execute", "read_file": "read", "list_dir": "read",
           "write_file": "edit", "edit_file": "edit", "search_files": "search",
@@ -200,3 +200,36 @@ def prompt_text(blocks: list[Any]) -> tuple[str, list[dict[str, str]]]:
         elif kind in ("image", "audio"):
             parts.append(f"[{kind} not attached: tether takes text]")
     return "\n".join(parts), attachments
+
+
+def _server_name(name: str, taken: set[str]) -> str:
+    """An editor's server name as tether's (letters, digits, - and _; no __)."""
+    import re
+
+    base = re.sub(r"_{2,}", "_", re.sub(r"[^a-z0-9_-]+", "-", name.lower())).strip("-_")[:28]
+    base = base.strip("-_") or "editor"
+    out, n = base, 2
+    while out in taken:
+        out, n = f"{base}-{n}", n + 1
+    taken.add(out)
+    return out
+
+
+def mcp_specs(servers: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The MCP servers an editor passed (stdio, http) as mcp.attach specs, and the
+    names of those tether cannot attach (sse, acp)."""
+    specs: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    taken: set[str] = set()
+    for s in servers:
+        kind = getattr(s, "type", None)
+        if kind is None and getattr(s, "command", None):
+            specs.append({"name": _server_name(s.name, taken), "command": s.command,
+                          "args": list(s.args or []),
+                          "env": {e.name: e.value for e in s.env or []}})
+        elif kind == "http":
+            specs.append({"name": _server_name(s.name, taken), "url": s.url,
+                          "headers": {h.name: h.value for h in s.headers or []}})
+        else:
+            skipped.append(f"{getattr(s, 'name', '?')} ({kind})")
+    return specs, skipped

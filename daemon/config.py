@@ -15,7 +15,7 @@ from typing import Any
 
 __all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "CronConfig", "HttpConfig",
            "ApprovalsConfig", "ToolsConfig", "ConfigError", "load_config", "read_config_file",
-           "build_config", "McpConfig", "McpServerConfig"]
+           "build_config", "McpConfig", "McpServerConfig", "mcp_server"]
 
 
 #: the smallest daemon.max_db_bytes accepted: room for the schema and a little more
@@ -338,7 +338,7 @@ def _strings(value: Any, where: str) -> tuple[tuple[str, str], ...]:
     return tuple(value.items())
 
 
-def _mcp_server(name: Any, raw: Any) -> McpServerConfig:
+def mcp_server(name: Any, raw: Any) -> McpServerConfig:
     import re
 
     where = f"mcp.servers.{name}"
@@ -396,4 +396,4 @@ def _mcp(raw: Any) -> McpConfig:
     servers = raw.get("servers") or {}
     if not isinstance(servers, dict):
         raise ConfigError("config.yaml: `mcp.servers` must map server names to settings")
-    return McpConfig(tuple(_mcp_server(n, s) for n, s in servers.items()))
+    return McpConfig(tuple(mcp_server(n, s) for n, s in servers.items()))

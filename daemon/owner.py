@@ -27,13 +27,14 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import partial
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from tether.rpc.protocol import PROTOCOL
 from tether.store import StorageError
 from tether.store import runtime as runtime_rows
+from tether.store import sessions as session_rows
 
 from . import faults
 from .admissions import AdmissionService
@@ -136,6 +137,10 @@ async def run_owner(home: Home, *, tcp: str | None = None, config: Config | None
         os.close(lock_fd)
 
 
+async def session_exists(db: Any, session_id: str) -> bool:
+    return await db.read(lambda c: session_rows.get(c, session_id) is not None)
+
+
 def _http_frontend(journal: Journal, bus: EventBus, admissions_svc: AdmissionService,
                    config: Config, tokens: TokenService,
                    supervisor: Supervisor) -> HttpFrontend:
@@ -215,7 +220,8 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                                           supervisor=supervisor, mcp=mcp.describe_all,
                                           register=[cron_handlers(cron_jobs, cron),
                                                     approval_handlers(approvals),
-                                                    mcp_handlers(mcp),
+                                                    mcp_handlers(mcp, partial(
+                                                        session_exists, db)),
                                                     partial(register_token_methods,
                                                             tokens=tokens)])
             listeners = Listeners(

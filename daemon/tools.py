@@ -77,8 +77,8 @@ class Tool:
 
 
 #: the tools of a toolset whose list changes while the owner runs (MCP servers):
-#: asked at the start of every agent run
-DynamicTools = Callable[[int], Awaitable[dict[str, Tool]]]
+#: asked at the start of every agent run, with its session and depth
+DynamicTools = Callable[[str, int], Awaitable[dict[str, Tool]]]
 
 
 class ToolRegistry:
@@ -89,18 +89,19 @@ class ToolRegistry:
         self._dynamic: dict[str, DynamicTools] = {}
 
     def add_dynamic(self, toolset: str, source: DynamicTools) -> None:
-        """Let ``source(depth)`` give ``toolset``'s tools at each agent run."""
+        """Let ``source(session_id, depth)`` give ``toolset``'s tools at each agent run."""
         if toolset not in self._toolsets:
             raise ValueError(f"unknown toolset {toolset!r}")
         self._dynamic[toolset] = source
 
-    async def offered(self, toolsets: tuple[str, ...], depth: int) -> dict[str, Tool]:
+    async def offered(self, toolsets: tuple[str, ...], depth: int,
+                      session_id: str = "") -> dict[str, Tool]:
         """`for_agent` plus the dynamic toolsets' tools of this moment."""
         out = self.for_agent(toolsets, depth)
         for name in toolsets:
             source = self._dynamic.get(name)
             if source is not None:
-                for tool in (await source(depth)).values():
+                for tool in (await source(session_id, depth)).values():
                     out.setdefault(tool.name, tool)
         return out
 

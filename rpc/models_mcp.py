@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import StringConstraints
+from pydantic import Field, StringConstraints
 
 from .models_base import Model
 
-__all__ = ["McpToolInfo", "McpServerInfo", "McpListParams", "McpListResult", "McpToolsParams"]
+__all__ = ["McpToolInfo", "McpServerInfo", "McpListParams", "McpListResult", "McpToolsParams",
+           "McpServerSpec", "McpAttachParams", "McpAttachResult"]
+
+_Text = Annotated[str, StringConstraints(max_length=4096)]
 
 
 class McpToolInfo(Model):
@@ -31,6 +34,8 @@ class McpServerInfo(Model):
     starts: int  # start attempts since the owner started
     protocol: str | None  # the MCP protocol version negotiated
     tools: list[McpToolInfo]  # the tools offered (the last known, when not ready)
+    #: the session a server attached by a client serves (mcp.attach); null: config.yaml's
+    session_id: str | None = None
 
 
 class McpListParams(Model):
@@ -45,3 +50,25 @@ class McpListResult(Model):
 class McpToolsParams(Model):
     #: the server to start (if it is not running) and list
     server: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
+class McpServerSpec(Model):
+    """A server a client brings for one session (an editor's, over ACP): as in
+    config.yaml's ``mcp.servers``, either ``command`` (+ ``args``, ``env``) or
+    ``url`` (+ ``headers``)."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=32)]
+    command: _Text | None = None
+    args: Annotated[list[_Text], Field(max_length=256)] = []
+    env: Annotated[dict[str, _Text], Field(max_length=256)] = {}
+    url: _Text | None = None
+    headers: Annotated[dict[str, _Text], Field(max_length=256)] = {}
+
+
+class McpAttachParams(Model):
+    session_id: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    servers: Annotated[list[McpServerSpec], Field(max_length=16)]
+
+
+class McpAttachResult(Model):
+    servers: list[McpServerInfo]

@@ -20,9 +20,9 @@ from typing import Any
 import orjson
 
 from tether.rpc.dispatch import Dispatcher
-from tether.rpc.errors import InvalidParams
+from tether.rpc.errors import InvalidParams, NotFound
 
-from ..config import McpConfig
+from ..config import ConfigError, McpConfig, McpServerConfig, mcp_server
 from ..settings import shown_url
 from ..tools import Tool, ToolContext
 from .results import render, tool_name
@@ -71,23 +71,60 @@ def _progress(ctx: ToolContext, name: str) -> Callable[..., Awaitable[None]]:
     return report
 
 
+#: servers clients attached to sessions (mcp.attach), across the owner
+MAX_ATTACHED = 64
+
+
 class McpManager:
     def __init__(self, config: McpConfig, *, env: Mapping[str, str], logs: Path, media: Path,
                  version: str, output_chars: int) -> None:
-        self._servers = {c.name: McpServer(c, env=env, logs=logs, version=version)
-                         for c in config.servers}
+        self._env, self._logs, self._version = env, logs, version
+        self._servers = {c.name: self._new(c) for c in config.servers}
+        #: session_id → name → a server a client brought for that session
+        self._attached: dict[str, dict[str, McpServer]] = {}
         self._media = media
         self._limit = output_chars
+
+    def _new(self, config: McpServerConfig) -> McpServer:
+        return McpServer(config, env=self._env, logs=self._logs, version=self._version)
 
     @property
     def servers(self) -> dict[str, McpServer]:
         return self._servers
 
-    async def tools(self, depth: int = 0) -> dict[str, Tool]:
-        """The tools of every enabled server, starting the servers not started yet (at
-        once, each bounded by its timeout_seconds); one whose start failed is
-        retried in the background, so a broken server never holds a turn up twice."""
-        servers = [s for s in self._servers.values() if s.config.enabled]
+    async def attach(self, session_id: str, configs: list[McpServerConfig]) -> list[McpServer]:
+        """Give ``session_id`` these servers besides config.yaml's (which keep their
+        names: a server of the same name is not attached). The same server attached
+        again is kept running; one of that name with other settings replaces it."""
+        mine = self._attached.setdefault(session_id, {})
+        total = sum(len(s) for s in self._attached.values())
+        out: list[McpServer] = []
+        for config in configs:
+            if config.name in self._servers:
+                continue
+            old = mine.get(config.name)
+            if old is not None and old.config == config:
+                out.append(old)
+                continue
+            if old is None and total >= MAX_ATTACHED:
+                raise InvalidParams(f"at most {MAX_ATTACHED} MCP servers can be attached to "
+                                    "sessions at once")
+            if old is not None:
+                await old.close()
+            else:
+                total += 1
+            mine[config.name] = server = self._new(config)
+            out.append(server)
+        return out
+
+    async def tools(self, session_id: str | None = None, depth: int = 0) -> dict[str, Tool]:
+        """The tools of every enabled server (config.yaml's, and those attached to
+        ``session_id``), starting the servers not started yet (at once, each bounded
+        by its timeout_seconds); one whose start failed is retried in the
+        background, so a broken server never holds a turn up twice."""
+        servers = [s for s in (*self._servers.values(),
+                               *self._attached.get(session_id or "", {}).values())
+                   if s.config.enabled]
         for s in servers:
             if s.start_failed:
                 s.retry_in_background()
@@ -140,9 +177,9 @@ class McpManager:
         return Tool(name=tool_name(server.name, "") + "*", toolset="mcp", run=run,
                     parameters={"type": "object"}, description="", stand_in=True)
 
-    def describe(self, server: McpServer) -> dict[str, Any]:
+    def describe(self, server: McpServer, session_id: str | None = None) -> dict[str, Any]:
         c = server.config
-        return {
+        return {"session_id": session_id,
             "name": server.name,
             "transport": "stdio" if c.command else "http",
             "target": " ".join((c.command or "", *c.args)) if c.command
@@ -154,14 +191,18 @@ class McpManager:
         }
 
     def describe_all(self) -> list[dict[str, Any]]:
-        return [self.describe(s) for s in self._servers.values()]
+        return [self.describe(s) for s in self._servers.values()] + [
+            self.describe(s, sid) for sid, named in self._attached.items()
+            for s in named.values()]
 
     async def close(self) -> None:
-        await asyncio.gather(*(s.close() for s in self._servers.values()))
+        attached = [s for named in self._attached.values() for s in named.values()]
+        await asyncio.gather(*(s.close() for s in (*self._servers.values(), *attached)))
 
 
-def mcp_handlers(manager: McpManager) -> Callable[[Dispatcher], None]:
-    """What registers mcp.list and mcp.tools on a dispatcher."""
+def mcp_handlers(manager: McpManager, session_exists: Callable[[str], Awaitable[bool]],
+                 ) -> Callable[[Dispatcher], None]:
+    """What registers mcp.list, mcp.tools and mcp.attach on a dispatcher."""
     from tether.rpc import models_mcp as m
 
     def register(d: Dispatcher) -> None:
@@ -179,5 +220,26 @@ def mcp_handlers(manager: McpManager) -> Callable[[Dispatcher], None]:
                                              "type": "value_error"}])
             await server.ensure(now=True)  # asked by a person: backoff or not
             return manager.describe(server)
+
+        @d.register("mcp.attach")
+        async def attach(p: m.McpAttachParams, call: Any) -> dict[str, Any]:
+            if call.transport != "unix":
+                raise InvalidParams("mcp.attach is only accepted over the Unix socket (it "
+                                    "starts programs)", fields=[{
+                                        "loc": "transport", "msg": "Unix socket only",
+                                        "type": "value_error"}])
+            configs = []
+            for i, spec in enumerate(p.servers):
+                raw = spec.model_dump(exclude_defaults=True)
+                try:
+                    configs.append(mcp_server(raw.pop("name"), raw))
+                except ConfigError as exc:
+                    why = str(exc).replace("config.yaml: ", "").replace("`mcp.servers", "`servers")
+                    raise InvalidParams(why, fields=[{"loc": f"servers.{i}", "msg": why,
+                                                      "type": "value_error"}]) from None
+            if not await session_exists(p.session_id):
+                raise NotFound(f"no session {p.session_id!r}", session_id=p.session_id)
+            servers = await manager.attach(p.session_id, configs)
+            return {"servers": [manager.describe(s, p.session_id) for s in servers]}
 
     return register

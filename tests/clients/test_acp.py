@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 from acp import RequestError, spawn_agent_process, text_block
-from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+from acp.schema import (
+    AllowedOutcome,
+    DeniedOutcome,
+    EnvVariable,
+    McpServerStdio,
+    RequestPermissionResponse,
+    SseMcpServer,
+)
 from fakeprovider import FakeProvider
 from harness import Peer, clean_env, write_config
 from toolscript import ScriptedModel, tool_results
@@ -63,7 +70,8 @@ class Editor:
 @contextlib.asynccontextmanager
 async def adapter(home: Path, editor: Editor) -> AsyncIterator[tuple[Any, Any]]:
     async with spawn_agent_process(editor, sys.executable, "-m", "tether.clients.cli", "acp",
-                                   env=clean_env(home)) as (conn, proc):
+                                   env=clean_env(home),
+                                   transport_kwargs={"stderr": None}) as (conn, proc):
         init = await asyncio.wait_for(conn.initialize(protocol_version=1), 60)
         assert init.agent_capabilities.load_session is True
         yield conn, proc
@@ -182,3 +190,47 @@ async def test_a_session_outlives_the_editor(tmp_path, reap_owners):
     [result] = reopened.of("tool_call_update")
     assert result.status == "completed" and "finished-in-owner" in result.content[0].content.text
     assert "DONE" in reopened.of("agent_message_chunk")[-1].content.text
+
+
+DEMO = str(Path(__file__).resolve().parents[1] / "mcp" / "mcpdemo.py")
+
+
+async def test_the_editor_s_mcp_servers_serve_its_session(tmp_path, reap_owners):
+    model = ScriptedModel({"sum": [("mcp__demo-tools__add", {"a": 20, "b": 22})]})
+    with FakeProvider(model) as provider:
+        home, work = setup(tmp_path, provider.url)
+        reap_owners(home)
+        editor = Editor("once")
+        servers = [McpServerStdio(name="Demo Tools", command=sys.executable, args=[DEMO],
+                                  env=[EnvVariable(name="DEMO_SECRET", value="from-editor")]),
+                   SseMcpServer(type="sse", name="old", url="http://127.0.0.1:9/sse",
+                                headers=[])]
+        async with adapter(home, editor) as (conn, proc):
+            init = await conn.initialize(protocol_version=1)
+            sid = (await conn.new_session(cwd=str(work), mcp_servers=servers)).session_id
+            other = (await conn.new_session(cwd=str(work), mcp_servers=[])).session_id
+            done = await asyncio.wait_for(
+                conn.prompt(session_id=sid, prompt=[text_block("sum please")]), 60)
+            await asyncio.wait_for(
+                conn.prompt(session_id=other, prompt=[text_block("elsewhere, no sum")]), 60)
+        async with await Peer.connect(home) as peer:
+            listed = (await peer.result("mcp.list"))["servers"]
+            bad = await peer.call("mcp.attach", session_id=sid, servers=[{"name": "x"}])
+            missing = await peer.call("mcp.attach", session_id="ses_nope", servers=[
+                {"name": "y", "command": "true"}])
+            after = (await peer.result("mcp.list"))["servers"]
+    assert init.agent_capabilities.mcp_capabilities.http is True
+    assert done.stop_reason == "end_turn"
+    [result] = tool_results(model, "sum")
+    assert result.get("content") == "42", result
+    [attached] = listed
+    assert attached["name"] == "demo-tools" and attached["session_id"] == sid
+    assert attached["state"] == "ready"
+    # another session does not get them
+    others = [r for r in model.requests if "elsewhere, no sum" in str(r["messages"])]
+    assert not any(t["function"]["name"].startswith("mcp__")
+                   for t in others[0].get("tools") or [])
+    # bad input changes nothing
+    assert bad["error"]["data"]["reason"] == "invalid_params"
+    assert missing["error"]["data"]["reason"] == "not_found"
+    assert after == listed

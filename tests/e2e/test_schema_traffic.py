@@ -128,6 +128,8 @@ async def test_every_reply_and_event_of_real_traffic_validates(tmp_path):
                 await peer.wait_terminal(sid, r["admission_id"])
                 await call("mcp.list")
                 await call("mcp.tools", server="demo")
+                await call("mcp.attach", session_id=sid, servers=[
+                    {"name": "extra", "command": sys.executable, "args": [MCP_DEMO]}])
                 # a transient model failure: model.retry
                 r = (await call("prompt.submit", session_id=sid, input_id="flaky",
                                 text="flaky", finite=True))["result"]

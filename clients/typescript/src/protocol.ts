@@ -74,9 +74,12 @@ InvalidRequestErrorData?: InvalidRequestErrorData
 JsonRpcError?: JsonRpcError
 JsonRpcRequest?: JsonRpcRequest
 JsonRpcResult?: JsonRpcResult
+McpAttachParams?: McpAttachParams
+McpAttachResult?: McpAttachResult
 McpListParams?: McpListParams
 McpListResult?: McpListResult
 McpServerInfo?: McpServerInfo
+McpServerSpec?: McpServerSpec
 McpToolInfo?: McpToolInfo
 McpToolsParams?: McpToolsParams
 MessageCompleteEvent?: MessageCompleteEvent
@@ -1073,12 +1076,35 @@ result: {
 [k: string]: unknown | undefined
 }
 }
-export interface McpListParams {
-
+export interface McpAttachParams {
+session_id: string
+/**
+ * @maxItems 16
+ */
+servers: McpServerSpec[]
 }
-export interface McpListResult {
+/**
+ * A server a client brings for one session (an editor's, over ACP): as in
+ * config.yaml's ``mcp.servers``, either ``command`` (+ ``args``, ``env``) or
+ * ``url`` (+ ``headers``).
+ */
+export interface McpServerSpec {
+name: string
+command: (string | null)
+/**
+ * @maxItems 256
+ */
+args: string[]
+env: {
+[k: string]: string | undefined
+}
+url: (string | null)
+headers: {
+[k: string]: string | undefined
+}
+}
+export interface McpAttachResult {
 servers: McpServerInfo[]
-now: number
 }
 /**
  * A configured MCP server: how it is reached, its state and its tools.
@@ -1094,11 +1120,19 @@ retry_at: (number | null)
 starts: number
 protocol: (string | null)
 tools: McpToolInfo[]
+session_id: (string | null)
 }
 export interface McpToolInfo {
 name: string
 tool: string
 description: string
+}
+export interface McpListParams {
+
+}
+export interface McpListResult {
+servers: McpServerInfo[]
+now: number
 }
 export interface McpToolsParams {
 server: string
@@ -1734,6 +1768,8 @@ export interface Methods {
   "mcp.list": { params: McpListParams; result: McpListResult };
   /** Start one MCP server if it is not running, and list its state and tools. */
   "mcp.tools": { params: McpToolsParams; result: McpServerInfo };
+  /** Give one session MCP servers of the caller's (an editor's); Unix socket only. */
+  "mcp.attach": { params: McpAttachParams; result: McpAttachResult };
   /** Find sessions by id prefix, or the most recently active top-level one (last). */
   "session.lookup": { params: SessionLookupParams; result: SessionLookupResult };
 }
