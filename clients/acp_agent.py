@@ -115,6 +115,8 @@ class TetherAgent:
         if self._tether is None:
             try:
                 self._tether = await TetherClient.connect(self._home)
+                # a viewer: an owner stopped on purpose (`tether stop`) stays stopped
+                self._tether.keep_owner_stopped = True
             except OwnerUnavailable as exc:
                 raise _error(exc) from None
         return self._tether
