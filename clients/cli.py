@@ -288,6 +288,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reason", metavar="R", help="why; the agent sees it")
     p.set_defaults(func=_approvals_command("cmd_deny"))
     add_cron_parser(command, _Parser)
+    from .mcp_cmd import add_mcp_parser
+
+    add_mcp_parser(command)
+    p = command("acp", "speak the Agent Client Protocol on stdin/stdout for an editor (Zed, "
+                       "JetBrains, Neovim): a viewer of the owner, which it starts if needed")
+    p.set_defaults(func=_lazy("acp_agent", "cmd_acp"))
 
     p = command("schema", "print the JSON Schema of the whole protocol")
     p.set_defaults(func=cmd_schema)
@@ -349,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
         args, unknown = parser.parse_known_args(argv)
         if args.command == "bench":
             args.rest = [*unknown, *args.rest]
+        elif args.command == "mcp" and unknown[:1] == ["--"]:
+            # `tether mcp add NAME [options] -- COMMAND ARGS`: the server's own argv
+            args.server_command = [*args.server_command, *unknown[1:]]
         elif unknown:
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         CONTEXT.command = args.command

@@ -108,4 +108,7 @@ def _text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, list):
         return ", ".join(value) if value else "[]"
+    if isinstance(value, dict):  # an MCP server: its non-empty keys, key=value
+        return "; ".join(f"{k}={_text(v)}" for k, v in value.items()
+                         if v not in ([], {}, None) and v != {"allow": [], "deny": []})
     return str(value)

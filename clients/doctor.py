@@ -7,9 +7,10 @@ provider and model it runs with are what the configuration here says);
 the sandbox (the boundary around the agent's commands: the running owner's,
 else what an owner started here would have; ``warn`` when there is none);
 the model endpoint (``GET {base_url}/models`` with the configured key: a
-server is there, takes the key and serves the model; tether.daemon.probe); and
+server is there, takes the key and serves the model; tether.daemon.probe);
 streaming (a small streamed request carrying one tool, then without streaming if
-the server cannot stream it: which ``model.stream`` works).
+the server cannot stream it: which ``model.stream`` works); then one line per MCP server of the configuration, with the state the running
+owner reports (a server that failed to start is a FAIL with its error).
 A check that cannot run because an earlier one failed, or has nothing to look
 at, says ``skip``. Exit 0 when nothing failed, 1 otherwise. Never starts an
 owner; imports the daemon's config and httpx, so it is not a fast path.
@@ -52,6 +53,7 @@ def cmd_doctor(args: Any) -> int:
     _sandbox(report, runtime, checks)
     served = _model(report, checks)
     _stream(report, served, checks)
+    _mcp(report, runtime, checks)
     tty = sys.stdout.isatty()
     marks = {"ok": "✓", "FAIL": "✗", "skip": "-", "warn": "!"} if tty else {}
     width = max(len(c.name) for c in checks)
@@ -269,3 +271,30 @@ def _stream(report: Any, served: bool, checks: list[Check]) -> None:
                             connect_timeout=m.connect_timeout_seconds,
                             timeout=min(m.timeout_seconds, 60.0))
     checks.append(Check("stream", "ok" if probe.ok else "FAIL", probe.detail, probe.fix))
+
+
+def _mcp(report: Any, runtime: dict[str, Any] | None, checks: list[Check]) -> None:
+    """One line per configured MCP server, in the state the running owner reports."""
+    names = [s.name for s in report.config.mcp.servers] if report is not None else []
+    reported = {s["name"]: s for s in (runtime or {}).get("mcp_servers") or []}
+    for name in names or list(reported):
+        s = reported.get(name)
+        what = f"mcp:{name}"
+        if s is None:
+            why = "no owner answering" if runtime is None else \
+                "the running owner does not have it (it started before it was added)"
+            checks.append(Check(what, "skip", why))
+        elif s["state"] == "failed":
+            checks.append(Check(what, "FAIL", f"{s['transport']} {s['target']}: {s['error']}",
+                                f"fix mcp.servers.{name} in config.yaml (a stdio server's "
+                                f"stderr is in logs/mcp-{name}.log); `tether mcp tools {name}` "
+                                "tries it again"))
+        elif s["state"] == "ready":
+            checks.append(Check(what, "ok", f"{s['transport']} {s['target']}: ready, "
+                                            f"{len(s['tools'])} tools"))
+        elif s["state"] == "disabled":
+            checks.append(Check(what, "skip", "enabled: false in config.yaml"))
+        else:
+            checks.append(Check(what, "ok", f"{s['transport']} {s['target']}: {s['state']} "
+                                            f"(started when a turn needs it; `tether mcp "
+                                            f"tools {name}` starts it now)"))

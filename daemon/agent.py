@@ -65,9 +65,11 @@ def _assistant_message(c: Completion) -> dict[str, Any]:
 
 async def _run_tool(tools: dict[str, Tool], name: str, arguments: str,
                     ctx: ToolContext) -> tuple[str, str | None]:
-    tool = tools.get(name)
+    tool = tools.get(name) or next(
+        (t for t in tools.values() if t.stand_in and t.matches(name)), None)
     if tool is None:
-        err = f"unknown tool {name!r}; available: {', '.join(sorted(tools)) or 'none'}"
+        offered = sorted(n for n, t in tools.items() if not t.stand_in)
+        err = f"unknown tool {name!r}; available: {', '.join(offered) or 'none'}"
         return orjson.dumps({"error": err}).decode(), err
     try:
         args = orjson.loads(arguments or "{}")
@@ -89,7 +91,7 @@ async def run_agent(*, provider: Provider, model: str, reasoning: str | None,
     Provider failures end the loop with exit_reason ``failed``; cancellation
     propagates to the caller.
     """
-    schemas = [t.schema() for t in tools.values()] or None
+    schemas = [t.schema() for t in tools.values() if not t.stand_in] or None
     result = AgentResult(text="", exit_reason="max_turns", model=model)
     for _ in range(max_turns):
         try:

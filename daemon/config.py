@@ -14,17 +14,16 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .config_mcp import ConfigError, McpConfig, McpServerConfig, _unknown, mcp_server, parse_mcp
+
 __all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "CronConfig", "HttpConfig",
-           "ApprovalsConfig", "ToolsConfig", "SandboxConfig", "SANDBOX_MODES", "ConfigError", "load_config", "read_config_file",
-           "build_config"]
+           "ApprovalsConfig", "ToolsConfig", "SandboxConfig", "SANDBOX_MODES", "ConfigError",
+           "load_config", "read_config_file", "build_config", "McpConfig", "McpServerConfig",
+           "mcp_server"]
 
 
 #: the smallest daemon.max_db_bytes accepted: room for the schema and a little more
 MIN_DB_BYTES = 256 * 1024
-
-
-class ConfigError(Exception):
-    """config.yaml is unreadable or has a bad key/value."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +150,7 @@ class Config:
     sandbox: SandboxConfig = SandboxConfig()
     cron: CronConfig = CronConfig()
     http: HttpConfig = HttpConfig()
+    mcp: McpConfig = McpConfig()
 
 
 #: top-level sections read by other parts of the owner (SPEC §12), not by Config:
@@ -159,23 +159,6 @@ class Config:
 OTHER_SECTIONS: tuple[str, ...] = ("approvals", "store")
 
 #: keys people write for another one (the model's name is `model.default`)
-_ALIASES = {"name": "default", "model": "default", "model_name": "default", "url": "base_url",
-            "key": "api_key", "apikey": "api_key", "endpoint": "base_url"}
-
-
-def _unknown(key: Any, known: list[str], where: str) -> ConfigError:
-    """An unknown key, named with the nearest valid one."""
-    import difflib
-
-    text = str(key)
-    near = _ALIASES.get(text.lower()) if _ALIASES.get(text.lower()) in known else None
-    if near is None:
-        close = difflib.get_close_matches(text.lower(), known, n=1, cutoff=0.6)
-        near = close[0] if close else None
-    hint = f"; did you mean `{near}`?" if near else f"; valid keys: {', '.join(known)}"
-    return ConfigError(f"config.yaml: unknown key `{where}{text}`{hint}")
-
-
 def _section(cls: type, raw: Any, name: str) -> Any:
     if raw is None:
         return cls()
@@ -266,6 +249,7 @@ def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Conf
     sandbox = _section(SandboxConfig, raw_sandbox, "sandbox")
     cron = _section(CronConfig, raw.get("cron"), "cron")
     http = _section(HttpConfig, raw.get("http"), "http")
+    mcp = parse_mcp(raw.get("mcp"))
     if http.max_concurrent_requests < 1 or http.keepalive_seconds <= 0:
         raise ConfigError("config.yaml: `http.max_concurrent_requests` must be at least 1 "
                           "and `http.keepalive_seconds` more than 0")
@@ -336,4 +320,4 @@ def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Conf
         raise ConfigError(f"config.yaml: `sandbox.env_allow` takes variable names (or a "
                           f"prefix ending in *), not {bad[0]!r}")
     return Config(model=model, delegation=delegation, daemon=daemon, cron=cron, http=http,
-                  approvals=approvals, tools=tools, sandbox=sandbox)
+                  approvals=approvals, tools=tools, sandbox=sandbox, mcp=mcp)

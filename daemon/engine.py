@@ -71,7 +71,7 @@ class Engine:
 
         result = await run_agent(
             provider=provider, model=settings.model, reasoning=settings.reasoning,
-            messages=messages, tools=self._tools.for_agent(settings.toolsets, run.depth),
+            messages=messages, tools=await self._tools.offered(settings.toolsets, run.depth, run.session_id),
             max_turns=settings.max_turns, sink=sink, tool_context=context)
         await sink.settle()
         return result

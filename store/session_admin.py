@@ -9,7 +9,7 @@ from .conn import Conn
 __all__ = ["rename", "subtree", "busy", "delete", "empty_before", "by_prefix", "last_active"]
 
 _SUMMARY = ("session_id, title, source, created_at, updated_at, message_count, "
-            "parent_session_id")
+            "parent_session_id, cwd")
 
 
 def rename(conn: Conn, session_id: str, title: str) -> bool:
