@@ -231,6 +231,7 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                 api = _http_frontend(journal, bus, admissions_svc, config, tokens, supervisor)
                 await listeners.start_tcp(host, port, allow_remote=dcfg.tcp_allow_remote,
                                           http=api.protocol)
+                tokens.on_revoke.append(api.app.drop_token)
             for sig in STOP_SIGNALS:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, supervisor.stop_requested.set)
@@ -269,6 +270,7 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                 with contextlib.suppress(StorageError):
                     await fleet.leave()  # its queued sessions go to the other nodes
             home.remove_runtime_files()
+            tokens.close()
             # together: on Python 3.12+ closing the port waits for its HTTP connections too
             await asyncio.gather(listeners.close(), *([api.close()] if api else []))
             for sig in STOP_SIGNALS:

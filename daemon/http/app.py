@@ -4,12 +4,16 @@ Routes (docs/http.md): ``GET /health`` (no token), ``GET /v1/models`` and
 ``POST /v1/chat/completions`` (a bearer token of ``tether token``, checked
 against its stored hash). Every refusal is OpenAI's error envelope
 (errors.py). Chat completions in flight are bounded by
-``http.max_concurrent_requests``; past it a request is refused with 429 and
-``Retry-After`` before anything is read or written.
+``http.max_concurrent_requests``: a request's body is read first, within
+``http.body_timeout_seconds`` (a slow body holds no slot), and past the bound
+it is refused with 429 and ``Retry-After`` before anything is admitted. A
+request in flight ends when its token is revoked or expires (``drop_token``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,6 +30,8 @@ from .request import parse_chat_request
 from .turn import ApiTurns
 
 __all__ = ["ApiApp"]
+
+log = logging.getLogger("tether.http")
 
 #: another app's pages on this port (the viewer, daemon/viewer.py): (status,
 #: headers, body) for a path it serves, None for any other
@@ -55,14 +61,42 @@ class ApiApp:
         self._limits = limits
         self._draining = draining
         self._in_flight = 0
+        #: the requests in flight by token id: each one's stop, set when the token goes
+        self._stops: dict[str, set[asyncio.Future[ApiError]]] = {}
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return  # lifespan is off and WebSocket upgrades never get here
+        started = False
+
+        async def tracked(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
         try:
-            await self._route(scope, receive, send)
+            await self._route(scope, receive, tracked)
         except ApiError as exc:
-            await _respond(send, exc.status, exc.body(), exc.headers)
+            await _respond(tracked, exc.status, exc.body(), exc.headers)
+        except Exception:
+            # a defect here is still an answer in OpenAI's shape, never a bare 500
+            log.exception("HTTP %s %s failed", scope["method"], scope["path"])
+            if started:
+                raise
+            error = ApiError(500, "the owner failed to answer this request; its log has the "
+                             "details", type_="server_error", code="internal_error")
+            await _respond(tracked, error.status, error.body())
+
+    def drop_token(self, token_id: str, why: str = "revoked") -> int:
+        """End every request in flight with ``token_id`` (revoked or expired): its
+        stream gets an error event, its turn is cancelled; how many there were."""
+        stops = self._stops.pop(token_id, set())
+        error = ApiError(401, f"the token was {why}", type_="authentication_error",
+                         code=f"token_{why}")
+        for stop in stops:
+            if not stop.done():
+                stop.set_result(error)
+        return len(stops)
 
     async def _route(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         path, method = scope["path"], scope["method"]
@@ -127,24 +161,40 @@ class ApiApp:
     async def _chat(self, send: Send, receive: Receive, headers: dict[str, str],
                     token_id: str) -> None:
         cfg = self._limits.config
+        key = _header_id(headers, "idempotency-key")
+        session_id = _header_id(headers, "x-tether-session-id")
+        try:
+            async with asyncio.timeout(cfg.body_timeout_seconds):
+                body = await _read_body(receive, headers, cfg.max_body_bytes)
+        except TimeoutError:
+            raise ApiError(408, f"the body did not arrive within {cfg.body_timeout_seconds:g} "
+                           "s (http.body_timeout_seconds)", code="request_timeout") from None
+        req = parse_chat_request(body, self._limits.models, self._limits.max_text_chars)
         if self._in_flight >= cfg.max_concurrent_requests:
             raise ApiError(429, f"{cfg.max_concurrent_requests} chat completions are already "
                            "running; retry later", type_="rate_limit_error",
                            code="too_many_requests",
                            headers={"Retry-After": str(cfg.retry_after_seconds)})
         self._in_flight += 1
+        stop: asyncio.Future[ApiError] = asyncio.get_running_loop().create_future()
+        self._stops.setdefault(token_id, set()).add(stop)
         try:
-            key = _header_id(headers, "idempotency-key")
-            session_id = _header_id(headers, "x-tether-session-id")
-            body = await _read_body(receive, headers, cfg.max_body_bytes)
-            req = parse_chat_request(body, self._limits.models, self._limits.max_text_chars)
             try:
                 opened = await self._turns.open(token_id, key, req, session_id)
-                await answer(send, receive, self._turns, opened, req, keyed=key is not None)
             except Exception as exc:
                 raise from_exception(exc, cfg.retry_after_seconds) from None
+            how = await answer(send, receive, self._turns, opened, req, stop)
+            # not delivered: nobody can fetch this answer any more unless it has a
+            # key (and a revoked token can fetch nothing), so stop spending on it
+            if how == "stopped" or (how == "gone" and key is None):
+                await self._turns.cancel_quietly(opened)
         finally:
             self._in_flight -= 1
+            live = self._stops.get(token_id)
+            if live is not None:
+                live.discard(stop)
+                if not live:
+                    del self._stops[token_id]
 
 
 def _header_id(headers: dict[str, str], name: str) -> str | None:

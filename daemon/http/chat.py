@@ -2,9 +2,8 @@
 
 The answer is read from the ledger (turn.py follows it), so a first answer, a
 retry while the turn still runs and a retry long after are the same
-completion. A client that goes away interrupts its turn only when it sent no
-Idempotency-Key: with a key, a retry can still fetch the answer, so the turn
-runs on.
+completion. What becomes of a turn whose client went away is app.py's
+decision (a retry may still claim it).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from typing import Any
 import orjson
 
 from . import sse
-from .errors import ApiError
+from .errors import ApiError, redact
 from .request import ChatRequest
 from .turn import ApiTurns, Delta, Done, KeepAlive, Opened
 
@@ -38,6 +37,8 @@ def outcome_error(receipt: dict[str, Any]) -> ApiError | None:
     if outcome == "completed":
         return None
     error = (receipt.get("result") or {}).get("error")
+    if isinstance(error, str):
+        error = redact(error)
     if outcome == "failed":
         return ApiError(502, f"the model failed: {error or 'no detail'}", type_="server_error",
                         code="model_failed")
@@ -54,33 +55,65 @@ def _headers(opened: Opened, content_type: bytes) -> list[tuple[bytes, bytes]]:
     return headers
 
 
+class _Tracked:
+    """``send``, remembering whether the response has started."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self._send(message)
+
+
 async def answer(send: Send, receive: Receive, turns: ApiTurns, opened: Opened,
-                 req: ChatRequest, *, keyed: bool) -> None:
-    """Answer an admitted request; a client that disconnects first stops its turn
-    unless the request was ``keyed``."""
+                 req: ChatRequest, stop: asyncio.Future[ApiError]) -> str:
+    """Answer an admitted request: ``"delivered"``, ``"gone"`` (the client left,
+    or writing to it failed, before it had the whole answer) or ``"stopped"``
+    (``stop`` came first, e.g. the token was revoked: the client is told why if
+    it can still be). What happens to an undelivered turn is the caller's choice."""
     async def gone() -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
 
-    work = asyncio.ensure_future(_stream(send, turns, opened, req) if req.stream
-                                 else _whole(send, turns, opened, req))
+    tracked = _Tracked(send)
+    work = asyncio.ensure_future(_stream(tracked, turns, opened, req) if req.stream
+                                 else _whole(tracked, turns, opened, req))
     watcher = asyncio.ensure_future(gone())
     try:
-        await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        racing: set[asyncio.Future[Any]] = {work, watcher, stop}
+        await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
     finally:
         watcher.cancel()
         while not work.done():  # until it has stopped: a cancel must not go unheard
             work.cancel()
             await asyncio.wait({work}, timeout=1.0)
-        # not delivered (the client left, or writing to it failed first): nobody
-        # can fetch this answer any more unless it has a key, so stop spending on it
-        delivered = not work.cancelled() and work.exception() is None
-        if not delivered and not keyed:
+    if work.cancelled():
+        if stop.done() and not stop.cancelled():
             with contextlib.suppress(Exception):
-                await turns.cancel(opened)
-    if work.cancelled() or isinstance(work.exception(), OSError):
-        return  # the client is gone: there is nobody to answer
+                await _refuse(tracked, req, stop.result())
+            return "stopped"
+        return "gone"
+    if isinstance(work.exception(), OSError):
+        return "gone"  # writing to the client failed: there is nobody to answer
     work.result()
+    return "delivered"
+
+
+async def _refuse(send: _Tracked, req: ChatRequest, error: ApiError) -> None:
+    """Tell the client why its answer stops here: an error response, or the
+    error event that ends a stream already under way."""
+    if not send.started:
+        body = error.body()
+        await send({"type": "http.response.start", "status": error.status, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]})
+        await send({"type": "http.response.body", "body": body})
+    elif req.stream:
+        await send({"type": "http.response.body", "body": sse.event(error.envelope()),
+                    "more_body": True})
+        await send({"type": "http.response.body", "body": sse.DONE, "more_body": False})
 
 
 async def _whole(send: Send, turns: ApiTurns, opened: Opened, req: ChatRequest) -> None:

@@ -41,6 +41,23 @@ REFUSED = {
 }
 
 
+#: how deep a body's JSON may nest (a chat request needs about 6 levels)
+MAX_DEPTH = 64
+
+
+def _too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` has more than ``limit`` containers inside one another
+    (found level by level, without recursing)."""
+    level: list[Any] = [value]
+    for _ in range(limit + 1):
+        level = [item for item in level if isinstance(item, dict | list)]
+        if not level:
+            return False
+        level = [v for item in level for v in (item.values() if isinstance(item, dict)
+                                               else item)]
+    return True
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     model: str
@@ -77,6 +94,9 @@ def parse_chat_request(body: bytes, models: tuple[str, ...],
         raise ApiError(400, f"the body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(raw, dict):
         raise ApiError(400, "the body must be a JSON object", code="invalid_json")
+    if _too_deep(raw):
+        raise ApiError(400, f"the body nests deeper than {MAX_DEPTH} levels",
+                       code="invalid_json")
     for key in raw:
         if key in REFUSED and raw[key] not in (None, [], "none", "auto"):
             raise ApiError(400, REFUSED[key], code="unsupported_parameter")

@@ -20,6 +20,7 @@ marks while nothing is said, and the terminal receipt last.
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from typing import Any
 import orjson
 
 from tether.rpc.errors import AdmissionConflict, NotFound
-from tether.store import admissions, events, messages, sessions
+from tether.store import events, messages, sessions
 
 from .. import ledger
 from ..admissions import AdmissionService
@@ -39,6 +40,8 @@ from ..sessions import new_session_id
 from .request import DEFAULT_MODEL, ChatRequest
 
 __all__ = ["ApiTurns", "Opened", "Delta", "KeepAlive", "Done"]
+
+log = logging.getLogger("tether.http")
 
 #: events a follower may be behind before it is told of a gap (then it polls)
 FOLLOW_QUEUE = 10_000
@@ -93,14 +96,13 @@ class ApiTurns:
         options = {"model": req.model} if req.model != DEFAULT_MODEL else {}
         payload = ledger.canonical_payload(req.prompt, True, options,
                                            extra={"request_digest": req.digest})
-        sid = session_id
-        # a retry is told so (Idempotency-Replayed); a concurrent duplicate may
-        # both miss this read, and is still answered by the one row the ledger keeps
-        before = None if key is None else await self._journal.db.lookup(
-            lambda c: admissions.find(c, principal, sid, input_id))
+        made: list[bool] = []  # filled in the unit that inserts a new row, only
         receipt = await self._admissions.admit(principal, session_id, input_id,
-                                               ledger.encode_payload(payload))
-        return Opened(session_id, receipt["admission_id"], receipt, before is not None)
+                                               ledger.encode_payload(payload),
+                                               extra_unit=lambda tx: made.append(True))
+        # a key's every answer but the one that admitted it is a replay, however
+        # close together the duplicates came
+        return Opened(session_id, receipt["admission_id"], receipt, not made)
 
     async def _fresh_session(self, token_id: str, key: str | None,
                              req: ChatRequest) -> str:
@@ -137,6 +139,14 @@ class ApiTurns:
     async def cancel(self, opened: Opened) -> None:
         """Stop the turn nobody can fetch any more (its client went away)."""
         await self._admissions.cancel(opened.session_id, opened.admission_id)
+
+    async def cancel_quietly(self, opened: Opened) -> None:
+        """``cancel``, for a client that is gone: nobody to tell if it fails (the
+        turn may have ended meanwhile, or the store may be failing)."""
+        try:
+            await self.cancel(opened)
+        except Exception as exc:  # noqa: BLE001 - logged, and nobody else to tell
+            log.info("could not cancel %s: %s", opened.admission_id, exc)
 
     async def follow(self, opened: Opened) -> AsyncIterator[Delta | KeepAlive | Done]:
         """The turn's text as it is committed, then its terminal receipt."""

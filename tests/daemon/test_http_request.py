@@ -125,3 +125,24 @@ async def test_a_head_split_across_reads_is_routed_once_whole():
         assert (transport.protocol is http) is not websocket
         router.connection_lost(None)
         assert not transport.aborted
+
+
+def test_json_nested_deeper_than_the_limit_is_refused():
+    deep = b'{"model": "tether", "x": ' + b"[" * 200 + b"]" * 200 + b"}"
+    assert refusal(deep).code == "invalid_json"
+    assert "deeper" in refusal(deep).message
+
+
+@pytest.mark.parametrize("message", [
+    "connecting to provider at http://10.1.2.3:8000/v1/chat/completions timed out",
+    "is the server running at llm.internal:8000?",
+    "POST https://api.example.com/v1/chat/completions: 500",
+    "connection to [fd00::1]:9000 failed",
+])
+def test_addresses_are_taken_out_of_messages_to_api_clients(message):
+    from tether.daemon.http.errors import redact
+
+    shown = redact(message)
+    assert "<model server>" in shown
+    assert not any(part in shown for part in ("10.1.2.3", "llm.internal", "example.com",
+                                              "fd00", "8000", "9000"))
