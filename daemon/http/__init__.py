@@ -63,6 +63,7 @@ class HttpFrontend:
 
     async def close(self, timeout: float = 3.0) -> None:
         """Finish responses in flight (bounded by ``timeout``), then close."""
+        self.app.attempts.close()
         for conn in list(self._state.connections):
             conn.shutdown()
         with contextlib.suppress(TimeoutError):

@@ -24,10 +24,11 @@ import orjson
 from tether.rpc.protocol import MAX_ID_CHARS
 
 from ..config import HttpConfig
-from .chat import Receive, Send, answer
+from .chat import Receive, Send, answer, rerunnable
 from .errors import ApiError, from_exception
 from .request import parse_chat_request
-from .turn import ApiTurns
+from .retries import Attempts, retry_count
+from .turn import ApiTurns, Opened
 
 __all__ = ["ApiApp"]
 
@@ -61,6 +62,8 @@ class ApiApp:
         self._limits = limits
         self._draining = draining
         self._in_flight = 0
+        self.attempts = Attempts(limits.config.retry_window_seconds,
+                                 limits.config.retry_claim_seconds, turns.cancel_quietly)
         #: the requests in flight by token id: each one's stop, set when the token goes
         self._stops: dict[str, set[asyncio.Future[ApiError]]] = {}
 
@@ -178,15 +181,25 @@ class ApiApp:
         self._in_flight += 1
         stop: asyncio.Future[ApiError] = asyncio.get_running_loop().create_future()
         self._stops.setdefault(token_id, set()).add(stop)
+        # an SDK's retry of an unkeyed request is known by its token and body
+        retries = retry_count(headers) if key is None else None
+        ident = (token_id, req.digest, session_id or "")
         try:
-            try:
-                opened = await self._turns.open(token_id, key, req, session_id)
-            except Exception as exc:
-                raise from_exception(exc, cfg.retry_after_seconds) from None
+            opened = self.attempts.claim(ident) if retries else None
+            if opened is None:
+                try:
+                    opened = await self._turns.open(token_id, key, req, session_id)
+                except Exception as exc:
+                    raise from_exception(exc, cfg.retry_after_seconds) from None
+                if retries is not None:
+                    self.attempts.record(ident, opened)
             how = await answer(send, receive, self._turns, opened, req, stop)
+            if retries is not None:
+                await self._settle_attempt(ident, opened, how)
             # not delivered: nobody can fetch this answer any more unless it has a
-            # key (and a revoked token can fetch nothing), so stop spending on it
-            if how == "stopped" or (how == "gone" and key is None):
+            # key or a retry may still claim it (and a revoked token can fetch
+            # nothing), so stop spending on it
+            if how == "stopped" or (how == "gone" and key is None and retries is None):
                 await self._turns.cancel_quietly(opened)
         finally:
             self._in_flight -= 1
@@ -195,6 +208,18 @@ class ApiApp:
                 live.discard(stop)
                 if not live:
                     del self._stops[token_id]
+
+
+    async def _settle_attempt(self, ident: tuple[str, ...], opened: Opened,
+                              how: str) -> None:
+        """An SDK client's attempt ended: its turn waits for a retry to claim it,
+        or a retry may run it anew if it failed before doing anything."""
+        if how == "delivered":
+            receipt = await self._turns.receipt(opened)
+            if rerunnable(receipt) and not await self._turns.side_effects(opened):
+                self.attempts.forget(ident)
+                return
+        self.attempts.release(ident, how == "delivered")
 
 
 def _header_id(headers: dict[str, str], name: str) -> str | None:

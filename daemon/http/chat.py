@@ -27,23 +27,46 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 
 
-def outcome_error(receipt: dict[str, Any]) -> ApiError | None:
+#: tells the SDKs not to retry: a retry would get this same answer, or run again
+#: what already acted
+NO_RETRY = {"x-should-retry": "false"}
+
+
+def rerunnable(receipt: dict[str, Any]) -> bool:
+    """Whether a retry of this settled admission may run it again, if it did
+    nothing yet: it failed or was interrupted (a model error, an owner stopping)."""
+    return receipt["status"] != "unknown" and receipt.get("outcome") in ("failed",
+                                                                        "interrupted")
+
+
+def outcome_error(receipt: dict[str, Any], side_effects: bool = False) -> ApiError | None:
     """Why a settled admission has no completion to give (None: it has one)."""
     if receipt["status"] == "unknown":
         return ApiError(409, f"admission {receipt['admission_id']} was running when the owner "
                         "stopped and its outcome is unknown; settle it with `tether resolve "
-                        f"{receipt['session_id']}`", code="unknown_execution")
+                        f"{receipt['session_id']}`", code="unknown_execution",
+                        headers=NO_RETRY)
     outcome = receipt.get("outcome")
     if outcome == "completed":
         return None
     error = (receipt.get("result") or {}).get("error")
     if isinstance(error, str):
         error = redact(error)
+    # a retry of a turn that acted could act twice; of a cancelled one, it is cancelled
+    headers = NO_RETRY if side_effects or not rerunnable(receipt) else None
+    after = " (after its tools ran: not retried)" if side_effects else ""
     if outcome == "failed":
-        return ApiError(502, f"the model failed: {error or 'no detail'}", type_="server_error",
-                        code="model_failed")
-    return ApiError(503, f"the turn was {outcome}" + (f": {error}" if error else ""),
-                    type_="server_error", code=f"turn_{outcome}")
+        return ApiError(502, f"the model failed{after}: {error or 'no detail'}",
+                        type_="server_error", code="model_failed", headers=headers)
+    return ApiError(503, f"the turn was {outcome}{after}" + (f": {error}" if error else ""),
+                    type_="server_error", code=f"turn_{outcome}", headers=headers)
+
+
+async def settled_error(turns: ApiTurns, opened: Opened,
+                        receipt: dict[str, Any]) -> ApiError | None:
+    """``outcome_error``, knowing whether the turn acted when that matters."""
+    acted = rerunnable(receipt) and await turns.side_effects(opened)
+    return outcome_error(receipt, acted)
 
 
 def _headers(opened: Opened, content_type: bytes) -> list[tuple[bytes, bytes]]:
@@ -121,10 +144,11 @@ async def _whole(send: Send, turns: ApiTurns, opened: Opened, req: ChatRequest) 
     async for piece in turns.follow(opened):
         if isinstance(piece, Done):
             receipt = piece.receipt
-    error = outcome_error(receipt)
+    error = await settled_error(turns, opened, receipt)
     headers = _headers(opened, b"application/json")
     if error is not None:
         body, status = error.body(), error.status
+        headers += [(k.encode(), v.encode()) for k, v in error.headers.items()]
     else:
         body, status = orjson.dumps(sse.completion(receipt, req.model, int(time.time()))), 200
     headers.append((b"content-length", b"%d" % len(body)))
@@ -154,7 +178,7 @@ async def _stream(send: Send, turns: ApiTurns, opened: Opened, req: ChatRequest)
                 await emit(sse.event(sse.chunk(aid, model, created, {"content": piece.text})))
         elif isinstance(piece, Done):
             receipt = piece.receipt
-    error = outcome_error(receipt)
+    error = await settled_error(turns, opened, receipt)
     if error is not None:
         await emit(sse.event(error.envelope()))
     else:

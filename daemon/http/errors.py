@@ -73,10 +73,12 @@ def from_exception(exc: BaseException, retry_after: int) -> ApiError:
         return ApiError(400, message, code="invalid_params")
     if isinstance(exc, NotFound):
         return ApiError(404, message, code="not_found")
+    # a 409 is the same whenever it is asked again: the SDKs are told not to retry
     if isinstance(exc, AdmissionConflict):
-        return ApiError(409, message, code="idempotency_conflict")
+        return ApiError(409, message, code="idempotency_conflict",
+                        headers={"x-should-retry": "false"})
     if isinstance(exc, UnknownExecution):
-        return ApiError(409, message, code="session_paused")
+        return ApiError(409, message, code="session_paused", headers={"x-should-retry": "false"})
     if isinstance(exc, Overloaded):
         return ApiError(429, message, type_="rate_limit_error", code="overloaded",
                         headers={"Retry-After": str(retry_after)})

@@ -133,6 +133,12 @@ class ApiTurns:
         if found is None:
             raise NotFound(f"no session {session_id!r}")
 
+    async def side_effects(self, opened: Opened) -> bool:
+        """Whether the turn did anything besides talking: ran a tool, started a child."""
+        sid, aid = opened.session_id, opened.admission_id
+        return bool(await self._journal.db.lookup(
+            lambda c: events.of_admission(c, sid, aid, BUSY_EVENTS)))
+
     async def receipt(self, opened: Opened) -> dict[str, Any]:
         return await self._admissions.receipt(opened.session_id, opened.admission_id, None)
 

@@ -61,7 +61,8 @@ def scene(tmp_path):
     model = Model()
     with FakeProvider(model) as provider:
         write_config(home, provider.url, http={"max_concurrent_requests": 2,
-                                               "keepalive_seconds": 0.2})
+                                               "keepalive_seconds": 0.2,
+                                               "retry_claim_seconds": 0.5})
         with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
             yield owner, provider, model
             model.gate.set()
@@ -245,6 +246,7 @@ async def test_past_the_concurrency_bound_a_request_gets_429(scene):
 
 
 async def test_a_streamed_client_that_leaves_without_a_key_interrupts_its_turn(scene):
+    """Once no retry claimed it within http.retry_claim_seconds (test_http_retries.py)."""
     owner, provider, model = scene
     api = client(owner, await mint(owner))
     stream = await api.chat.completions.create(
