@@ -119,6 +119,8 @@ class ApiApp:
             raise ApiError(426, "this is tether's WebSocket endpoint (see docs/protocol.md); "
                            "the HTTP API is under /v1", code="upgrade_required",
                            headers={"Upgrade": "websocket"})
+        if path.startswith("/v1/models/") and path != "/v1/models/":
+            routes[path] = ("GET", self._model)
         if path not in routes:
             raise ApiError(404, f"no route {path} (try /v1/chat/completions, /v1/models, "
                            "/health)", code="not_found")
@@ -135,6 +137,9 @@ class ApiApp:
             await handler(send)
             return
         token_id = await self._authorize(headers)
+        if handler == self._model:
+            await self._model(send, receive, headers, token_id, path)
+            return
         await handler(send, receive, headers, token_id)
 
     async def _authorize(self, headers: dict[str, str]) -> str:
@@ -157,9 +162,16 @@ class ApiApp:
 
     async def _models(self, send: Send, receive: Receive, headers: dict[str, str],
                       token_id: str) -> None:
-        data = [{"id": m, "object": "model", "created": 0, "owned_by": "tether"}
-                for m in self._limits.models]
+        data = [_model_object(m) for m in self._limits.models]
         await _respond(send, 200, orjson.dumps({"object": "list", "data": data}))
+
+    async def _model(self, send: Send, receive: Receive, headers: dict[str, str],
+                     token_id: str, path: str) -> None:
+        name = path.removeprefix("/v1/models/")
+        if name not in self._limits.models:
+            raise ApiError(404, f"the model {name!r} does not exist; GET /v1/models lists "
+                           "the names this endpoint serves", code="model_not_found")
+        await _respond(send, 200, orjson.dumps(_model_object(name)))
 
     async def _chat(self, send: Send, receive: Receive, headers: dict[str, str],
                     token_id: str) -> None:
@@ -220,6 +232,10 @@ class ApiApp:
                 self.attempts.forget(ident)
                 return
         self.attempts.release(ident, how == "delivered")
+
+
+def _model_object(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "tether"}
 
 
 def _header_id(headers: dict[str, str], name: str) -> str | None:

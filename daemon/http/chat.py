@@ -69,12 +69,15 @@ async def settled_error(turns: ApiTurns, opened: Opened,
     return outcome_error(receipt, acted)
 
 
-def _headers(opened: Opened, content_type: bytes) -> list[tuple[bytes, bytes]]:
+def _headers(opened: Opened, req: ChatRequest,
+             content_type: bytes) -> list[tuple[bytes, bytes]]:
     headers = [(b"content-type", content_type),
                (b"x-tether-session-id", opened.session_id.encode()),
                (b"x-tether-admission-id", opened.admission_id.encode())]
     if opened.replayed:
         headers.append((b"idempotency-replayed", b"true"))
+    if req.ignored:
+        headers.append((b"x-tether-ignored", ",".join(req.ignored).encode()))
     return headers
 
 
@@ -145,7 +148,7 @@ async def _whole(send: Send, turns: ApiTurns, opened: Opened, req: ChatRequest) 
         if isinstance(piece, Done):
             receipt = piece.receipt
     error = await settled_error(turns, opened, receipt)
-    headers = _headers(opened, b"application/json")
+    headers = _headers(opened, req, b"application/json")
     if error is not None:
         body, status = error.body(), error.status
         headers += [(k.encode(), v.encode()) for k, v in error.headers.items()]
@@ -158,7 +161,7 @@ async def _whole(send: Send, turns: ApiTurns, opened: Opened, req: ChatRequest) 
 
 async def _stream(send: Send, turns: ApiTurns, opened: Opened, req: ChatRequest) -> None:
     aid, model, created = opened.admission_id, req.model, int(time.time())
-    headers = _headers(opened, b"text/event-stream; charset=utf-8")
+    headers = _headers(opened, req, b"text/event-stream; charset=utf-8")
     headers += [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
     async def emit(data: bytes) -> None:

@@ -146,3 +146,25 @@ def test_addresses_are_taken_out_of_messages_to_api_clients(message):
     assert "<model server>" in shown
     assert not any(part in shown for part in ("10.1.2.3", "llm.internal", "example.com",
                                               "fd00", "8000", "9000"))
+
+
+def test_n_null_or_1_and_no_op_values_are_accepted_and_ignored_names_kept():
+    body = {"model": "tether", "messages": [{"role": "user", "content": "x"}]}
+    for extra in ({"n": None}, {"n": 1}, {"tools": []}, {"tool_choice": "none"},
+                  {"response_format": {"type": "text"}}, {"modalities": ["text"]}):
+        assert parse({**body, **extra}).ignored == ()
+    req = parse({**body, "top_k": 3, "prompt_cache_key": "k", "seed": None,
+                 "stream_options": {"include_usage": True, "include_obfuscation": False}})
+    assert req.ignored == ("prompt_cache_key", "top_k")  # a null one is not named
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    ({"model": "tether", "messages": [{"role": "bot", "content": "x"}]}, "messages[0].role:"),
+    ({"model": "tether", "messages": [{"role": "user", "content": 5}]},
+     "messages[0].content: must be a string or a list of text parts"),
+    ({"model": "tether", "messages": [{"role": "user", "content": "x"}], "stream": 1},
+     "stream:"),
+    ({"messages": [{"role": "user", "content": "x"}]}, "model: is required"),
+])
+def test_a_refusal_names_the_field_at_fault(body, said):
+    assert said in refusal(body).message
