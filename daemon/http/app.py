@@ -24,6 +24,7 @@ import orjson
 from tether.rpc.protocol import MAX_ID_CHARS
 
 from ..config import HttpConfig
+from . import cors
 from .chat import Receive, Send, answer, rerunnable
 from .errors import ApiError, from_exception
 from .request import parse_chat_request
@@ -71,10 +72,19 @@ class ApiApp:
         if scope["type"] != "http":
             return  # lifespan is off and WebSocket upgrades never get here
         started = False
+        origin = _lower_headers(scope).get("origin")
+        extra = cors.response_headers(origin) if origin in self._limits.allowed_origins \
+            and origin is not None else []
 
         async def tracked(message: dict[str, Any]) -> None:
             nonlocal started
-            started = started or message["type"] == "http.response.start"
+            if message["type"] == "http.response.start":
+                started = True
+                if extra:  # unless the answer has its own (a preflight's)
+                    given = list(message.get("headers", []))
+                    names = {k for k, _ in given}
+                    message = {**message, "headers": given + [
+                        (k, v) for k, v in extra if k not in names]}
             await send(message)
 
         try:
@@ -125,14 +135,21 @@ class ApiApp:
             raise ApiError(404, f"no route {path} (try /v1/chat/completions, /v1/models, "
                            "/health)", code="not_found")
         allowed, handler = routes[path]
-        if method != allowed and not (allowed == "GET" and method == "HEAD"):
-            raise ApiError(405, f"{path} takes {allowed}", code="method_not_allowed",
-                           headers={"Allow": allowed})
         headers = _lower_headers(scope)
         origin = headers.get("origin")
         if origin is not None and origin not in self._limits.allowed_origins:
-            raise ApiError(403, f"origin {origin} is not allowed", type_="permission_error",
-                           code="forbidden_origin")
+            raise ApiError(403, f"origin {origin} is not allowed (daemon.tcp_allowed_origins)",
+                           type_="permission_error", code="forbidden_origin")
+        if method == "OPTIONS":  # a browser's preflight: no token is sent with it
+            answer = cors.preflight(origin, headers.get("access-control-request-headers")) \
+                if origin is not None else {"Allow": f"{allowed}, OPTIONS"}
+            await send({"type": "http.response.start", "status": 204, "headers": [
+                (k.lower().encode(), v.encode()) for k, v in answer.items()]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if method != allowed and not (allowed == "GET" and method == "HEAD"):
+            raise ApiError(405, f"{path} takes {allowed}", code="method_not_allowed",
+                           headers={"Allow": allowed})
         if handler == self._health:
             await handler(send)
             return
@@ -178,6 +195,11 @@ class ApiApp:
         cfg = self._limits.config
         key = _header_id(headers, "idempotency-key")
         session_id = _header_id(headers, "x-tether-session-id")
+        conversation = _header_id(headers, "x-tether-conversation") or \
+            _header_id(headers, "x-openwebui-chat-id")
+        if session_id is not None and conversation is not None:
+            raise ApiError(400, "give X-Tether-Session-Id or a conversation key "
+                           "(X-Tether-Conversation), not both", code="invalid_header")
         try:
             async with asyncio.timeout(cfg.body_timeout_seconds):
                 body = await _read_body(receive, headers, cfg.max_body_bytes)
@@ -195,12 +217,13 @@ class ApiApp:
         self._stops.setdefault(token_id, set()).add(stop)
         # an SDK's retry of an unkeyed request is known by its token and body
         retries = retry_count(headers) if key is None else None
-        ident = (token_id, req.digest, session_id or "")
+        ident = (token_id, req.digest, session_id or "", conversation or "")
         try:
             opened = self.attempts.claim(ident) if retries else None
             if opened is None:
                 try:
-                    opened = await self._turns.open(token_id, key, req, session_id)
+                    opened = await self._turns.open(token_id, key, req, session_id,
+                                                    conversation)
                 except Exception as exc:
                     raise from_exception(exc, cfg.retry_after_seconds) from None
                 if retries is not None:

@@ -8,7 +8,10 @@
   ``api:<token_id>:<key>`` and its digest the body's, so a retry finds it and a
   changed body is a conflict;
 - with it: the stored session, the last user message appended (the body's
-  history is ignored).
+  history is ignored);
+- with a conversation key (``X-Tether-Conversation``): the session this token's
+  key names, or, the first time, a fresh one (as without a header) that the
+  key names from then on, created with the mapping in one transaction.
 
 The admission's principal is ``api:<token_id>``, its input id the key (or a
 fresh one), ``finite: true`` (delegate_task joins inline), and its payload
@@ -29,7 +32,7 @@ from typing import Any
 import orjson
 
 from tether.rpc.errors import AdmissionConflict, NotFound
-from tether.store import events, messages, sessions
+from tether.store import conversations, events, messages, sessions
 
 from .. import ledger
 from ..admissions import AdmissionService
@@ -86,10 +89,12 @@ class ApiTurns:
         self._config = config
 
     async def open(self, token_id: str, key: str | None, req: ChatRequest,
-                   session_id: str | None) -> Opened:
+                   session_id: str | None, conversation: str | None = None) -> Opened:
         principal = f"api:{token_id}"
         input_id = key if key is not None else "http_" + secrets.token_hex(12)
-        if session_id is None:
+        if conversation is not None:
+            session_id = await self._fresh_session(token_id, None, req, conversation)
+        elif session_id is None:
             session_id = await self._fresh_session(token_id, key, req)
         else:
             await self.exists(session_id)
@@ -104,8 +109,8 @@ class ApiTurns:
         # close together the duplicates came
         return Opened(session_id, receipt["admission_id"], receipt, not made)
 
-    async def _fresh_session(self, token_id: str, key: str | None,
-                             req: ChatRequest) -> str:
+    async def _fresh_session(self, token_id: str, key: str | None, req: ChatRequest,
+                             conversation: str | None = None) -> str:
         request_id = f"api:{token_id}:{key}" if key is not None else None
         new_id = new_session_id()
         title = " ".join(req.prompt.split())[:80]
@@ -113,6 +118,9 @@ class ApiTurns:
         history = req.history
 
         def unit(tx: Tx) -> str:
+            if conversation is not None and (
+                    named := conversations.get(tx.conn, token_id, conversation)) is not None:
+                return named
             if request_id is not None:
                 found = sessions.get_by_request(tx.conn, request_id)
                 if found is not None:
@@ -124,6 +132,8 @@ class ApiTurns:
                             params_digest=req.digest, parent_session_id=None, source="api",
                             title=title, cwd=None, options=options, now=tx.now)
             messages.append(tx.conn, new_id, history, tx.now)
+            if conversation is not None:
+                conversations.insert(tx.conn, token_id, conversation, new_id, tx.now)
             return new_id
 
         return await self._journal.write(unit)

@@ -1,0 +1,20 @@
+"""Queries for `api_conversations`: an HTTP client's own conversation key,
+per token, and the session it names (docs/http.md)."""
+
+from __future__ import annotations
+
+from .conn import Conn
+
+__all__ = ["get", "insert"]
+
+
+def get(conn: Conn, token_id: str, key: str) -> str | None:
+    """The session this token's conversation ``key`` names, if it has one yet."""
+    row = conn.execute("SELECT session_id FROM api_conversations WHERE token_id = ? "
+                       "AND conversation_key = ?", (token_id, key)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def insert(conn: Conn, token_id: str, key: str, session_id: str, now: float) -> None:
+    conn.execute("INSERT INTO api_conversations(token_id, conversation_key, session_id, "
+                 "created_at) VALUES (?, ?, ?, ?)", (token_id, key, session_id, now))
