@@ -93,8 +93,11 @@ class Provider(Protocol):
         reasoning: str | None = None,
         on_delta: DeltaCallback | None = None,
         on_reasoning: DeltaCallback | None = None,
+        extras: dict[str, Any] | None = None,
     ) -> Completion:
-        """Return the model's answer; text and reasoning are also passed, in order, to the callbacks."""
+        """Return the model's answer; text and reasoning are also passed, in order, to the
+        callbacks. ``extras`` are more fields of the request (an HTTP client's
+        ``response_format``, ``tool_choice``); a provider that cannot send them ignores them."""
         ...
 
 
@@ -177,7 +180,8 @@ class OpenAIProvider:
         return f"OpenAIProvider(name={self.name!r}, url={self.url!r}, stream={self.stream})"
 
     def request_body(
-        self, *, messages: list[dict], tools: list[dict] | None, model: str, reasoning: str | None
+        self, *, messages: list[dict], tools: list[dict] | None, model: str, reasoning: str | None,
+        extras: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The JSON body `complete` sends (exposed so callers and tests can inspect it)."""
         body: dict[str, Any] = {"model": model, "messages": messages, "stream": self.stream}
@@ -188,6 +192,9 @@ class OpenAIProvider:
             body["stream_options"] = {"include_usage": True}
         if reasoning and reasoning != "none":
             body["reasoning_effort"] = reasoning
+        for key, value in (extras or {}).items():
+            if key != "tool_choice" or tools:  # a tool_choice needs tools to choose from
+                body[key] = value
         return body
 
     async def complete(
@@ -199,6 +206,7 @@ class OpenAIProvider:
         reasoning: str | None = None,
         on_delta: DeltaCallback | None = None,
         on_reasoning: DeltaCallback | None = None,
+        extras: dict[str, Any] | None = None,
     ) -> Completion:
         """Request one completion, retrying transient failures; raise `ProviderError` on failure.
 
@@ -207,7 +215,8 @@ class OpenAIProvider:
         raised by the callbacks propagate unchanged.
         """
         body = orjson.dumps(
-            self.request_body(messages=messages, tools=tools, model=model, reasoning=reasoning)
+            self.request_body(messages=messages, tools=tools, model=model, reasoning=reasoning,
+                              extras=extras)
         )
         headers = {
             "Content-Type": "application/json",

@@ -49,6 +49,8 @@ class ApiLimits:
     models: tuple[str, ...]
     max_text_chars: int
     allowed_origins: tuple[str, ...]
+    #: tether's own tools: a client's tool may not take one of their names
+    tool_names: frozenset[str] = frozenset()
 
 
 class ApiApp:
@@ -206,7 +208,8 @@ class ApiApp:
         except TimeoutError:
             raise ApiError(408, f"the body did not arrive within {cfg.body_timeout_seconds:g} "
                            "s (http.body_timeout_seconds)", code="request_timeout") from None
-        req = parse_chat_request(body, self._limits.models, self._limits.max_text_chars)
+        req = parse_chat_request(body, self._limits.models, self._limits.max_text_chars,
+                                 self._limits.tool_names)
         if self._in_flight >= cfg.max_concurrent_requests:
             raise ApiError(429, f"{cfg.max_concurrent_requests} chat completions are already "
                            "running; retry later", type_="rate_limit_error",

@@ -142,6 +142,15 @@ async def _refuse(send: _Tracked, req: ChatRequest, error: ApiError) -> None:
         await send({"type": "http.response.body", "body": sse.DONE, "more_body": False})
 
 
+async def _client_calls(turns: ApiTurns, opened: Opened) -> list[dict[str, Any]]:
+    """The client's tools the finished turn called; remembered, so the request
+    that brings their results continues this session."""
+    calls = await turns.client_calls(opened)
+    if calls and opened.token_id:
+        await turns.remember_calls(opened.token_id, opened.session_id, calls)
+    return calls
+
+
 async def _whole(send: Send, turns: ApiTurns, opened: Opened, req: ChatRequest) -> None:
     receipt: dict[str, Any] = opened.receipt
     async for piece in turns.follow(opened):
@@ -153,7 +162,9 @@ async def _whole(send: Send, turns: ApiTurns, opened: Opened, req: ChatRequest) 
         body, status = error.body(), error.status
         headers += [(k.encode(), v.encode()) for k, v in error.headers.items()]
     else:
-        body, status = orjson.dumps(sse.completion(receipt, req.model, int(time.time()))), 200
+        calls = await _client_calls(turns, opened)
+        body = orjson.dumps(sse.completion(receipt, req.model, int(time.time()), calls))
+        status = 200
     headers.append((b"content-length", b"%d" % len(body)))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -190,7 +201,11 @@ async def _stream(send: Send, turns: ApiTurns, opened: Opened, req: ChatRequest)
         rest = text[len(said):] if text.startswith(said) else ("" if said else text)
         if rest:
             await emit(sse.event(sse.chunk(aid, model, created, {"content": rest})))
-        await emit(sse.event(sse.chunk(aid, model, created, {}, "stop")))
+        calls = await _client_calls(turns, opened)
+        if calls:
+            await emit(sse.event(sse.chunk(aid, model, created, sse.tool_call_deltas(calls))))
+        await emit(sse.event(sse.chunk(aid, model, created, {},
+                                       "tool_calls" if calls else "stop")))
         if req.include_usage:
             await emit(sse.event(sse.chunk(aid, model, created, None,
                                            usage=sse.usage_of(receipt))))

@@ -11,12 +11,13 @@ an unknown one is refused, so a typo is not silently dropped (docs/http.md).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
+from .body import ChatBody, ChatMessage, OtherPart
 from .errors import ApiError
 
 __all__ = ["ChatRequest", "parse_chat_request", "DEFAULT_MODEL", "IGNORED"]
@@ -41,75 +42,25 @@ IGNORED = frozenset({
 })
 #: a request carrying one of these (other than its no-op value) is refused with the reason
 REFUSED = {
-    "tools": "tether's agent brings its own tools; a request's `tools` are not supported",
-    "functions": "tether's agent brings its own tools; `functions` are not supported",
-    "tool_choice": "tether's agent brings its own tools; `tool_choice` is not supported",
-    "function_call": "tether's agent brings its own tools; `function_call` is not supported",
-    "response_format": "`response_format` other than {\"type\": \"text\"} is not supported",
+    "functions": "`functions` (deprecated by OpenAI) are not supported: send `tools`",
+    "function_call": "`function_call` (deprecated by OpenAI) is not supported: send "
+                     "`tool_choice`",
     "audio": "`audio` is not supported: tether's turns are text",
     "modalities": "`modalities` other than [\"text\"] is not supported: tether's turns are text",
     "prediction": "`prediction` is not supported",
 }
 #: what each refused parameter may be and still change nothing
 _NO_OPS: dict[str, tuple[Any, ...]] = {
-    "tools": ([],), "functions": ([],), "tool_choice": ("none", "auto"),
-    "function_call": ("none", "auto"), "response_format": ({"type": "text"},),
-    "modalities": (["text"],),
+    "functions": ([],), "function_call": ("none", "auto"), "modalities": (["text"],),
 }
-
-Role = Literal["system", "developer", "user", "assistant", "tool"]
-
-
-class _Loose(BaseModel):
-    """A part of the body whose other keys are harmless (a message's ``name``)."""
-
-    model_config = ConfigDict(strict=True, extra="ignore")
-
-
-class TextPart(_Loose):
-    type: Literal["text"]
-    text: str
-
-
-class OtherPart(_Loose):
-    """Image, audio and file parts: recognised, and refused with the reason."""
-
-    type: Literal["image_url", "input_audio", "file", "refusal"]
-
-
-Part = Annotated[TextPart | OtherPart, Field(discriminator="type")]
-
-
-class ChatMessage(_Loose):
-    role: Role
-    content: str | list[Part] | None = None
-    tool_calls: list[Any] | None = None
-    tool_call_id: str | None = None
-
-
-class StreamOptions(_Loose):
-    include_usage: bool | None = None
-    include_obfuscation: bool | None = None
-
-
-class ChatBody(BaseModel):
-    """The fields a chat completion is made of; the rest are ``IGNORED`` or
-    ``REFUSED`` names, checked before this model sees the body."""
-
-    model_config = ConfigDict(strict=True, extra="ignore")
-
-    model: Annotated[str, Field(min_length=1)]
-    messages: Annotated[list[ChatMessage], Field(min_length=1)]
-    stream: bool | None = None
-    stream_options: StreamOptions | None = None
-    n: Literal[1] | None = None
 
 
 @dataclass(frozen=True)
 class ChatRequest:
     model: str
-    history: list[dict[str, Any]]  # the earlier messages, for a fresh session
-    prompt: str  # the last user message
+    #: the earlier messages, for a fresh session (tool calls and results included)
+    history: list[dict[str, Any]]
+    prompt: str  # the last user message ("" when the request answers tool calls)
     stream: bool
     include_usage: bool
     #: identifies the request for Idempotency-Key: the body without how it is
@@ -117,6 +68,22 @@ class ChatRequest:
     digest: str
     #: the parameters given that change nothing here (named back to the client)
     ignored: tuple[str, ...] = ()
+    #: the client's own tools (function schemas), offered beside tether's
+    client_tools: tuple[dict[str, Any], ...] = ()
+    #: what the model requests of the turn carry besides: response_format, tool_choice
+    extras: dict[str, Any] = field(default_factory=dict)
+    #: the results of the client's tools that end the body (its input instead
+    #: of a user message): [{"tool_call_id", "content"}]
+    tool_results: tuple[dict[str, Any], ...] = ()
+
+    def payload_extra(self) -> dict[str, Any]:
+        """What the admission's payload carries besides its text."""
+        extra: dict[str, Any] = {"request_digest": self.digest, **self.extras}
+        if self.client_tools:
+            extra["client_tools"] = list(self.client_tools)
+        if self.tool_results:
+            extra["tool_results"] = list(self.tool_results)
+        return extra
 
 
 def _too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
@@ -193,8 +160,92 @@ def _check_names(raw: dict[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(ignored))
 
 
-def parse_chat_request(body: bytes, models: tuple[str, ...],
-                       max_text_chars: int) -> ChatRequest:
+def _tools(body: ChatBody, reserved: frozenset[str]) -> tuple[tuple[dict[str, Any], ...],
+                                                              dict[str, Any]]:
+    """The client's tools as offered to the model, and the model request's extras."""
+    extras: dict[str, Any] = {}
+    if body.response_format is not None and body.response_format.type != "text":
+        extras["response_format"] = body.response_format.model_dump(
+            exclude_none=True, by_alias=True)
+        if body.response_format.type == "json_schema" and body.response_format.json_schema is None:
+            raise ApiError(400, "response_format: json_schema needs `json_schema`",
+                           code="invalid_type")
+    choice = body.tool_choice
+    if choice == "none" or not body.tools:
+        if choice not in (None, "none", "auto"):
+            raise ApiError(400, "tool_choice: the request has no `tools` to choose from",
+                           code="invalid_type")
+        return (), extras  # tether's own tools stay offered either way
+    names = [t.function.name for t in body.tools]
+    for name in names:
+        if name in reserved:
+            raise ApiError(400, f"tools: {name!r} is the name of one of tether's own tools; "
+                           "rename yours", code="invalid_type")
+    if len(set(names)) != len(names):
+        raise ApiError(400, "tools: two tools have the same name", code="invalid_type")
+    if choice == "required" or (choice is not None and choice != "auto"):
+        if not isinstance(choice, str) and choice.function.name not in names:
+            raise ApiError(400, f"tool_choice names {choice.function.name!r}, which is not "
+                           "one of the request's tools", code="invalid_type")
+        extras["tool_choice"] = choice if isinstance(choice, str) else choice.model_dump()
+    return tuple(t.model_dump(exclude_none=True) for t in body.tools), extras
+
+
+def _history(parsed: ChatBody) -> list[dict[str, Any]]:
+    """The messages as the transcript keeps them; a tool message must answer a
+    call of the assistant message it follows (a model server refuses any other)."""
+    history: list[dict[str, Any]] = []
+    calls: set[str] = set()  # the ids the latest assistant message called
+    for i, msg in enumerate(parsed.messages):
+        where = f"messages[{i}]"
+        if msg.role == "tool":
+            if msg.tool_call_id is None or msg.tool_call_id not in calls:
+                raise ApiError(400, f"{where}: a tool message must answer, by tool_call_id, a "
+                               "call of the assistant message before it",
+                               code="invalid_messages")
+            history.append({"role": "tool", "tool_call_id": msg.tool_call_id,
+                            "content": _text(msg, where)})
+            continue
+        item: dict[str, Any] = {"role": "system" if msg.role == "developer" else msg.role,
+                                "content": _text(msg, where)}
+        if msg.tool_calls:
+            if msg.role != "assistant":
+                raise ApiError(400, f"{where}: only an assistant message has tool_calls",
+                               code="invalid_messages")
+            item["tool_calls"] = [c.model_dump() for c in msg.tool_calls]
+        calls = {c.id for c in msg.tool_calls or ()}
+        history.append(item)
+    return history
+
+
+def _input(history: list[dict[str, Any]]) -> tuple[str, tuple[dict[str, Any], ...]]:
+    """Take the request's input off the end of ``history``: the last user message,
+    or the tool results that answer the last assistant message's calls."""
+    if history[-1]["role"] == "user":
+        last = history.pop()
+        if not last["content"].strip():
+            raise ApiError(400, "the last user message is empty", code="invalid_messages")
+        return last["content"], ()
+    if history[-1]["role"] != "tool":
+        raise ApiError(400, "the last message must be the user's (it is the prompt) or the "
+                       "results of the tools the assistant called", code="invalid_messages")
+    results: list[dict[str, Any]] = []
+    while history and history[-1]["role"] == "tool":
+        results.insert(0, history.pop())
+    asked = history[-1].get("tool_calls") if history and history[-1]["role"] == "assistant" \
+        else None
+    ids = {c["id"] for c in asked or ()}
+    if not asked or any(r["tool_call_id"] not in ids for r in results):
+        raise ApiError(400, "tool messages must answer the calls of the assistant message "
+                       "before them (by tool_call_id)", code="invalid_messages")
+    return "", tuple({"tool_call_id": r["tool_call_id"], "content": r["content"]}
+                     for r in results)
+
+
+def parse_chat_request(body: bytes, models: tuple[str, ...], max_text_chars: int,
+                       reserved: frozenset[str] = frozenset()) -> ChatRequest:
+    """The request in ``body``; ``reserved``: tether's own tool names, which a
+    client's tool may not take."""
     try:
         raw = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -212,28 +263,19 @@ def parse_chat_request(body: bytes, models: tuple[str, ...],
     if parsed.model not in models:
         raise ApiError(400, f"unknown model {parsed.model!r}; this endpoint serves "
                        f"{', '.join(models)}", code="model_not_found")
-    history: list[dict[str, Any]] = []
-    for i, msg in enumerate(parsed.messages):
-        where = f"messages[{i}]"
-        if msg.role == "tool" or msg.tool_calls:
-            raise ApiError(400, f"{where}: tool calls and tool results are not supported (the "
-                           "agent runs its own tools)", code="invalid_messages")
-        history.append({"role": "system" if msg.role == "developer" else msg.role,
-                        "content": _text(msg, where)})
-    last = history.pop()
-    if last["role"] != "user":
-        raise ApiError(400, "the last message must be the user's (it is the prompt)",
-                       code="invalid_messages")
-    if not last["content"].strip():
-        raise ApiError(400, "the last user message is empty", code="invalid_messages")
-    total = sum(len(m["content"]) for m in history) + len(last["content"])
+    client_tools, extras = _tools(parsed, reserved)
+    history = _history(parsed)
+    prompt, results = _input(history)
+    total = sum(len(m["content"] or "") for m in history) + len(prompt) + sum(
+        len(r["content"]) for r in results)
     if total > max_text_chars:
         raise ApiError(400, f"the messages are {total} characters; the limit is "
                        f"{max_text_chars}", code="too_long")
     identity = {k: v for k, v in raw.items() if k not in ("stream", "stream_options")}
     digest = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()
     options = parsed.stream_options
-    return ChatRequest(model=parsed.model, history=history, prompt=last["content"],
+    return ChatRequest(model=parsed.model, history=history, prompt=prompt,
                        stream=bool(parsed.stream),
                        include_usage=bool(options and options.include_usage),
-                       digest=digest, ignored=ignored)
+                       digest=digest, ignored=ignored, client_tools=client_tools,
+                       extras=extras, tool_results=results)

@@ -31,8 +31,8 @@ from typing import Any
 
 import orjson
 
-from tether.rpc.errors import AdmissionConflict, NotFound
-from tether.store import conversations, events, messages, sessions
+from tether.rpc.errors import AdmissionConflict, InvalidParams, NotFound
+from tether.store import admissions, conversations, events, messages, sessions
 
 from .. import ledger
 from ..admissions import AdmissionService
@@ -45,6 +45,10 @@ from .request import DEFAULT_MODEL, ChatRequest
 __all__ = ["ApiTurns", "Opened", "Delta", "KeepAlive", "Done"]
 
 log = logging.getLogger("tether.http")
+
+#: the conversation key under which a client tool call's session is found: a
+#: header's key has no spaces, so none can be taken for one of these
+CALL_KEY = "tool call "
 
 #: events a follower may be behind before it is told of a gap (then it polls)
 FOLLOW_QUEUE = 10_000
@@ -63,6 +67,7 @@ class Opened:
     admission_id: str
     receipt: dict[str, Any]  # as admitted (terminal already on a replay of a finished one)
     replayed: bool
+    token_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -92,28 +97,33 @@ class ApiTurns:
                    session_id: str | None, conversation: str | None = None) -> Opened:
         principal = f"api:{token_id}"
         input_id = key if key is not None else "http_" + secrets.token_hex(12)
+        if req.tool_results and conversation is None and session_id is None:
+            # the session whose turn ended with these calls, if it was ours
+            session_id = await self._session_of_calls(token_id, req)
         if conversation is not None:
             session_id = await self._fresh_session(token_id, None, req, conversation)
         elif session_id is None:
             session_id = await self._fresh_session(token_id, key, req)
         else:
             await self.exists(session_id)
+        if req.tool_results:
+            await self._check_pending(session_id, req)
         options = {"model": req.model} if req.model != DEFAULT_MODEL else {}
         payload = ledger.canonical_payload(req.prompt, True, options,
-                                           extra={"request_digest": req.digest})
+                                           extra=req.payload_extra())
         made: list[bool] = []  # filled in the unit that inserts a new row, only
         receipt = await self._admissions.admit(principal, session_id, input_id,
                                                ledger.encode_payload(payload),
                                                extra_unit=lambda tx: made.append(True))
         # a key's every answer but the one that admitted it is a replay, however
         # close together the duplicates came
-        return Opened(session_id, receipt["admission_id"], receipt, not made)
+        return Opened(session_id, receipt["admission_id"], receipt, not made, token_id)
 
     async def _fresh_session(self, token_id: str, key: str | None, req: ChatRequest,
                              conversation: str | None = None) -> str:
         request_id = f"api:{token_id}:{key}" if key is not None else None
         new_id = new_session_id()
-        title = " ".join(req.prompt.split())[:80]
+        title = " ".join(req.prompt.split())[:80] or "tool results"
         options = {"model": req.model} if req.model != DEFAULT_MODEL else {}
         history = req.history
 
@@ -137,6 +147,46 @@ class ApiTurns:
             return new_id
 
         return await self._journal.write(unit)
+
+    async def _session_of_calls(self, token_id: str, req: ChatRequest) -> str | None:
+        """The one session these tool results' calls came from (None: not ours)."""
+        keys = [CALL_KEY + r["tool_call_id"] for r in req.tool_results]
+        found = await self._journal.db.lookup(
+            lambda c: {conversations.get(c, token_id, k) for k in keys})
+        return found.pop() if len(found) == 1 and None not in found else None
+
+    async def _check_pending(self, session_id: str, req: ChatRequest) -> None:
+        """Tool results must answer calls the session is waiting on."""
+        rows = await self._journal.db.lookup(lambda c: messages.tail(c, session_id, 64))
+        answered: set[str] = set()
+        pending: set[str] = set()
+        for row in reversed(rows):
+            if row["role"] == "tool":
+                answered.add(row["tool_call_id"])
+                continue
+            if row["role"] == "assistant" and row["tool_calls"]:
+                pending = {c["id"] for c in row["tool_calls"]} - answered
+            break
+        if not {r["tool_call_id"] for r in req.tool_results} <= pending:
+            raise InvalidParams(f"session {session_id} is not waiting on these tool results "
+                                "(tool_call_id); its last answer called no such tool")
+
+    async def remember_calls(self, token_id: str, session_id: str,
+                             calls: list[dict[str, Any]]) -> None:
+        """Calls of the client's tools that ended a turn: the request that brings
+        their results continues this session (``_session_of_calls``)."""
+        def unit(tx: Tx) -> None:
+            for call in calls:
+                conversations.put(tx.conn, token_id, CALL_KEY + call["id"], session_id, tx.now)
+
+        await self._journal.write(unit)
+
+    async def client_calls(self, opened: Opened) -> list[dict[str, Any]]:
+        """The calls of the client's tools that ended this settled turn, if any."""
+        aid = opened.admission_id
+        row = await self._journal.db.lookup(lambda c: admissions.get(c, aid))
+        result = orjson.loads(row["result_json"]) if row and row["result_json"] else {}
+        return list(result.get("tool_calls") or ())
 
     async def exists(self, session_id: str) -> None:
         found = await self._journal.db.lookup(lambda c: sessions.get(c, session_id))

@@ -72,10 +72,41 @@ def test_bad_bodies_are_refused_with_a_code(body, code):
     assert refusal(body).code == code
 
 
-def test_a_requests_own_tools_are_refused_with_the_reason():
-    err = refusal({"model": "tether", "messages": [{"role": "user", "content": "x"}],
-                   "tools": [{"type": "function", "function": {"name": "f"}}]})
-    assert err.code == "unsupported_parameter" and "brings its own tools" in err.message
+TOOL = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+CALL = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+
+
+def test_a_requests_own_tools_and_their_results_are_taken():
+    asked = {"role": "user", "content": "find it"}
+    req = parse({"model": "tether", "messages": [asked], "tools": [TOOL],
+                 "tool_choice": "required", "response_format": {"type": "json_object"}})
+    assert req.client_tools == (TOOL,)
+    assert req.extras == {"tool_choice": "required", "response_format": {"type": "json_object"}}
+    answered = parse({"model": "tether", "tools": [TOOL], "messages": [
+        asked, {"role": "assistant", "content": None, "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "found"}]})
+    assert answered.prompt == ""
+    assert answered.tool_results == ({"tool_call_id": "call_1", "content": "found"},)
+    assert answered.history[-1]["tool_calls"] == [CALL]
+    # tool_choice "none": the client's tools are not offered
+    assert parse({"model": "tether", "messages": [asked], "tools": [TOOL],
+                  "tool_choice": "none"}).client_tools == ()
+
+
+@pytest.mark.parametrize(("extra", "said"), [
+    ({"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "other"}}},
+     "not one of the request's tools"),
+    ({"tools": [TOOL, TOOL]}, "same name"),
+    ({"tools": [{"type": "function", "function": {"name": "read_file"}}]}, "tether's own"),
+    ({"tool_choice": "required"}, "no `tools`"),
+    ({"functions": [{"name": "f"}]}, "send `tools`"),
+    ({"response_format": {"type": "json_schema"}}, "needs `json_schema`"),
+])
+def test_client_tools_that_cannot_be_served_are_refused(extra, said):
+    body = {"model": "tether", "messages": [{"role": "user", "content": "x"}], **extra}
+    with pytest.raises(ApiError) as exc:
+        parse_chat_request(orjson.dumps(body), MODELS, 1000, frozenset({"read_file"}))
+    assert said in exc.value.message
 
 
 HEAD = (b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"

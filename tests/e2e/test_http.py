@@ -208,8 +208,8 @@ async def test_refusals_use_openais_error_envelope(scene):
     with pytest.raises(openai.BadRequestError) as exc:
         await api.chat.completions.create(
             model="tether", messages=[{"role": "user", "content": "x"}],
-            tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
-    assert "brings its own tools" in exc.value.body["message"]
+            functions=[{"name": "f", "parameters": {}}])
+    assert "send `tools`" in exc.value.body["message"]
     with pytest.raises(openai.BadRequestError):
         await api.chat.completions.create(model="gpt-none",
                                           messages=[{"role": "user", "content": "x"}])
