@@ -24,10 +24,19 @@ import orjson
 from tether.rpc.protocol import MAX_ID_CHARS
 
 from ..config import HttpConfig
-from . import cors
-from .chat import Receive, Send, answer, rerunnable
+from . import cors, responses
+from .chat import (
+    Receive,
+    Render,
+    Send,
+    StreamError,
+    answer,
+    chat_render,
+    chat_stream_error,
+    rerunnable,
+)
 from .errors import ApiError, from_exception
-from .request import parse_chat_request
+from .request import ChatRequest, parse_chat_request
 from .retries import Attempts, retry_count
 from .turn import ApiTurns, Opened
 
@@ -119,6 +128,7 @@ class ApiApp:
             "/health": ("GET", self._health),
             "/v1/models": ("GET", self._models),
             "/v1/chat/completions": ("POST", self._chat),
+            "/v1/responses": ("POST", self._responses),
         }
         if self._pages is not None and method in ("GET", "HEAD") and \
                 (page := await self._pages(path, _lower_headers(scope))) is not None:
@@ -133,6 +143,8 @@ class ApiApp:
                            headers={"Upgrade": "websocket"})
         if path.startswith("/v1/models/") and path != "/v1/models/":
             routes[path] = ("GET", self._model)
+        elif path.startswith("/v1/responses/") and path.count("/") in (3, 4):
+            routes[path] = ("POST" if path.endswith("/cancel") else "GET", self._response)
         if path not in routes:
             raise ApiError(404, f"no route {path} (try /v1/chat/completions, /v1/models, "
                            "/health)", code="not_found")
@@ -158,6 +170,9 @@ class ApiApp:
         token_id = await self._authorize(headers)
         if handler == self._model:
             await self._model(send, receive, headers, token_id, path)
+            return
+        if handler == self._response:
+            await self._response(send, receive, headers, token_id, path, method)
             return
         await handler(send, receive, headers, token_id)
 
@@ -194,6 +209,36 @@ class ApiApp:
 
     async def _chat(self, send: Send, receive: Receive, headers: dict[str, str],
                     token_id: str) -> None:
+        limits = self._limits
+        await self._turn(send, receive, headers, token_id, lambda body: parse_chat_request(
+            body, limits.models, limits.max_text_chars, limits.tool_names))
+
+    async def _responses(self, send: Send, receive: Receive, headers: dict[str, str],
+                         token_id: str) -> None:
+        limits = self._limits
+        await self._turn(send, receive, headers, token_id, lambda body: responses.
+                         parse_responses_request(body, limits.models, limits.max_text_chars),
+                         responses.render, responses.stream_error)
+
+    async def _response(self, send: Send, receive: Receive, headers: dict[str, str],
+                        token_id: str, path: str, method: str) -> None:
+        """GET /v1/responses/{id}, POST /v1/responses/{id}/cancel."""
+        resp_id = path.removeprefix("/v1/responses/").removesuffix("/cancel")
+        try:
+            row = await self._turns.response_row(token_id, resp_id)
+            if path.endswith("/cancel"):
+                await self._turns.cancel_admission(row)
+                row = await self._turns.response_row(token_id, resp_id)
+        except Exception as exc:
+            raise from_exception(exc, self._limits.config.retry_after_seconds) from None
+        body = orjson.dumps(responses.object_of_row(row))
+        await _respond(send, 200, body)
+
+    async def _turn(self, send: Send, receive: Receive, headers: dict[str, str],
+                    token_id: str, parse: Callable[[bytes], ChatRequest],
+                    render: Render = chat_render,
+                    stream_error: StreamError = chat_stream_error) -> None:
+        """One request that is a turn: read, check, admit (or attach a retry), answer."""
         cfg = self._limits.config
         key = _header_id(headers, "idempotency-key")
         session_id = _header_id(headers, "x-tether-session-id")
@@ -208,8 +253,16 @@ class ApiApp:
         except TimeoutError:
             raise ApiError(408, f"the body did not arrive within {cfg.body_timeout_seconds:g} "
                            "s (http.body_timeout_seconds)", code="request_timeout") from None
-        req = parse_chat_request(body, self._limits.models, self._limits.max_text_chars,
-                                 self._limits.tool_names)
+        req = parse(body)
+        if req.previous_response_id is not None:
+            if session_id is not None or conversation is not None:
+                raise ApiError(400, "give previous_response_id or a session header, not both",
+                               code="invalid_header")
+            try:
+                session_id = await self._turns.session_of_response(token_id,
+                                                                   req.previous_response_id)
+            except Exception as exc:
+                raise from_exception(exc, cfg.retry_after_seconds) from None
         if self._in_flight >= cfg.max_concurrent_requests:
             raise ApiError(429, f"{cfg.max_concurrent_requests} chat completions are already "
                            "running; retry later", type_="rate_limit_error",
@@ -231,13 +284,15 @@ class ApiApp:
                     raise from_exception(exc, cfg.retry_after_seconds) from None
                 if retries is not None:
                     self.attempts.record(ident, opened)
-            how = await answer(send, receive, self._turns, opened, req, stop)
+            how = await answer(send, receive, self._turns, opened, req, stop, render,
+                               stream_error)
             if retries is not None:
                 await self._settle_attempt(ident, opened, how)
             # not delivered: nobody can fetch this answer any more unless it has a
             # key or a retry may still claim it (and a revoked token can fetch
             # nothing), so stop spending on it
-            if how == "stopped" or (how == "gone" and key is None and retries is None):
+            if how == "stopped" or (how == "gone" and key is None and retries is None
+                                    and not req.background):
                 await self._turns.cancel_quietly(opened)
         finally:
             self._in_flight -= 1

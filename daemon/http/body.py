@@ -107,3 +107,50 @@ class ChatBody(BaseModel):
     tools: list[ToolSpec] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedChoice | None = None
     response_format: ResponseFormat | None = None
+
+
+# -- /v1/responses ------------------------------------------------------------
+
+
+class InputPart(_Loose):
+    """A part of an input message: text (``input_text``, or ``output_text`` in an
+    earlier assistant message); the others are refused with the reason."""
+
+    type: Literal["input_text", "output_text", "input_image", "input_file", "input_audio",
+                  "refusal"]
+    text: str | None = None
+
+
+class InputMessage(_Loose):
+    type: Literal["message"] | None = None
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[InputPart]
+
+
+class TextFormat(_Loose):
+    type: Literal["text", "json_object", "json_schema"]
+    name: Annotated[str, Field(pattern=FUNCTION_NAME)] | None = None
+    description: str | None = None
+    schema_: Annotated[dict[str, Any] | None, Field(alias="schema")] = None
+    strict: bool | None = None
+
+
+class TextConfig(_Loose):
+    format: TextFormat | None = None
+
+
+class ResponsesBody(BaseModel):
+    """The fields a response is made of (OpenAI's Responses API); the rest are
+    ignored or refused names, checked by responses.py first."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")
+
+    model: Annotated[str, Field(min_length=1)]
+    input: str | Annotated[list[InputMessage], Field(min_length=1)]
+    instructions: str | None = None
+    previous_response_id: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    stream: bool | None = None
+    background: bool | None = None
+    store: bool | None = None
+    text: TextConfig | None = None
+    tools: Annotated[list[Any], Field(max_length=0)] | None = None

@@ -21,7 +21,8 @@ from .errors import ApiError, redact
 from .request import ChatRequest
 from .turn import ApiTurns, Delta, Done, KeepAlive, Opened
 
-__all__ = ["answer", "outcome_error"]
+__all__ = ["answer", "chat_render", "outcome_error", "settled_error", "headers_of",
+           "client_calls"]
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -69,7 +70,7 @@ async def settled_error(turns: ApiTurns, opened: Opened,
     return outcome_error(receipt, acted)
 
 
-def _headers(opened: Opened, req: ChatRequest,
+def headers_of(opened: Opened, req: ChatRequest,
              content_type: bytes) -> list[tuple[bytes, bytes]]:
     headers = [(b"content-type", content_type),
                (b"x-tether-session-id", opened.session_id.encode()),
@@ -94,19 +95,36 @@ class _Tracked:
         await self._send(message)
 
 
+#: writes one admitted request's answer (chat completion, response) to ``send``
+Render = Callable[[Send, ApiTurns, Opened, ChatRequest], Awaitable[None]]
+#: the last event of a stream that fails after it started
+StreamError = Callable[[ApiError], bytes]
+
+
+def chat_render(send: Send, turns: ApiTurns, opened: Opened, req: ChatRequest) -> Awaitable[None]:
+    """A chat completion, whole or streamed."""
+    return _stream(send, turns, opened, req) if req.stream else _whole(send, turns, opened, req)
+
+
+def chat_stream_error(error: ApiError) -> bytes:
+    return sse.event(error.envelope()) + sse.DONE
+
+
 async def answer(send: Send, receive: Receive, turns: ApiTurns, opened: Opened,
-                 req: ChatRequest, stop: asyncio.Future[ApiError]) -> str:
-    """Answer an admitted request: ``"delivered"``, ``"gone"`` (the client left,
-    or writing to it failed, before it had the whole answer) or ``"stopped"``
-    (``stop`` came first, e.g. the token was revoked: the client is told why if
-    it can still be). What happens to an undelivered turn is the caller's choice."""
+                 req: ChatRequest, stop: asyncio.Future[ApiError],
+                 render: Render = chat_render,
+                 stream_error: StreamError = chat_stream_error) -> str:
+    """Answer an admitted request with ``render``: ``"delivered"``, ``"gone"``
+    (the client left, or writing to it failed, before it had the whole answer)
+    or ``"stopped"`` (``stop`` came first, e.g. the token was revoked: the client
+    is told why if it can still be, a stream by ``stream_error``). What happens
+    to an undelivered turn is the caller's choice."""
     async def gone() -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
 
     tracked = _Tracked(send)
-    work = asyncio.ensure_future(_stream(tracked, turns, opened, req) if req.stream
-                                 else _whole(tracked, turns, opened, req))
+    work = asyncio.ensure_future(render(tracked, turns, opened, req))
     watcher = asyncio.ensure_future(gone())
     try:
         racing: set[asyncio.Future[Any]] = {work, watcher, stop}
@@ -119,7 +137,7 @@ async def answer(send: Send, receive: Receive, turns: ApiTurns, opened: Opened,
     if work.cancelled():
         if stop.done() and not stop.cancelled():
             with contextlib.suppress(Exception):
-                await _refuse(tracked, req, stop.result())
+                await _refuse(tracked, req, stop.result(), stream_error)
             return "stopped"
         return "gone"
     if isinstance(work.exception(), OSError):
@@ -128,7 +146,8 @@ async def answer(send: Send, receive: Receive, turns: ApiTurns, opened: Opened,
     return "delivered"
 
 
-async def _refuse(send: _Tracked, req: ChatRequest, error: ApiError) -> None:
+async def _refuse(send: _Tracked, req: ChatRequest, error: ApiError,
+                  stream_error: StreamError) -> None:
     """Tell the client why its answer stops here: an error response, or the
     error event that ends a stream already under way."""
     if not send.started:
@@ -137,12 +156,11 @@ async def _refuse(send: _Tracked, req: ChatRequest, error: ApiError) -> None:
             (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]})
         await send({"type": "http.response.body", "body": body})
     elif req.stream:
-        await send({"type": "http.response.body", "body": sse.event(error.envelope()),
-                    "more_body": True})
-        await send({"type": "http.response.body", "body": sse.DONE, "more_body": False})
+        await send({"type": "http.response.body", "body": stream_error(error),
+                    "more_body": False})
 
 
-async def _client_calls(turns: ApiTurns, opened: Opened) -> list[dict[str, Any]]:
+async def client_calls(turns: ApiTurns, opened: Opened) -> list[dict[str, Any]]:
     """The client's tools the finished turn called; remembered, so the request
     that brings their results continues this session."""
     calls = await turns.client_calls(opened)
@@ -157,12 +175,12 @@ async def _whole(send: Send, turns: ApiTurns, opened: Opened, req: ChatRequest) 
         if isinstance(piece, Done):
             receipt = piece.receipt
     error = await settled_error(turns, opened, receipt)
-    headers = _headers(opened, req, b"application/json")
+    headers = headers_of(opened, req, b"application/json")
     if error is not None:
         body, status = error.body(), error.status
         headers += [(k.encode(), v.encode()) for k, v in error.headers.items()]
     else:
-        calls = await _client_calls(turns, opened)
+        calls = await client_calls(turns, opened)
         body = orjson.dumps(sse.completion(receipt, req.model, int(time.time()), calls))
         status = 200
     headers.append((b"content-length", b"%d" % len(body)))
@@ -172,7 +190,7 @@ async def _whole(send: Send, turns: ApiTurns, opened: Opened, req: ChatRequest) 
 
 async def _stream(send: Send, turns: ApiTurns, opened: Opened, req: ChatRequest) -> None:
     aid, model, created = opened.admission_id, req.model, int(time.time())
-    headers = _headers(opened, req, b"text/event-stream; charset=utf-8")
+    headers = headers_of(opened, req, b"text/event-stream; charset=utf-8")
     headers += [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 
     async def emit(data: bytes) -> None:
@@ -201,7 +219,7 @@ async def _stream(send: Send, turns: ApiTurns, opened: Opened, req: ChatRequest)
         rest = text[len(said):] if text.startswith(said) else ("" if said else text)
         if rest:
             await emit(sse.event(sse.chunk(aid, model, created, {"content": rest})))
-        calls = await _client_calls(turns, opened)
+        calls = await client_calls(turns, opened)
         if calls:
             await emit(sse.event(sse.chunk(aid, model, created, sse.tool_call_deltas(calls))))
         await emit(sse.event(sse.chunk(aid, model, created, {},

@@ -75,10 +75,20 @@ class ChatRequest:
     #: the results of the client's tools that end the body (its input instead
     #: of a user message): [{"tool_call_id", "content"}]
     tool_results: tuple[dict[str, Any], ...] = ()
+    #: /v1/responses only: the response this one continues, whether it runs in the
+    #: background (answered at once, fetched later) and what the client called
+    #: its instructions (echoed in the response object)
+    previous_response_id: str | None = None
+    background: bool = False
+    instructions: str | None = None
 
     def payload_extra(self) -> dict[str, Any]:
         """What the admission's payload carries besides its text."""
         extra: dict[str, Any] = {"request_digest": self.digest, **self.extras}
+        if self.previous_response_id or self.background or self.instructions:
+            extra["response"] = {"previous_response_id": self.previous_response_id,
+                                 "background": self.background,
+                                 "instructions": self.instructions}
         if self.client_tools:
             extra["client_tools"] = list(self.client_tools)
         if self.tool_results:
@@ -86,7 +96,7 @@ class ChatRequest:
         return extra
 
 
-def _too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
     """Whether ``value`` has more than ``limit`` containers inside one another
     (found level by level, without recursing)."""
     level: list[Any] = [value]
@@ -104,7 +114,7 @@ _CODES = {"model": "invalid_model", "messages": "invalid_messages", "stream": "i
           "stream_options": "invalid_type", "n": "unsupported_parameter"}
 
 
-def _where(loc: tuple[Any, ...]) -> str:
+def where_of(loc: tuple[Any, ...]) -> str:
     """A field's place as OpenAI writes it: ``messages[0].role``."""
     out = ""
     for part in loc:
@@ -112,7 +122,7 @@ def _where(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _refusal(exc: ValidationError) -> ApiError:
+def refusal_of(exc: ValidationError) -> ApiError:
     """The body's first fault, in OpenAI's words: which field, and why."""
     first = exc.errors(include_url=False)[0]
     loc = tuple(first["loc"])
@@ -127,10 +137,10 @@ def _refusal(exc: ValidationError) -> ApiError:
         msg = "must be 1 (one choice per request)"
     elif field == "model" and first["type"] == "missing":
         msg = "is required (GET /v1/models lists the names)"
-    return ApiError(400, f"{_where(loc)}: {msg}" if loc else msg, code=code)
+    return ApiError(400, f"{where_of(loc)}: {msg}" if loc else msg, code=code)
 
 
-def _text(msg: ChatMessage, where: str) -> str:
+def text_of(msg: ChatMessage, where: str) -> str:
     if msg.content is None:
         return ""
     if isinstance(msg.content, str):
@@ -145,17 +155,22 @@ def _text(msg: ChatMessage, where: str) -> str:
     return "".join(parts)
 
 
-def _check_names(raw: dict[str, Any]) -> tuple[str, ...]:
-    """Refuse what cannot be served; the ignored names given (not null)."""
+def check_names(raw: dict[str, Any], known: Any = None,
+                ignored_names: frozenset[str] = IGNORED,
+                refused: dict[str, str] | None = None) -> tuple[str, ...]:
+    """Refuse what cannot be served; the ignored names given (not null).
+    ``known``: the body model's fields (ChatBody's by default)."""
+    refused = REFUSED if refused is None else refused
+    fields = (known or ChatBody).model_fields
     ignored = []
     for key, value in raw.items():
-        if key in REFUSED:
+        if key in refused:
             if value is not None and value not in _NO_OPS.get(key, ()):
-                raise ApiError(400, REFUSED[key], code="unsupported_parameter")
-        elif key in IGNORED:
+                raise ApiError(400, refused[key], code="unsupported_parameter")
+        elif key in ignored_names:
             if value is not None:
                 ignored.append(key)
-        elif key not in ChatBody.model_fields:
+        elif key not in fields:
             raise ApiError(400, f"unknown parameter `{key}`", code="unknown_parameter")
     return tuple(sorted(ignored))
 
@@ -204,10 +219,10 @@ def _history(parsed: ChatBody) -> list[dict[str, Any]]:
                                "call of the assistant message before it",
                                code="invalid_messages")
             history.append({"role": "tool", "tool_call_id": msg.tool_call_id,
-                            "content": _text(msg, where)})
+                            "content": text_of(msg, where)})
             continue
         item: dict[str, Any] = {"role": "system" if msg.role == "developer" else msg.role,
-                                "content": _text(msg, where)}
+                                "content": text_of(msg, where)}
         if msg.tool_calls:
             if msg.role != "assistant":
                 raise ApiError(400, f"{where}: only an assistant message has tool_calls",
@@ -252,14 +267,14 @@ def parse_chat_request(body: bytes, models: tuple[str, ...], max_text_chars: int
         raise ApiError(400, f"the body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(raw, dict):
         raise ApiError(400, "the body must be a JSON object", code="invalid_json")
-    if _too_deep(raw):
+    if too_deep(raw):
         raise ApiError(400, f"the body nests deeper than {MAX_DEPTH} levels",
                        code="invalid_json")
-    ignored = _check_names(raw)
+    ignored = check_names(raw)
     try:
         parsed = ChatBody.model_validate(raw)
     except ValidationError as exc:
-        raise _refusal(exc) from None
+        raise refusal_of(exc) from None
     if parsed.model not in models:
         raise ApiError(400, f"unknown model {parsed.model!r}; this endpoint serves "
                        f"{', '.join(models)}", code="model_not_found")

@@ -61,6 +61,17 @@ SETTLED = (ledger.Status.TERMINAL.value, ledger.Status.UNKNOWN.value)
 BUSY_EVENTS = ("tool.start", "subagent.start", "delegation.dispatched")
 
 
+def response_id(admission_id: str) -> str:
+    """A response's id (/v1/responses) is its admission's."""
+    return "resp_" + admission_id.removeprefix("adm_")
+
+
+def admission_of(resp_id: str) -> str | None:
+    """The admission id of a response id (None: not one of ours)."""
+    tail = resp_id.removeprefix("resp_")
+    return "adm_" + tail if tail != resp_id and tail.isalnum() else None
+
+
 @dataclass(frozen=True)
 class Opened:
     session_id: str
@@ -187,6 +198,25 @@ class ApiTurns:
         row = await self._journal.db.lookup(lambda c: admissions.get(c, aid))
         result = orjson.loads(row["result_json"]) if row and row["result_json"] else {}
         return list(result.get("tool_calls") or ())
+
+    async def response_row(self, token_id: str, resp_id: str) -> dict[str, Any]:
+        """The admission row of one of this token's responses; NotFound if there
+        is none (another token's is not found either)."""
+        aid = admission_of(resp_id)
+        row = None if aid is None else await self._journal.db.lookup(
+            lambda c: admissions.get(c, aid))
+        if row is None or row["principal_id"] != f"api:{token_id}":
+            raise NotFound(f"no response {resp_id!r}")
+        return row
+
+    async def session_of_response(self, token_id: str, resp_id: str) -> str:
+        """The session a previous response ran in (``previous_response_id``)."""
+        return str((await self.response_row(token_id, resp_id))["target_session_id"])
+
+    async def cancel_admission(self, row: dict[str, Any]) -> None:
+        """Stop a response's turn (``POST /v1/responses/{id}/cancel``); a settled
+        one stays as it is."""
+        await self._admissions.cancel(row["target_session_id"], row["admission_id"])
 
     async def exists(self, session_id: str) -> None:
         found = await self._journal.db.lookup(lambda c: sessions.get(c, session_id))

@@ -170,6 +170,7 @@ async def test_an_idempotent_retry_is_answered_from_the_ledger(scene):
             extra_headers=key)
     assert exc.value.status_code == 409
     assert exc.value.body["code"] == "idempotency_conflict"
+    assert exc.value.response.headers["x-should-retry"] == "false"  # the SDKs give up
     assert len(provider.requests) == 1
 
     # the same key under another token is another request
