@@ -94,6 +94,7 @@ async def test_a_token_that_expires_or_is_revoked_ends_its_connections_and_strea
     assert not any(r["messages"][-1]["role"] == "tool" for r in provider.requests)
 
 
+@pytest.mark.store_agnostic
 async def test_slow_bodies_hold_no_slot_and_time_out(scene, clients):
     owner, provider, _ = scene
     token = await mint(owner)
@@ -120,6 +121,7 @@ async def test_slow_bodies_hold_no_slot_and_time_out(scene, clients):
     assert len(provider.requests) == 1
 
 
+@pytest.mark.store_agnostic
 async def test_deep_json_is_a_400_in_openais_envelope(scene):
     owner, _, _ = scene
     token = await mint(owner)
@@ -157,6 +159,7 @@ async def test_every_concurrent_duplicate_of_a_key_says_it_was_replayed(scene):
     assert len(provider.requests) == 1
 
 
+@pytest.mark.store_agnostic
 async def test_a_model_failure_names_no_internal_address(scene, clients):
     owner, provider, _ = scene
     api = clients(owner, await mint(owner))

@@ -26,6 +26,7 @@ async def scene(tmp_path):
             await made.close()
 
 
+@pytest.mark.store_agnostic
 async def test_a_listed_origin_gets_its_preflight_and_cors_headers_on_every_answer(scene):
     owner, provider, _ = scene
     token = await mint(owner)

@@ -38,6 +38,7 @@ async def scene(tmp_path):
         await made.close()
 
 
+@pytest.mark.store_agnostic
 async def test_responses_created_continued_streamed_and_retrieved(scene):
     home, provider, _, clients = scene
     with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:

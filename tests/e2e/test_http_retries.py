@@ -60,6 +60,7 @@ def sessions(owner: OwnerProcess) -> int:
     return db_rows(owner.home, "SELECT COUNT(*) FROM sessions WHERE source = 'api'")[0][0]
 
 
+@pytest.mark.store_agnostic
 async def test_a_client_timeout_retried_by_the_sdk_runs_the_turn_once(scene, clients):
     owner, provider, _ = scene
     # the SDK's defaults (2 retries), with a timeout shorter than the turn
@@ -89,6 +90,7 @@ async def test_a_failure_after_a_tool_ran_is_not_retried(scene, clients):
     assert model.flaky == 2
 
 
+@pytest.mark.store_agnostic
 async def test_a_retry_claims_a_turn_whose_client_left_and_an_unclaimed_one_is_cancelled(
         scene):
     owner, provider, _ = scene

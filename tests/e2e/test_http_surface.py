@@ -22,6 +22,7 @@ async def api(tmp_path):
             await made.close()
 
 
+@pytest.mark.store_agnostic
 async def test_parameters_that_change_nothing_are_accepted_and_named(api):
     client, provider = api
     raw = await client.chat.completions.with_raw_response.create(
@@ -55,6 +56,7 @@ async def test_parameters_that_change_nothing_are_accepted_and_named(api):
     assert len(provider.requests) == 1
 
 
+@pytest.mark.store_agnostic
 async def test_a_model_is_retrieved_by_its_name(api):
     client, _ = api
     found = await client.models.retrieve("test-model")

@@ -98,6 +98,7 @@ async def test_a_client_tool_call_ends_the_turn_and_its_result_continues_the_ses
     assert len(provider.requests) == before
 
 
+@pytest.mark.store_agnostic
 async def test_langchain_bind_tools_loop_and_structured_output(scene):
     from langchain_core.tools import tool
     from langchain_openai import ChatOpenAI
