@@ -28,6 +28,7 @@ from tether.store import tokens as token_rows
 
 from .admissions import AdmissionService
 from .events import EventBus
+from .peers import guard as peer_guard
 from .server import Call
 from .session_admin import SessionAdmin
 from .sessions import SessionService
@@ -82,7 +83,8 @@ def build_dispatcher(*, identity: Identity, db: Store, bus: EventBus,
                      register: Sequence[Callable[[Dispatcher], None]] = ()) -> Dispatcher:
     """The dispatcher with every method's handler; ``register`` adds the handlers a
     feature keeps in its own package (cron/handlers.py)."""
-    d = Dispatcher(check_results=check_results, translate=translate)
+    # the agent's own processes may not answer approvals, mint tokens, schedule jobs
+    d = Dispatcher(check_results=check_results, translate=translate, guard=peer_guard)
 
     @d.register("runtime.describe")
     async def describe(p: m.RuntimeDescribeParams, call: Call) -> dict[str, Any]:

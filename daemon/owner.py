@@ -199,7 +199,7 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                                      command_env, epoch=epoch)
             tools.add(terminal_tool(processes, config.tools))
             tools.add(process_tool(processes))
-            for tool in file_tools(config.tools):
+            for tool in file_tools(config.tools, home=str(home.root)):  # refused to them
                 tools.add(tool)
             cron = CronService(journal, admissions_svc.admit, supervisor, config,
                                **({"max_sleep": FLEET_SLEEP_SECONDS} if fleet else {}))

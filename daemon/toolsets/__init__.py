@@ -6,5 +6,9 @@
   process-group kill, and the exactly-once notice of ``notify_on_complete``;
 - terminal.py: the ``terminal`` and ``process`` tools (toolset ``terminal``);
 - files.py: ``read_file``, ``write_file``, ``edit_file``, ``search_files``,
-  ``list_dir`` (toolset ``files``).
+  ``list_dir`` (toolset ``files``);
+- paths.py, beneath.py: where a file tool's path lands (beneath the session's
+  cwd, never through a symlink out; the owner's home refused), and atomic writes;
+- lineage.py: which processes are the agent's (registered tool processes, their
+  sessions, the environment marker), for the peer check of daemon/peers.py.
 """

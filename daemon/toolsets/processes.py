@@ -37,6 +37,7 @@ from ..delegation.background import Admit
 from ..journal import Journal, Tx, recover_deliveries, until_stored
 from ..ledger import TURN_OPTION_KEY, encode_payload
 from ..supervisor import Supervisor
+from . import lineage
 from .output import Ring
 
 __all__ = ["ProcessTable", "Managed", "spawn", "kill_group", "NOTICE_MARKER"]
@@ -51,11 +52,16 @@ KILL_GRACE_SECONDS = 2.0
 
 async def spawn(command: str, cwd: str, env: Mapping[str, str], *,
                 stdin: bool = False) -> asyncio.subprocess.Process:
-    """Start ``command`` under /bin/sh in a new session (its own process group)."""
-    return await asyncio.create_subprocess_shell(
-        command, cwd=cwd, env=dict(env), start_new_session=True,
+    """Start ``command`` under /bin/sh in a new session (its own process group).
+
+    It is registered as a tool process (lineage.py) and marked in its environment,
+    so what it starts cannot answer the owner's approval prompts."""
+    proc = await asyncio.create_subprocess_shell(
+        command, cwd=cwd, env={**env, lineage.MARKER: "1"}, start_new_session=True,
         stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    lineage.register(proc.pid)  # lineage: the agent's process (peers.py refuses it)
+    return proc
 
 
 async def kill_group(proc: asyncio.subprocess.Process) -> None:
@@ -184,6 +190,7 @@ class ProcessTable:
             p.exit_code = p.proc.returncode
         p.state = p.ending or "exited"
         p.done.set()
+        lineage.unregister(p.proc.pid)
         tail = p.ring.tail(TAIL_CHARS)
         try:
             await self._journal.persist(

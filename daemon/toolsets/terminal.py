@@ -26,6 +26,7 @@ import orjson
 
 from ..config import ToolsConfig
 from ..tools import Tool, ToolContext
+from . import lineage
 from .output import Capture
 from .processes import Managed, ProcessTable, kill_group, spawn
 
@@ -161,6 +162,7 @@ async def _foreground(table: ProcessTable, command: str, cwd: str, timeout: floa
         # the turn is being stopped: the command goes with it
         await asyncio.shield(kill_group(proc))
         raise
+    lineage.unregister(proc.pid)
     output = capture.text()
     out: dict[str, Any] = {"exit_code": exit_code, "output": output,
                            "duration_seconds": round(time.monotonic() - started, 3)}

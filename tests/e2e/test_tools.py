@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from fakeprovider import FakeProvider
 from harness import OwnerProcess, Peer, clean_env, write_config
 from toolscript import ScriptedModel, tool_results
@@ -177,3 +178,34 @@ async def test_toolsets_offer_the_tools_they_name(tmp_path):
         [],
     ]
     assert bad["error"]["message"] == "invalid_params"
+
+
+@pytest.mark.sqlite_only("the file tools' rules, not the store")
+async def test_the_owners_home_and_process_are_refused_to_the_file_tools(tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    home = tmp_path / "home"
+    config = str(home / "config.yaml")
+    model = ScriptedModel({"peek": [
+        ("read_file", {"path": config}),
+        ("write_file", {"path": config, "content": "model: {}\n"}),
+        ("edit_file", {"path": config, "old": "api_key", "new": "x"}),
+        ("read_file", {"path": "/proc/self/environ"}),
+        ("search_files", {"pattern": "sk-", "path": str(home)}),
+    ]})
+    with FakeProvider(model) as provider:
+        write_config(home, provider.url, model={"api_key": SECRET}, approvals={"mode": "ask"})
+        before = (home / "config.yaml").read_text()
+        with OwnerProcess(home, env=clean_env(home, OPENAI_API_KEY=SECRET)):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
+                r = await peer.result("prompt.submit", session_id=sid, input_id="p",
+                                      text="peek at the owner")
+                done = await peer.wait_terminal(sid, r["admission_id"])
+                events = await peer.all_events(sid)
+    assert done["outcome"] == "completed"
+    results = tool_results(model, "peek")
+    assert [res.get("refused") for res in results] == ["forbidden"] * 5, results
+    assert not [e for e in events if e["type"] == "approval.requested"]  # never asked
+    assert (home / "config.yaml").read_text() == before
+    assert SECRET not in json.dumps(events) and SECRET not in json.dumps(results)

@@ -66,6 +66,7 @@ Event?: Event
 EventNotification?: EventNotification
 EventsSinceResult?: EventsSinceResult
 FieldProblem?: FieldProblem
+ForbiddenErrorData?: ForbiddenErrorData
 InternalErrorErrorData?: InternalErrorErrorData
 InterruptResult?: InterruptResult
 InvalidParamsErrorData?: InvalidParamsErrorData
@@ -837,6 +838,51 @@ params: AnyEvent
 export interface EventsSinceResult {
 events: Event[]
 last_seq: number
+}
+export interface ForbiddenErrorData {
+reason: "forbidden"
+detail: string
+/**
+ * invalid_params: every problem found (always sent with it)
+ */
+fields?: (FieldProblem[] | null)
+/**
+ * admission_conflict: the admission the input id belongs to
+ */
+admission_id?: (string | null)
+/**
+ * unknown_outcome and friends: the admissions concerned
+ */
+admission_ids?: (string[] | null)
+/**
+ * overloaded, invalid_request: the bound
+ */
+limit?: (number | null)
+/**
+ * storage_unavailable: full, locked, readonly, io, constraint
+ */
+storage_reason?: (string | null)
+/**
+ * internal_error: the id to find in the owner's log
+ */
+error_id?: (string | null)
+/**
+ * not_found: the session asked for
+ */
+session_id?: (string | null)
+/**
+ * method_not_found: the name asked for
+ */
+method?: (string | null)
+/**
+ * invalid_params for after_seq: the session's last seq
+ */
+last_seq?: (number | null)
+/**
+ * parse_error: lone_surrogate when the text was not Unicode
+ */
+problem?: (string | null)
+[k: string]: unknown | undefined
 }
 export interface InternalErrorErrorData {
 reason: "internal_error"
@@ -1663,6 +1709,7 @@ export interface ErrorDataByReason {
   "unknown_execution": UnknownExecutionErrorData;
   "overloaded": OverloadedErrorData;
   "storage_unavailable": StorageUnavailableErrorData;
+  "forbidden": ForbiddenErrorData;
 }
 export type ErrorReason = keyof ErrorDataByReason;
-export const ERROR_CODES: Readonly<Record<ErrorReason, number>> = {"parse_error":-32700,"invalid_request":-32600,"method_not_found":-32601,"invalid_params":-32602,"internal_error":-32603,"not_found":-32004,"admission_conflict":-32009,"runtime_draining":-32010,"unknown_execution":-32011,"overloaded":-32012,"storage_unavailable":-32013};
+export const ERROR_CODES: Readonly<Record<ErrorReason, number>> = {"parse_error":-32700,"invalid_request":-32600,"method_not_found":-32601,"invalid_params":-32602,"internal_error":-32603,"not_found":-32004,"admission_conflict":-32009,"runtime_draining":-32010,"unknown_execution":-32011,"overloaded":-32012,"storage_unavailable":-32013,"forbidden":-32003};
