@@ -155,7 +155,9 @@ class ApiApp:
             raise ApiError(403, f"origin {origin} is not allowed (daemon.tcp_allowed_origins)",
                            type_="permission_error", code="forbidden_origin")
         if method == "OPTIONS":  # a browser's preflight: no token is sent with it
-            answer = cors.preflight(origin, headers.get("access-control-request-headers")) \
+            answer = cors.preflight(
+                origin, headers.get("access-control-request-headers"),
+                headers.get("access-control-request-private-network") == "true") \
                 if origin is not None else {"Allow": f"{allowed}, OPTIONS"}
             await send({"type": "http.response.start", "status": 204, "headers": [
                 (k.lower().encode(), v.encode()) for k, v in answer.items()]})

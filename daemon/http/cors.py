@@ -34,11 +34,16 @@ def response_headers(origin: str) -> list[tuple[bytes, bytes]]:
             (b"vary", b"Origin")]
 
 
-def preflight(origin: str, requested: str | None) -> dict[str, str]:
+def preflight(origin: str, requested: str | None,
+              private_network: bool = False) -> dict[str, str]:
     """The headers of a 204 answer to an allowed ``origin``'s preflight: the
-    headers it asked to send are allowed (the bearer token among them)."""
+    headers it asked to send are allowed (the bearer token among them). A
+    browser that asks whether a public page may reach this private address
+    (``Access-Control-Request-Private-Network``) is told yes: the user listed
+    the origin."""
     asked = (requested or "").strip()
-    return {"Access-Control-Allow-Origin": origin,
+    extra = {"Access-Control-Allow-Private-Network": "true"} if private_network else {}
+    return {**extra, "Access-Control-Allow-Origin": origin,
             "Access-Control-Allow-Methods": METHODS,
             "Access-Control-Allow-Headers": asked if _NAMES.fullmatch(asked)
             else DEFAULT_HEADERS,
