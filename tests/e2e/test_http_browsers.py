@@ -40,6 +40,12 @@ async def test_a_listed_origin_gets_its_preflight_and_cors_headers_on_every_answ
         assert pre.headers["access-control-allow-headers"] == \
             "authorization, content-type, x-stainless-os"
         assert int(pre.headers["access-control-max-age"]) > 0
+        assert "access-control-allow-private-network" not in pre.headers
+        # a public page reaching loopback (Chromium's Private Network Access)
+        pna = await raw.options("/models", headers={
+            "Origin": PAGE, "Access-Control-Request-Method": "GET",
+            "Access-Control-Request-Private-Network": "true"})
+        assert pna.headers["access-control-allow-private-network"] == "true"
 
         page = {"Origin": PAGE, "Authorization": f"Bearer {token}"}
         body = {"model": "tether", "stream": True,
