@@ -1,9 +1,11 @@
 """The HTTP endpoint's ASGI app: routes, bearer tokens, limits, errors.
 
-Routes (docs/http.md): ``GET /health`` (no token), ``GET /v1/models`` and
-``POST /v1/chat/completions`` (a bearer token of ``tether token``, checked
-against its stored hash). Every refusal is OpenAI's error envelope
-(errors.py). Chat completions in flight are bounded by
+Routes (docs/http.md): ``GET /health`` (no token), ``GET /v1/models[/{id}]``,
+``POST /v1/chat/completions``, ``POST /v1/responses``, ``GET
+/v1/responses/{id}`` and its ``/cancel`` (a bearer token of ``tether token``,
+checked against its stored hash), and the CORS preflight of any of them.
+Every refusal is OpenAI's error envelope (errors.py). Turns in flight
+(chat completions, responses) are bounded by
 ``http.max_concurrent_requests``: a request's body is read first, within
 ``http.body_timeout_seconds`` (a slow body holds no slot), and past the bound
 it is refused with 429 and ``Retry-After`` before anything is admitted. A
@@ -146,8 +148,8 @@ class ApiApp:
         elif path.startswith("/v1/responses/") and path.count("/") in (3, 4):
             routes[path] = ("POST" if path.endswith("/cancel") else "GET", self._response)
         if path not in routes:
-            raise ApiError(404, f"no route {path} (try /v1/chat/completions, /v1/models, "
-                           "/health)", code="not_found")
+            raise ApiError(404, f"no route {path} (try /v1/chat/completions, /v1/responses, "
+                           "/v1/models, /health)", code="not_found")
         allowed, handler = routes[path]
         headers = _lower_headers(scope)
         origin = headers.get("origin")
@@ -266,7 +268,7 @@ class ApiApp:
             except Exception as exc:
                 raise from_exception(exc, cfg.retry_after_seconds) from None
         if self._in_flight >= cfg.max_concurrent_requests:
-            raise ApiError(429, f"{cfg.max_concurrent_requests} chat completions are already "
+            raise ApiError(429, f"{cfg.max_concurrent_requests} requests are already "
                            "running; retry later", type_="rate_limit_error",
                            code="too_many_requests",
                            headers={"Retry-After": str(cfg.retry_after_seconds)})
@@ -289,7 +291,9 @@ class ApiApp:
             how = await answer(send, receive, self._turns, opened, req, stop, render,
                                stream_error)
             if retries is not None:
-                await self._settle_attempt(ident, opened, how)
+                # a background response runs on whoever is there to fetch it
+                await self._settle_attempt(
+                    ident, opened, "delivered" if req.background and how == "gone" else how)
             # not delivered: nobody can fetch this answer any more unless it has a
             # key or a retry may still claim it (and a revoked token can fetch
             # nothing), so stop spending on it
@@ -303,7 +307,6 @@ class ApiApp:
                 live.discard(stop)
                 if not live:
                     del self._stops[token_id]
-
 
     async def _settle_attempt(self, ident: tuple[str, ...], opened: Opened,
                               how: str) -> None:

@@ -32,7 +32,7 @@ async def scene(tmp_path):
     model = Model()
     made = Clients()
     with FakeProvider(model) as provider:
-        write_config(home, provider.url)
+        write_config(home, provider.url, http={"retry_claim_seconds": 0.5})
         yield home, provider, model, made
         model.gate.set()
         await made.close()
@@ -96,6 +96,16 @@ async def test_a_background_response_is_cancelled_or_fetched_after_a_restart(sce
         assert (await api.responses.retrieve(held.id)).status == "in_progress"
         cancelled = await api.responses.cancel(held.id)
         assert cancelled.status == "cancelled"
+
+        # a streamed background response runs on after its client leaves, past the
+        # time an SDK's retry has to claim a turn (0.5 s here)
+        stream = await api.responses.create(model="tether", input="HOLD", background=True,
+                                            stream=True)
+        running = (await stream.__anext__()).response
+        await stream.close()
+        await asyncio.sleep(1.5)
+        assert (await api.responses.retrieve(running.id)).status == "in_progress"
+        assert (await api.responses.cancel(running.id)).status == "cancelled"
 
         done = await api.responses.create(model="tether", input="later", background=True)
         for _ in range(600):
