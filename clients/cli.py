@@ -187,6 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reasoning effort: none, low, medium or high")
     p.add_argument("--ignore-rules", action="store_true",
                    help="do not load project rules (AGENTS.md) from the working directory")
+    p.add_argument("--sandbox", metavar="MODE", choices=("workspace-write", "read-only", "off"),
+                   help="the sandbox of this turn's commands: workspace-write, read-only or "
+                        "off; at least as strict as the owner's sandbox.mode")
     p.add_argument("--input-id", metavar="ID",
                    help="idempotency key of the (first) prompt; re-running with the same id "
                         "returns the same turn instead of running it again")

@@ -55,13 +55,16 @@ def cmd_config(args: Any) -> int:
     CONTEXT.home = home = resolve_home(args.home)
     report = check_config(home)
     path = HomeLayout(home).config
+    from tether.daemon.toolsets.sandbox import describe, probe
+
+    boundary = describe(report.config.sandbox, probe())
     if args.json:
         import orjson
 
         print(orjson.dumps({
             "home": str(home), "home_source": home_source(args), "file": str(path),
             "file_exists": path.exists(), "valid": True,
-            "turn_defaults": report.turn_defaults,
+            "turn_defaults": report.turn_defaults, "sandbox": boundary,
             "settings": {s.key: {"value": s.value, "source": s.source}
                          for s in report.settings},
         }).decode())
@@ -71,6 +74,7 @@ def cmd_config(args: Any) -> int:
                                      "none, so defaults and environment only: valid"))
     print(f"turns   {describe_turns(report.turn_defaults)} (when a session and its prompt "
           "name none)")
+    print(f"sandbox {boundary} (commands of an owner started from here)")
     _owner_note(home)
     for name in _FAULT_VARS:
         if os.environ.get(name):

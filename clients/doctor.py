@@ -4,6 +4,8 @@ The checks, in order: the configuration (as ``tether config check`` reads
 it); the owner (running, with its pid and addresses, or not); its socket (it
 answers ``runtime.describe``, at the CLI's version); its settings (the
 provider and model it runs with are what the configuration here says); and
+the sandbox (the boundary around the agent's commands: the running owner's,
+else what an owner started here would have; ``warn`` when there is none);
 the model endpoint (``GET {base_url}/models`` with the configured key: a
 server is there, takes the key and serves the model; tether.daemon.probe).
 A check that cannot run because an earlier one failed, or has nothing to look
@@ -31,7 +33,7 @@ DESCRIBE_TIMEOUT = 5.0
 @dataclass
 class Check:
     name: str
-    state: str  # ok | FAIL | skip
+    state: str  # ok | FAIL | warn | skip (warn: works, but less safely; exit 0)
     detail: str
     fix: str = ""
 
@@ -45,9 +47,10 @@ def cmd_doctor(args: Any) -> int:
     desc = _owner(home, checks)
     runtime = _socket(home, desc, checks)
     _settings(report, runtime, checks)
+    _sandbox(report, runtime, checks)
     _model(report, checks)
     tty = sys.stdout.isatty()
-    marks = {"ok": "✓", "FAIL": "✗", "skip": "-"} if tty else {}
+    marks = {"ok": "✓", "FAIL": "✗", "skip": "-", "warn": "!"} if tty else {}
     width = max(len(c.name) for c in checks)
     for c in checks:
         mark = marks.get(c.state, c.state)
@@ -185,6 +188,35 @@ def _settings(report: Any, runtime: dict[str, Any] | None, checks: list[Check]) 
                             "`tether stop`, and the next command starts one with these"))
         return
     checks.append(Check("settings", "ok", "the owner uses the configuration here"))
+
+
+#: how to get a sandbox where there is none
+SANDBOX_FIX = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: "
+               "`dnf install bubblewrap`), make sure user namespaces are enabled, then "
+               "`tether stop` so the next owner finds it")
+
+
+def _sandbox(report: Any, runtime: dict[str, Any] | None, checks: list[Check]) -> None:
+    """The boundary around the agent's commands: the running owner's, or the one an
+    owner started from here would have."""
+    said = runtime.get("sandbox") if runtime is not None else None
+    if isinstance(said, str):
+        where = "the owner runs commands in: "
+    elif report is None:
+        checks.append(Check("sandbox", "skip", "the configuration is invalid"))
+        return
+    else:
+        from tether.daemon.toolsets.sandbox import describe, probe
+
+        said, where = describe(report.config.sandbox, probe()), "an owner started here: "
+    if not said.startswith("none"):
+        checks.append(Check("sandbox", "ok", where + said))
+    elif "sandbox.mode is off" in said:
+        checks.append(Check("sandbox", "warn", where + said,
+                            "set sandbox.mode: workspace-write in config.yaml (docs/"
+                            "configuration.md) unless something else contains this owner"))
+    else:
+        checks.append(Check("sandbox", "warn", where + said, SANDBOX_FIX))
 
 
 def _model(report: Any, checks: list[Check]) -> None:

@@ -9,12 +9,13 @@ in memory only and are excluded from ``repr``.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 __all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "CronConfig", "HttpConfig",
-           "ApprovalsConfig", "ToolsConfig", "ConfigError", "load_config", "read_config_file",
+           "ApprovalsConfig", "ToolsConfig", "SandboxConfig", "SANDBOX_MODES", "ConfigError", "load_config", "read_config_file",
            "build_config"]
 
 
@@ -101,6 +102,21 @@ class ToolsConfig:
     process_ring_bytes: int = 200_000  # output kept per background process
 
 
+#: sandbox.mode values, loosest first (a turn may ask for a stricter one only)
+SANDBOX_MODES: tuple[str, ...] = ("off", "workspace-write", "read-only")
+#: what sandbox.env_allow may name: a variable, or a prefix ending in ``*``
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?")
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """The operating-system boundary around the agent's commands (docs/tools.md)."""
+
+    mode: str = "workspace-write"  # workspace-write | read-only | off
+    network: bool = False  # commands in the sandbox may use the network
+    env_allow: tuple[str, ...] = ()  # more variables a command sees (NAME or PREFIX_*)
+
+
 @dataclass(frozen=True)
 class CronConfig:
     # false: jobs can be managed and run by hand, but nothing fires on schedule
@@ -138,6 +154,7 @@ class Config:
     daemon: DaemonConfig = DaemonConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
     tools: ToolsConfig = ToolsConfig()
+    sandbox: SandboxConfig = SandboxConfig()
     cron: CronConfig = CronConfig()
     http: HttpConfig = HttpConfig()
 
@@ -240,6 +257,11 @@ def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Conf
     daemon = _section(DaemonConfig, raw.get("daemon"), "daemon")
     approvals = _section(ApprovalsConfig, raw.get("approvals"), "approvals")
     tools = _section(ToolsConfig, raw.get("tools"), "tools")
+    raw_sandbox = raw.get("sandbox")
+    if isinstance(raw_sandbox, dict) and raw_sandbox.get("mode") is False:
+        # YAML reads a bare `off` as false: it means the mode named off
+        raw_sandbox = {**raw_sandbox, "mode": "off"}
+    sandbox = _section(SandboxConfig, raw_sandbox, "sandbox")
     cron = _section(CronConfig, raw.get("cron"), "cron")
     http = _section(HttpConfig, raw.get("http"), "http")
     if http.max_concurrent_requests < 1 or http.keepalive_seconds <= 0:
@@ -311,5 +333,10 @@ def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Conf
     if not tools.command_timeout_seconds > 0 or tools.max_processes < 1 \
             or tools.output_chars < 1000 or tools.process_ring_bytes < 1000:
         raise ConfigError("config.yaml: a `tools` limit is too small (see docs/configuration.md)")
+    if sandbox.mode not in SANDBOX_MODES:
+        raise ConfigError("config.yaml: `sandbox.mode` must be workspace-write, read-only or off")
+    if bad := [n for n in sandbox.env_allow if not _ENV_NAME.fullmatch(n)]:
+        raise ConfigError(f"config.yaml: `sandbox.env_allow` takes variable names (or a "
+                          f"prefix ending in *), not {bad[0]!r}")
     return Config(model=model, delegation=delegation, daemon=daemon, cron=cron, http=http,
-                  approvals=approvals, tools=tools)
+                  approvals=approvals, tools=tools, sandbox=sandbox)

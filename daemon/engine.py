@@ -56,12 +56,14 @@ class Engine:
         approvals = self._approvals
 
         def context(call_id: str) -> ToolContext:
-            async def approve(tool: str, kind: str, subject: str) -> Verdict:
+            async def approve(tool: str, kind: str, subject: str, *, sandbox: str = "none",
+                              escalate: bool = False, reason: str | None = None) -> Verdict:
                 if approvals is None:
                     return Verdict(False, "denied: this owner has no approval service")
                 call = ApprovalCall(run.session_id, run.admission_id, call_id, tool, run.cwd,
                                     run.attended)
-                return await approvals.check(call, kind, subject)
+                return await approvals.check(call, kind, subject, sandbox=sandbox,
+                                             escalate=escalate, reason=reason)
 
             return ToolContext(session_id=run.session_id, admission_id=run.admission_id,
                                call_id=call_id, depth=run.depth, settings=settings,

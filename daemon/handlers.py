@@ -73,6 +73,8 @@ class Identity:
     epoch: int
     #: settings.turn_defaults of the owner's configuration
     turn_defaults: dict[str, str | None]
+    #: the boundary around the agent's commands (toolsets/sandbox.py Sandbox.describe)
+    sandbox: str = "none"
 
 
 def build_dispatcher(*, identity: Identity, db: Store, bus: EventBus,
@@ -92,7 +94,7 @@ def build_dispatcher(*, identity: Identity, db: Store, bus: EventBus,
                 "instance_id": identity.instance_id, "epoch": identity.epoch,
                 "pid": os.getpid(), "capabilities": CAPABILITIES,
                 "providers": list(PROVIDER_NAMES), "toolsets": list(TOOLSETS),
-                "turn_defaults": identity.turn_defaults}
+                "turn_defaults": identity.turn_defaults, "sandbox": identity.sandbox}
 
     @d.register("ping")
     async def ping(p: m.PingParams, call: Call) -> dict[str, Any]:

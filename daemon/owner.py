@@ -64,9 +64,9 @@ from .store_config import StoreConfig, load_store_config, open_store, shown_url
 from .supervisor import Supervisor
 from .tokens import TokenService, register_token_methods
 from .tools import ToolRegistry
-from .toolsets.env import scrubbed_env
 from .toolsets.files import file_tools
 from .toolsets.processes import ProcessTable
+from .toolsets.sandbox import Sandbox, probe, store_credentials
 from .toolsets.terminal import process_tool, terminal_tool
 from .turns import TurnRunner
 from .viewer import ViewerPages
@@ -168,8 +168,14 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             await recover(journal, epoch, scheduler, dcfg.unknown_policy)
         loop = asyncio.get_running_loop()
         async with httpx.AsyncClient() as http, asyncio.TaskGroup() as tasks:
+            # every command runs in the sandbox, with an allowlisted environment
+            # (docs/tools.md): the owner's home, secrets and store are out of reach
+            sandbox = Sandbox(config.sandbox, probe(), home=home.root,
+                              hidden_files=store_credentials(store.url, os.environ),
+                              secrets=(config.model.api_key, config.delegation.api_key))
+            log.info("sandbox: %s", sandbox.describe())
             identity = Identity(version=tether_version(), instance_id=instance_id, epoch=epoch,
-                                turn_defaults=turn_defaults(config))
+                                turn_defaults=turn_defaults(config), sandbox=sandbox.describe())
             supervisor = Supervisor(tasks)
             fleet = FleetNode(journal, scheduler, supervisor, node_id=identity.instance_id,
                               epoch=epoch, lease_seconds=store.lease_seconds,
@@ -186,17 +192,16 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                                stop_elsewhere=fleet.stop_elsewhere if fleet else None)
             admissions_svc = AdmissionService(journal, scheduler, supervisor, turns, dcfg,
                                               epoch=epoch,
-                                              place=fleet.place if fleet else None)
-            sessions = SessionService(journal, bus, scheduler, supervisor)
+                                              place=fleet.place if fleet else None,
+                                              sandbox_mode=config.sandbox.mode)
+            sessions = SessionService(journal, bus, scheduler, supervisor,
+                                      sandbox_mode=config.sandbox.mode)
             children = ChildRunner(engine, journal, supervisor, config)
             background = BackgroundDelegations(children, journal, supervisor, config,
                                                admissions_svc.admit, epoch=epoch)
             tools.add(delegate_task_tool(children, background, config.delegation))
-            # commands never see the owner's secrets (docs/tools.md)
-            command_env = scrubbed_env(os.environ, (config.model.api_key,
-                                                    config.delegation.api_key))
             processes = ProcessTable(journal, supervisor, admissions_svc.admit, config.tools,
-                                     command_env, epoch=epoch)
+                                     sandbox, epoch=epoch)
             tools.add(terminal_tool(processes, config.tools))
             tools.add(process_tool(processes))
             for tool in file_tools(config.tools, home=str(home.root)):  # refused to them

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .approvals.policy import Verdict
 from .settings import TOOLSETS, TurnSettings
@@ -22,12 +22,21 @@ __all__ = ["Tool", "ToolContext", "ToolRegistry", "Emit", "Approve", "Verdict"]
 
 #: write one event into the calling agent's session (in order with its other events)
 Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
-#: ask whether this call may run a command / write a path: ``approve(tool, kind, subject)``
-#: with kind ``command`` or ``file``; may wait for a person (daemon/approvals)
-Approve = Callable[[str, str, str], Awaitable[Verdict]]
 
 
-async def no_approval(tool: str, kind: str, subject: str) -> Verdict:
+class Approve(Protocol):
+    """Ask whether this call may run a command / write a path: ``approve(tool, kind,
+    subject)`` with kind ``command`` or ``file``; may wait for a person
+    (daemon/approvals). A command names the ``sandbox`` it will run in
+    (``workspace-write``, ``read-only`` or ``none``) and whether it asks to
+    ``escalate`` out of it, with the model's ``reason``."""
+
+    def __call__(self, tool: str, kind: str, subject: str, *, sandbox: str = "none",
+                 escalate: bool = False, reason: str | None = None) -> Awaitable[Verdict]: ...
+
+
+async def no_approval(tool: str, kind: str, subject: str, *, sandbox: str = "none",
+                      escalate: bool = False, reason: str | None = None) -> Verdict:
     """The approval capability of a context built without one: nothing risky runs."""
     return Verdict(False, "denied: no approval service is available to this agent")
 

@@ -65,6 +65,7 @@ ToolsetName = Annotated[str, Field(max_length=64, description=(
     "terminal, files or delegation (runtime.describe lists them)"))]
 
 Reasoning = Literal["none", "low", "medium", "high"]
+SandboxMode = Literal["workspace-write", "read-only", "off"]
 Status = Literal["queued", "started", "unknown", "terminal"]
 Outcome = Literal["completed", "failed", "cancelled", "interrupted"]
 Role = Literal["user", "assistant", "tool", "system"]
@@ -95,10 +96,11 @@ class TurnOptions(Model):
     reasoning: Reasoning | None = None
     max_turns: Annotated[int, Field(ge=1, le=200)] | None = None
     ignore_rules: bool | None = None
+    sandbox: SandboxMode | None = None  # never looser than the owner's sandbox.mode
 
 
 TURN_OPTION_FIELDS: tuple[str, ...] = ("provider", "model", "base_url", "toolsets", "reasoning",
-                                       "max_turns", "ignore_rules")
+                                       "max_turns", "ignore_rules", "sandbox")
 
 
 class RuntimeDescribeParams(Model):
@@ -214,6 +216,7 @@ class RuntimeDescribeResult(Model):
     providers: list[str]
     toolsets: list[str]
     turn_defaults: TurnDefaults
+    sandbox: str  # the boundary around commands, e.g. "bubblewrap 0.8.0, workspace-write, …"
 
 
 class PingResult(Model):

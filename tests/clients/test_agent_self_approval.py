@@ -38,7 +38,9 @@ async def test_a_command_of_the_agent_cannot_approve_its_prompts(tmp_path, run_c
     model = ScriptedModel({"go": [("terminal", {"command": watcher(home), "background": True}),
                                   ("terminal", {"command": TOUCH})]})
     with FakeProvider(model) as provider:
-        write_config(home, provider.url, approvals={"mode": "ask"})
+        # without the sandbox, which would hide the socket and the network from the
+        # command altogether: the peer check is what refuses it here
+        write_config(home, provider.url, approvals={"mode": "ask"}, sandbox={"mode": "off"})
         with OwnerProcess(home):
             async with await Peer.connect(home) as peer:
                 sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
@@ -104,7 +106,9 @@ async def test_the_tcp_listener_refuses_the_agents_process_too(tmp_path):
                       "background": True}),
         ("terminal", {"command": TOUCH})]})
     with FakeProvider(model) as provider:
-        write_config(home, provider.url, approvals={"mode": "ask"})
+        # without the sandbox, which would hide the socket and the network from the
+        # command altogether: the peer check is what refuses it here
+        write_config(home, provider.url, approvals={"mode": "ask"}, sandbox={"mode": "off"})
         with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
             url = owner.descriptor["tcp_url"]
             async with await Peer.connect(home) as peer:

@@ -1,8 +1,18 @@
 """`tether doctor` against a real owner and the fake model server: a served model, an
 unknown one, a base_url without /v1, a wrong key, no server; never starting an owner."""
 
+import json
+
 from fakeprovider import FakeProvider, text_reply
-from harness import OwnerProcess, write_config
+from harness import OwnerProcess, sandbox_missing, write_config
+
+
+def _bubblewrap() -> str:
+    """What `bwrap --version` says (e.g. "bubblewrap 0.8.0")."""
+    import subprocess
+
+    return subprocess.run(["bwrap", "--version"], capture_output=True, text=True,
+                          check=True).stdout.strip()
 
 
 def _checks(out: str) -> dict[str, tuple[str, str, str]]:
@@ -35,7 +45,14 @@ def test_all_pass_with_a_served_model_and_a_running_owner(tmp_path, run_cli):
             stale = run_cli(home, "doctor")
     assert done.returncode == 0, done
     checks = _checks(done.stdout)
-    assert list(checks) == ["config", "owner", "socket", "settings", "model"]
+    assert list(checks) == ["config", "owner", "socket", "settings", "sandbox", "model"]
+    # the boundary the running owner puts around commands (CI installs bubblewrap)
+    if sandbox_missing() is None:
+        assert checks.pop("sandbox")[:2] == ("ok", "the owner runs commands in: "
+                                                   f"{_bubblewrap()}, workspace-write, "
+                                                   "network off")
+    else:
+        assert checks.pop("sandbox")[0] == "warn"
     assert {c[0] for c in checks.values()} == {"ok"}, done.stdout
     assert checks["owner"][1].startswith(f"running: pid {owner.proc.pid}, started ")
     assert f"at {home}/daemon.sock" in checks["owner"][1]
@@ -162,3 +179,55 @@ def test_on_a_terminal_the_marks_are_ticks_and_crosses(tmp_path):
     text = out.decode()
     assert done.returncode == 1
     assert "✓    config" in text and "-    socket" in text and "✗    model" in text
+
+
+def test_without_a_sandbox_the_owner_starts_and_doctor_and_config_check_say_none(
+        tmp_path, run_cli):
+    """A bwrap that cannot make namespaces (as where user namespaces are off) comes first
+    on PATH: the owner starts and runs commands without a sandbox, and says so."""
+    import asyncio
+    import os
+
+    from harness import Peer, clean_env
+    from toolscript import ScriptedModel, tool_results
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission "
+                                "denied' >&2\nexit 1\n")
+    (fake / "bwrap").chmod(0o755)
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    env = clean_env(home, PATH=f"{fake}:{os.environ['PATH']}")
+    model = ScriptedModel({"run": [("terminal", {"command": "echo $((6*7)) > out.txt"})]})
+
+    async def turn() -> None:
+        async with await Peer.connect(home) as peer:
+            sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
+            r = await peer.result("prompt.submit", session_id=sid, input_id="r", text="run")
+            await peer.wait_terminal(sid, r["admission_id"])
+
+    with FakeProvider(model, api_key="local-test-only") as provider:
+        write_config(home, provider.url, approvals={"mode": "never"})
+        with OwnerProcess(home, env=env):
+            asyncio.run(turn())
+            done = run_cli(home, "doctor", env=env)
+        checked = run_cli(home, "config", "check", "--json", env=env)
+        write_config(home, provider.url, sandbox={"mode": "off"})
+        off = run_cli(home, "doctor")  # bubblewrap works here, but the owner is told off
+    [ran] = tool_results(model, "run")
+    assert ran["exit_code"] == 0 and ran["sandbox"] == "none"
+    assert (work / "out.txt").read_text() == "42\n"
+    assert done.returncode == 0, done.stdout  # a warning, not a failure
+    state, detail, fix = _checks(done.stdout)["sandbox"]
+    assert state == "warn"
+    assert detail.startswith("the owner runs commands in: none — ")
+    assert "cannot make a sandbox here (bwrap: setting up uid map" in detail
+    assert "fails closed" in detail and "install bubblewrap" in fix
+    report = json.loads(checked.stdout)
+    assert report["sandbox"].startswith("none — ") and "uid map" in report["sandbox"]
+    assert report["settings"]["sandbox.mode"] == {"value": "workspace-write",
+                                                  "source": "default"}
+    state, detail, fix = _checks(off.stdout)["sandbox"]
+    assert state == "warn" and "none — sandbox.mode is off" in detail
+    assert "sandbox.mode: workspace-write" in fix

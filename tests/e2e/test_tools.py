@@ -27,8 +27,9 @@ async def test_edit_a_file_and_run_a_command_end_to_end(tmp_path):
     with FakeProvider(model) as provider:
         # mode auto: writes inside the cwd and non-dangerous commands need no answer
         write_config(home, provider.url, model={"api_key": SECRET},
-                     approvals={"mode": "auto"})
-        env = clean_env(home, MY_SERVICE_TOKEN=TOKEN, HARMLESS_SETTING="visible-value")
+                     approvals={"mode": "auto"}, sandbox={"env_allow": ["HARMLESS_*"]})
+        env = clean_env(home, MY_SERVICE_TOKEN=TOKEN, HARMLESS_SETTING="visible-value",
+                        DB_PASS="hunter2-db", MYAPP_PW="hunter2-app")
         with OwnerProcess(home, env=env):
             async with await Peer.connect(home) as peer:
                 sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
@@ -53,10 +54,11 @@ async def test_edit_a_file_and_run_a_command_end_to_end(tmp_path):
     assert starts[2]["subject"] == "cat notes.txt; echo done-$((40+2))"
     assert completes[2]["summary"].startswith("exit 0")
     assert completes[1]["summary"].startswith("edited ")
-    # the command ran in the session's cwd, without the owner's secrets
+    # the command ran in the session's cwd, with an allowlist of the owner's environment
     [printed] = tool_results(model, "env")
     assert f"PWD={work}" in printed["output"] or str(work) in printed["output"]
-    assert "HARMLESS_SETTING=visible-value" in printed["output"]
+    assert "HARMLESS_SETTING=visible-value" in printed["output"]  # sandbox.env_allow
+    assert "hunter2" not in printed["output"]  # DB_PASS, MYAPP_PW: no name a denylist knows
     assert SECRET not in printed["output"] and TOKEN not in printed["output"]
     assert "OPENAI" not in printed["output"] and "TETHER_HOME" not in printed["output"]
     assert SECRET not in json.dumps(events)

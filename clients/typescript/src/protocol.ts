@@ -652,6 +652,7 @@ toolsets?: (string[] | null)
 reasoning?: (("none" | "low" | "medium" | "high") | null)
 max_turns?: (number | null)
 ignore_rules?: (boolean | null)
+sandbox?: (("workspace-write" | "read-only" | "off") | null)
 name: string
 schedule: string
 prompt: string
@@ -696,6 +697,7 @@ toolsets?: (string[] | null)
 reasoning?: (("none" | "low" | "medium" | "high") | null)
 max_turns?: (number | null)
 ignore_rules?: (boolean | null)
+sandbox?: (("workspace-write" | "read-only" | "off") | null)
 }
 /**
  * One scheduled time of a job. ``status`` admitted: its admission
@@ -764,6 +766,7 @@ toolsets?: (string[] | null)
 reasoning?: (("none" | "low" | "medium" | "high") | null)
 max_turns?: (number | null)
 ignore_rules?: (boolean | null)
+sandbox?: (("workspace-write" | "read-only" | "off") | null)
 name: string
 schedule?: (string | null)
 prompt?: (string | null)
@@ -1275,6 +1278,7 @@ toolsets?: (("terminal" | "files" | "delegation")[] | null)
 reasoning?: (("none" | "low" | "medium" | "high") | null)
 max_turns?: (number | null)
 ignore_rules?: (boolean | null)
+sandbox?: (("workspace-write" | "read-only" | "off") | null)
 session_id: string
 input_id: string
 text: string
@@ -1294,6 +1298,7 @@ capabilities: string[]
 providers: string[]
 toolsets: string[]
 turn_defaults: TurnDefaults
+sandbox: string
 }
 /**
  * What a turn that names no provider, model or base_url runs with, from the owner's
@@ -1367,6 +1372,7 @@ toolsets?: (("terminal" | "files" | "delegation")[] | null)
 reasoning?: (("none" | "low" | "medium" | "high") | null)
 max_turns?: (number | null)
 ignore_rules?: (boolean | null)
+sandbox?: (("workspace-write" | "read-only" | "off") | null)
 request_id?: (string | null)
 source?: (string | null)
 title?: (string | null)
