@@ -43,8 +43,10 @@ def scene(tmp_path):
     home = tmp_path / "home"
     model = Model(tmp_path / "marker")
     with FakeProvider(model) as provider:
+        # the command only counts its runs in a file beside the test (outside any
+        # session's workspace): no sandbox, the subject here is retries
         write_config(home, provider.url, approvals={"mode": "never"},
-                     http={"retry_claim_seconds": 1.0})
+                     sandbox={"mode": "off"}, http={"retry_claim_seconds": 1.0})
         with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
             yield owner, provider, model
 
