@@ -138,6 +138,14 @@ class HttpConfig:
     keepalive_seconds: float = 10.0
     retry_after_seconds: int = 1
     models: tuple[str, ...] = ()
+    #: a request's body must be in by then, before it takes an in-flight slot
+    body_timeout_seconds: float = 10.0
+    #: how long after a first attempt an SDK's retry of it (same token, same body,
+    #: ``x-stainless-retry-count`` > 0) is attached to it instead of run again
+    retry_window_seconds: float = 600.0
+    #: how long the turn of an SDK client that went away waits for a retry to
+    #: claim it before it is cancelled
+    retry_claim_seconds: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -253,6 +261,11 @@ def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Conf
     if http.max_concurrent_requests < 1 or http.keepalive_seconds <= 0:
         raise ConfigError("config.yaml: `http.max_concurrent_requests` must be at least 1 "
                           "and `http.keepalive_seconds` more than 0")
+    if min(http.body_timeout_seconds, http.retry_window_seconds,
+           http.retry_claim_seconds) <= 0:
+        raise ConfigError("config.yaml: `http.body_timeout_seconds`, "
+                          "`http.retry_window_seconds` and `http.retry_claim_seconds` "
+                          "must be more than 0")
     if env.get("OPENAI_BASE_URL"):
         model = replace(model, base_url=env["OPENAI_BASE_URL"])
         if "provider" not in (raw.get("model") or {}):

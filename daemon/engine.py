@@ -47,7 +47,8 @@ class Engine:
         self._approvals = approvals
 
     async def run(self, run: AgentRun, settings: TurnSettings, messages: list[dict[str, Any]],
-                  sink: EventSink) -> AgentResult:
+                  sink: EventSink, client_tools: list[dict[str, Any]] | None = None,
+                  extras: dict[str, Any] | None = None) -> AgentResult:
         """Run the agent to its answer; ResolveError if no provider fits the settings,
         StorageError if what it reported could not be written."""
         provider = self._providers.for_settings(settings)
@@ -71,7 +72,9 @@ class Engine:
 
         result = await run_agent(
             provider=provider, model=settings.model, reasoning=settings.reasoning,
-            messages=messages, tools=await self._tools.offered(settings.toolsets, run.depth, run.session_id),
-            max_turns=settings.max_turns, sink=sink, tool_context=context)
+            messages=messages,
+            tools=await self._tools.offered(settings.toolsets, run.depth, run.session_id),
+            max_turns=settings.max_turns, sink=sink, tool_context=context,
+            client_tools=client_tools, extras=extras)
         await sink.settle()
         return result

@@ -142,15 +142,16 @@ async def session_exists(db: Any, session_id: str) -> bool:
 
 
 def _http_frontend(journal: Journal, bus: EventBus, admissions_svc: AdmissionService,
-                   config: Config, tokens: TokenService,
-                   supervisor: Supervisor) -> HttpFrontend:
+                   config: Config, tokens: TokenService, supervisor: Supervisor,
+                   tools: ToolRegistry) -> HttpFrontend:
     """The HTTP endpoint served on the TCP port beside the WebSocket protocol: the
     OpenAI-compatible API and the viewer page; its bearer tokens are checked as
     the WebSocket listener checks them."""
     from .http import HttpFrontend
 
     return HttpFrontend(journal, bus, admissions_svc, config, tokens.check,
-                        lambda: supervisor.draining, ViewerPages(tokens).answer)
+                        lambda: supervisor.draining, ViewerPages(tokens).answer,
+                        tool_names=tools.names())
 
 
 async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None,
@@ -245,9 +246,11 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             api = None
             if tcp:
                 host, port = parse_hostport(tcp)
-                api = _http_frontend(journal, bus, admissions_svc, config, tokens, supervisor)
+                api = _http_frontend(journal, bus, admissions_svc, config, tokens, supervisor,
+                                     tools)
                 await listeners.start_tcp(host, port, allow_remote=dcfg.tcp_allow_remote,
                                           http=api.protocol)
+                tokens.on_revoke.append(api.app.drop_token)
             for sig in STOP_SIGNALS:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, supervisor.stop_requested.set)
@@ -287,6 +290,7 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                 with contextlib.suppress(StorageError):
                     await fleet.leave()  # its queued sessions go to the other nodes
             home.remove_runtime_files()
+            tokens.close()
             # together: on Python 3.12+ closing the port waits for its HTTP connections too
             await asyncio.gather(listeners.close(), *([api.close()] if api else []))
             for sig in STOP_SIGNALS:

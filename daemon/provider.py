@@ -40,6 +40,7 @@ from .completions import (
     ToolCall,
     malformed,
     parse_completion,
+    wire_message,
 )
 from .provider_errors import (
     BUILD_FAILURES,
@@ -81,16 +82,6 @@ REQUEST_TIMEOUT = 600.0
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
 
-def _wire(message: dict) -> dict:
-    """A transcript message as every server takes it: an assistant message without text
-    (one that only calls tools) says ``"content": ""``, not ``null``. OpenAI takes
-    either; llama-cpp-python's server refuses ``null`` and its tool-calling template
-    needs the key, so neither null nor leaving it out works there."""
-    if message.get("role") != "assistant" or message.get("content") is not None:
-        return message
-    return {**message, "content": ""}
-
-
 @runtime_checkable
 class Provider(Protocol):
     """What the agent loop needs from a model: one chat completion per call."""
@@ -106,8 +97,11 @@ class Provider(Protocol):
         reasoning: str | None = None,
         on_delta: DeltaCallback | None = None,
         on_reasoning: DeltaCallback | None = None,
+        extras: dict[str, Any] | None = None,
     ) -> Completion:
-        """Return the model's answer; text and reasoning are also passed, in order, to the callbacks."""
+        """Return the model's answer; text and reasoning are also passed, in order, to the
+        callbacks. ``extras`` are more fields of the request (an HTTP client's
+        ``response_format``, ``tool_choice``); a provider that cannot send them ignores them."""
         ...
 
 
@@ -205,12 +199,13 @@ class OpenAIProvider:
     def request_body(
         self, *, messages: list[dict], tools: list[dict] | None, model: str, reasoning: str | None,
         stream: bool | None = None,
+        extras: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The JSON body `complete` sends (exposed so callers and tests can inspect it);
         ``stream`` None is what `streams` says."""
         if stream is None:
             stream = self.streams(model)
-        body: dict[str, Any] = {"model": model, "messages": [_wire(m) for m in messages],
+        body: dict[str, Any] = {"model": model, "messages": [wire_message(m) for m in messages],
                                 "stream": stream}
         if tools:
             body["tools"] = tools
@@ -219,6 +214,9 @@ class OpenAIProvider:
             body["stream_options"] = {"include_usage": True}
         if reasoning and reasoning != "none":
             body["reasoning_effort"] = reasoning
+        for key, value in (extras or {}).items():
+            if key != "tool_choice" or tools:  # a tool_choice needs tools to choose from
+                body[key] = value
         return body
 
     async def complete(
@@ -230,6 +228,7 @@ class OpenAIProvider:
         reasoning: str | None = None,
         on_delta: DeltaCallback | None = None,
         on_reasoning: DeltaCallback | None = None,
+        extras: dict[str, Any] | None = None,
     ) -> Completion:
         """Request one completion, retrying transient failures; raise `ProviderError` on failure.
 
@@ -239,7 +238,8 @@ class OpenAIProvider:
         the server cannot stream (stream_mode.py) is asked once more without streaming.
         """
         stream = self.streams(model)
-        request = {"messages": messages, "tools": tools, "model": model, "reasoning": reasoning}
+        request = {"messages": messages, "tools": tools, "model": model, "reasoning": reasoning,
+                   "extras": extras}
         try:
             return await self._request(request, stream, on_delta, on_reasoning)
         except CannotStream as failed:

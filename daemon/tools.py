@@ -123,6 +123,10 @@ class ToolRegistry:
         tools[tool.name] = tool
         return tool
 
+    def names(self) -> frozenset[str]:
+        """Every tool's name (an HTTP client's own tools may not take one)."""
+        return frozenset(name for tools in self._toolsets.values() for name in tools)
+
     def for_agent(self, toolsets: tuple[str, ...], depth: int) -> dict[str, Tool]:
         """The tools an agent with ``toolsets`` at ``depth`` may call."""
         out: dict[str, Tool] = {}

@@ -49,6 +49,7 @@ def delete(conn: Conn, ids: list[str]) -> None:
     conn.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", ids)
     conn.execute(f"DELETE FROM session_admissions WHERE target_session_id IN ({marks})", ids)
     conn.execute(f"DELETE FROM async_delegations WHERE origin_session_id IN ({marks})", ids)
+    conn.execute(f"DELETE FROM api_conversations WHERE session_id IN ({marks})", ids)
     conn.execute(f"DELETE FROM sessions WHERE session_id IN ({marks})", ids)
 
 
