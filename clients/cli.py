@@ -25,13 +25,13 @@ from .commands import (
     cmd_resolve,
     cmd_schema,
     cmd_serve,
-    cmd_sessions,
     cmd_status,
     cmd_stop,
 )
 from .cron_cmd import add_cron_parser
 from .exits import CONTEXT, EXIT_OK, EXIT_SIGINT, EXIT_USAGE, CliError, from_exception, report
 from .remote import REMOTE_COMMANDS, add_remote_options
+from .session_parser import add_sessions_parser
 
 __all__ = ["main", "build_parser"]
 
@@ -107,6 +107,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep state in this postgresql:// database, as one node of a fleet "
                         "(default: store.url in config.yaml, $TETHER_STORE, else state.db)")
     p.set_defaults(func=cmd_serve)
+
+    p = command("service", "start the owner at login: a systemd user unit or launchd agent",
+                description=(
+                    "install: write a systemd user unit (Linux) or launchd agent (macOS) that "
+                    "runs `tether serve --foreground` for this home at login and starts it "
+                    "again when it fails, and enable it where the service manager can be "
+                    "reached. uninstall: disable and remove it. status: the file, the "
+                    "manager's view and the owner. --dry-run prints what would be written "
+                    "and run. docs/service.md has the details."))
+    p.add_argument("action", choices=("install", "uninstall", "status"))
+    p.add_argument("--tcp", metavar="HOST:PORT", help="install: the owner also listens on TCP")
+    p.add_argument("--store", metavar="URL",
+                   help="install: the owner keeps state in this postgresql:// database")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the file and the commands; change nothing")
+    p.add_argument("--platform", choices=("systemd", "launchd"),
+                   help="the service manager (default: launchd on macOS, else systemd)")
+    p.set_defaults(func=_lazy("service_cmd", "cmd_service"))
 
     p = command("stop", "ask the owner to drain and exit; waits until it has")
     p.set_defaults(func=cmd_stop)
@@ -197,54 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="finite; print events as JSON lines, the final receipt last")
     p.set_defaults(func=cmd_chat)
 
-    p = command("sessions", "list sessions, newest first; rm, rename, prune, fork, compact them",
-                description=(
-                    "List sessions, newest first (empty ones and delegation children only "
-                    "with --all), or manage them: `tether sessions rm ID...`, `tether "
-                    "sessions rename ID TITLE`, `tether sessions prune`, `tether sessions fork "
-                    "ID [--at SEQ]`, `tether sessions compact ID`. Wherever a session "
-                    "id is taken, an unambiguous prefix of it will do (`ses_` may be left "
-                    "out)."))
-    p.add_argument("--limit", type=int, default=20, metavar="N", help="how many (default 20)")
-    p.add_argument("--all", action="store_true",
-                   help="include delegation child sessions and empty sessions")
-    p.add_argument("--json", action="store_true", help="print JSON lines")
-    p.set_defaults(func=cmd_sessions, action=None)
-    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
-    a = actions.add_parser("rm", help="delete sessions (with their delegation children)",
-                           description="Delete sessions with their delegation child sessions. "
-                           "A session with a queued or running prompt, an unknown admission "
-                           "or an undelivered background delegation is refused.")
-    a.add_argument("ids", metavar="ID", nargs="+")
-    a = actions.add_parser("rename", help="set a session's title")
-    a.add_argument("session_id", metavar="ID")
-    a.add_argument("title", metavar="TITLE")
-    a = actions.add_parser("prune", help="delete empty sessions (nothing ever asked)")
-    a.add_argument("--older-than", type=float, default=60.0, metavar="MIN",
-                   help="only those created at least MIN minutes ago (default 60)")
-    a.add_argument("--dry-run", action="store_true", help="list them, delete nothing")
-    a = actions.add_parser("fork", help="copy a session's history into a new session",
-                           description="A new session whose history is the session's turns "
-                           "that had ended by seq SEQ (default: all that have ended), "
-                           "compactions included; the original is untouched. Prints the "
-                           "new session's id.")
-    a.add_argument("session_id", metavar="ID")
-    a.add_argument("--at", type=int, metavar="SEQ", help="the event seq to fork at "
-                   "(`tether events ID` shows them)")
-    a = actions.add_parser("compact", help="summarise a session's older turns now",
-                           description="Ask the model to summarise the session's older "
-                           "turns; later requests send the summary in their place. The "
-                           "transcript stays whole (attach, events and export show it).")
-    a.add_argument("session_id", metavar="ID")
-    a.add_argument("--focus", metavar="TEXT", help="what the summary must keep")
-
-    p = command("export", "write a session's whole transcript as Markdown or JSON")
-    p.add_argument("session_id", metavar="ID", nargs="?", help="the session (a prefix will do)")
-    p.add_argument("--last", action="store_true", help="the most recently active session")
-    p.add_argument("--format", choices=("markdown", "json"), default="markdown",
-                   help="markdown for people (default), json for programs")
-    p.add_argument("-o", "--output", metavar="FILE", help="write FILE (default: stdout)")
-    p.set_defaults(func=_lazy("commands", "cmd_export"))
+    add_sessions_parser(command, _Parser)
 
     p = command("cancel", "cancel the running turn of a session, from any terminal")
     p.add_argument("session_id", metavar="ID", nargs="?",
@@ -293,6 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reason", metavar="R", help="why; the agent sees it")
     p.set_defaults(func=_approvals_command("cmd_deny"))
     add_cron_parser(command, _Parser)
+    from .mcp_cmd import add_mcp_parser
+
+    add_mcp_parser(command)
+    p = command("acp", "speak the Agent Client Protocol on stdin/stdout for an editor (Zed, "
+                       "JetBrains, Neovim): a viewer of the owner, which it starts if needed")
+    p.set_defaults(func=_lazy("acp_agent", "cmd_acp"))
 
     p = command("schema", "print the JSON Schema of the whole protocol")
     p.set_defaults(func=cmd_schema)
@@ -354,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
         args, unknown = parser.parse_known_args(argv)
         if args.command == "bench":
             args.rest = [*unknown, *args.rest]
+        elif args.command == "mcp" and unknown[:1] == ["--"]:
+            # `tether mcp add NAME [options] -- COMMAND ARGS`: the server's own argv
+            args.server_command = [*args.server_command, *unknown[1:]]
         elif unknown:
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         CONTEXT.command = args.command

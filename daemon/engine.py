@@ -56,17 +56,23 @@ class Engine:
         """How many tokens one request of a run with ``settings`` may send."""
         return await self._providers.windows.budget(settings)
 
-    def schemas(self, settings: TurnSettings, depth: int) -> list[dict[str, Any]]:
-        """The tool schemas a request of such a run sends (they count in its budget)."""
-        return [t.schema() for t in self._tools.for_agent(settings.toolsets, depth).values()]
+    async def schemas(self, settings: TurnSettings, depth: int, session_id: str = "",
+                      client_tools: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """The tool schemas a request of such a run sends (they count in its budget):
+        the tools offered at this moment and an HTTP client's own."""
+        tools = await self._tools.offered(settings.toolsets, depth, session_id)
+        return [t.schema() for t in tools.values() if not t.stand_in] + list(client_tools or ())
 
     async def run(self, run: AgentRun, settings: TurnSettings, messages: list[dict[str, Any]],
                   sink: EventSink, budget: Budget | None = None,
-                  progress: AgentResult | None = None) -> AgentResult:
+                  progress: AgentResult | None = None,
+                  client_tools: list[dict[str, Any]] | None = None,
+                  extras: dict[str, Any] | None = None) -> AgentResult:
         """Run the agent to its answer; ResolveError if no provider fits the settings,
         StorageError if what it reported could not be written. Every request is kept
         within ``budget`` (default: the settings' model's, budget.squeeze); ``progress``
-        is the result filled as the loop goes (agent.run_agent)."""
+        is the result filled as the loop goes; ``client_tools`` and ``extras``: an
+        HTTP client's own tools and request keys (agent.run_agent)."""
         provider = self._providers.for_settings(settings)
         budget = budget or await self.budget(settings)
 
@@ -89,8 +95,9 @@ class Engine:
 
         result = await run_agent(
             provider=provider, model=settings.model, reasoning=settings.reasoning,
-            messages=messages, tools=self._tools.for_agent(settings.toolsets, run.depth),
+            messages=messages,
+            tools=await self._tools.offered(settings.toolsets, run.depth, run.session_id),
             max_turns=settings.max_turns, sink=sink, tool_context=context, budget=budget,
-            result=progress)
+            result=progress, client_tools=client_tools, extras=extras)
         await sink.settle()
         return result

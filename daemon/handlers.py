@@ -82,6 +82,7 @@ def build_dispatcher(*, identity: Identity, db: Store, bus: EventBus,
                      turns: TurnRunner, supervisor: Supervisor,
                      check_results: bool = False,
                      admin: SessionAdmin | None = None,
+                     mcp: Callable[[], list[dict[str, Any]]] | None = None,
                      register: Sequence[Callable[[Dispatcher], None]] = ()) -> Dispatcher:
     """The dispatcher with every method's handler; ``register`` adds the handlers a
     feature keeps in its own package (cron/handlers.py)."""
@@ -94,7 +95,8 @@ def build_dispatcher(*, identity: Identity, db: Store, bus: EventBus,
                 "instance_id": identity.instance_id, "epoch": identity.epoch,
                 "pid": os.getpid(), "capabilities": CAPABILITIES,
                 "providers": list(PROVIDER_NAMES), "toolsets": list(TOOLSETS),
-                "turn_defaults": identity.turn_defaults, "sandbox": identity.sandbox}
+                "turn_defaults": identity.turn_defaults, "sandbox": identity.sandbox,
+                "mcp_servers": mcp() if mcp is not None else []}
 
     @d.register("ping")
     async def ping(p: m.PingParams, call: Call) -> dict[str, Any]:

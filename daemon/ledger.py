@@ -159,12 +159,16 @@ def digest(payload_json: str) -> str:
 
 
 def result_json(text: str, usage: dict[str, Any], error: str | None,
-                extra: dict[str, Any] | None = None) -> str:
+                extra: dict[str, Any] | None = None,
+                tool_calls: list[dict[str, Any]] | None = None) -> str:
     """The stored result of a terminal admission (``error`` only when there is one;
-    ``extra``: the model asked and the turn's cost_usd, for a turn that asked one)."""
+    ``extra``: the model asked and the turn's cost_usd, for a turn that asked one;
+    ``tool_calls``, the calls of an HTTP client's tools that ended the turn, likewise)."""
     result: dict[str, Any] = {"text": text, "usage": usage, **(extra or {})}
     if error:
         result["error"] = error
+    if tool_calls:
+        result["tool_calls"] = tool_calls
     return orjson.dumps(result).decode()
 
 

@@ -27,13 +27,14 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from functools import partial
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from tether.rpc.protocol import PROTOCOL
 from tether.store import StorageError
 from tether.store import runtime as runtime_rows
+from tether.store import sessions as session_rows
 
 from . import faults
 from .admissions import AdmissionService
@@ -54,6 +55,7 @@ from .handlers import Identity, build_dispatcher
 from .history import History, history_handlers
 from .home import Home
 from .journal import Journal
+from .mcp.manager import McpManager, mcp_handlers
 from .provider import Provider
 from .providers import Providers
 from .recovery import recover
@@ -136,16 +138,21 @@ async def run_owner(home: Home, *, tcp: str | None = None, config: Config | None
         os.close(lock_fd)
 
 
+async def session_exists(db: Any, session_id: str) -> bool:
+    return await db.read(lambda c: session_rows.get(c, session_id) is not None)
+
+
 def _http_frontend(journal: Journal, bus: EventBus, admissions_svc: AdmissionService,
-                   config: Config, tokens: TokenService,
-                   supervisor: Supervisor) -> HttpFrontend:
+                   config: Config, tokens: TokenService, supervisor: Supervisor,
+                   tools: ToolRegistry) -> HttpFrontend:
     """The HTTP endpoint served on the TCP port beside the WebSocket protocol: the
     OpenAI-compatible API and the viewer page; its bearer tokens are checked as
     the WebSocket listener checks them."""
     from .http import HttpFrontend
 
     return HttpFrontend(journal, bus, admissions_svc, config, tokens.check,
-                        lambda: supervisor.draining, ViewerPages(tokens).answer)
+                        lambda: supervisor.draining, ViewerPages(tokens).answer,
+                        tool_names=tools.names())
 
 
 async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None,
@@ -206,6 +213,10 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             tools.add(process_tool(processes))
             for tool in file_tools(config.tools, home=str(home.root)):  # refused to them
                 tools.add(tool)
+            mcp = McpManager(config.mcp, env=os.environ, logs=home.logs,
+                             media=home.root / "mcp-media", version=identity.version,
+                             output_chars=config.tools.output_chars)
+            tools.add_dynamic("mcp", mcp.tools)
             cron = CronService(journal, admissions_svc.admit, supervisor, config,
                                **({"max_sleep": FLEET_SLEEP_SECONDS} if fleet else {}))
             cron_jobs = CronJobs(journal, cron, config)
@@ -213,12 +224,14 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             tokens = TokenService(db)
             dispatcher = build_dispatcher(identity=identity, db=db, bus=bus, sessions=sessions,
                                           admissions=admissions_svc, turns=turns,
-                                          supervisor=supervisor,
+                                          supervisor=supervisor, mcp=mcp.describe_all,
                                           register=[cron_handlers(cron_jobs, cron),
                                                     history_handlers(History(
                                                         journal, turns.prices, engine,
                                                         config, turns.compactor)),
                                                     approval_handlers(approvals),
+                                                    mcp_handlers(mcp, partial(
+                                                        session_exists, db)),
                                                     partial(register_token_methods,
                                                             tokens=tokens)])
             listeners = Listeners(
@@ -237,9 +250,11 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             api = None
             if tcp:
                 host, port = parse_hostport(tcp)
-                api = _http_frontend(journal, bus, admissions_svc, config, tokens, supervisor)
+                api = _http_frontend(journal, bus, admissions_svc, config, tokens, supervisor,
+                                     tools)
                 await listeners.start_tcp(host, port, allow_remote=dcfg.tcp_allow_remote,
                                           http=api.protocol)
+                tokens.on_revoke.append(api.app.drop_token)
             for sig in STOP_SIGNALS:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, supervisor.stop_requested.set)
@@ -274,10 +289,12 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             await turns.stop_all(dcfg.grace_seconds)
             await background.stop_all()
             await processes.stop_all()
+            await mcp.close()
             if fleet is not None:
                 with contextlib.suppress(StorageError):
                     await fleet.leave()  # its queued sessions go to the other nodes
             home.remove_runtime_files()
+            tokens.close()
             # together: on Python 3.12+ closing the port waits for its HTTP connections too
             await asyncio.gather(listeners.close(), *([api.close()] if api else []))
             for sig in STOP_SIGNALS:

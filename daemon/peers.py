@@ -1,7 +1,8 @@
 """Who is at the other end of a connection, and the methods an agent's process may not call.
 
-An agent must not answer its own approval prompts, mint tokens or schedule
-itself: ``approval.respond``, ``token.*`` and ``cron.*`` are refused
+An agent must not answer its own approval prompts, mint tokens, schedule itself
+or start programs of its choosing as MCP servers: ``approval.respond``,
+``token.*``, ``cron.*`` and ``mcp.attach`` are refused
 (``forbidden``) to a connection whose peer process is one of the owner's tool
 processes or came from one (toolsets/lineage.py), in every approvals mode.
 
@@ -28,7 +29,7 @@ from .toolsets import lineage
 __all__ = ["Peer", "PROTECTED", "unix_peer", "tcp_peer", "guard", "agent_reason"]
 
 #: methods refused to the agent's own processes: exact names, and name prefixes
-PROTECTED = frozenset({"approval.respond"})
+PROTECTED = frozenset({"approval.respond", "mcp.attach"})
 PROTECTED_PREFIXES = ("token.", "cron.")
 
 

@@ -269,12 +269,13 @@ class Listeners:
             self._by_token[conn] = token_id
         return refused
 
-    def drop_token(self, token_id: str) -> int:
-        """Close (1008) every connection let in with ``token_id``; how many there were."""
+    def drop_token(self, token_id: str, why: str = "revoked") -> int:
+        """Close (1008, "token revoked" or "token expired") every connection let in
+        with ``token_id``; how many there were."""
         conns = [c for c, t in self._by_token.items() if t == token_id]
         for conn in conns:
             self._by_token.pop(conn, None)
-            asyncio.ensure_future(conn.close(1008, "token revoked"))
+            asyncio.ensure_future(conn.close(1008, f"token {why}"))
         return len(conns)
 
     @staticmethod

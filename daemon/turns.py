@@ -34,7 +34,7 @@ from .scheduler import Scheduler
 from .settings import ResolveError, resolve_turn
 from .sink import EventSink
 from .supervisor import Supervisor
-from .transcript import turn_messages
+from .transcript import client_request, turn_messages
 from .usage import Prices
 
 __all__ = ["TurnRunner"]
@@ -205,8 +205,9 @@ class TurnRunner:
             progress.model = settings.model
             msgs = turn_messages(history, session.get("cwd"), settings.ignore_rules, summary)
             budget = await self._engine.budget(settings)
-            if self._config.model.compact == "auto" and budget.count(
-                    msgs, self._engine.schemas(settings, 0)) > budget.limit:
+            request = client_request(payload)
+            if self._config.model.compact == "auto" and budget.count(msgs, await self._engine.schemas(
+                    settings, 0, sid, request.get("client_tools"))) > budget.limit:
                 record = await self._compact(sid, aid, settings, budget)
                 if record is not None:  # the request sends the new summary and the rest
                     history = [r for r in history if r["index"] >= record["end_index"]]
@@ -217,7 +218,8 @@ class TurnRunner:
                              attended=not payload.get("finite"))
             # the model's retries are shown to viewers as model.retry events
             RETRY_LISTENER.set(lambda info: sink.event("model.retry", info))
-            result = await self._engine.run(agent, settings, msgs, sink, budget, progress)
+            result = await self._engine.run(agent, settings, msgs, sink, budget, progress,
+                                            **request)
             outcome = "completed" if result.ok else "failed"
             error = result.error
         except ResolveError as exc:
@@ -233,10 +235,11 @@ class TurnRunner:
             sink.flush()
         text = result.text if result is not None else "".join(sink.streamed)
         spent = result or (progress if progress.api_calls else None)
+        calls = result.tool_calls if result is not None else None
         await self._finish(sid, aid, Event.FINISH, outcome, text=text,
                            usage=spent.usage if spent else {}, error=error,
                            model=spent.model if spent else None,
-                           requests=spent.api_calls if spent else 0)
+                           requests=spent.api_calls if spent else 0, tool_calls=calls)
 
     async def _compact(self, sid: str, aid: str, settings: Any, budget: Any) -> dict | None:
         """Auto-compaction before a turn's first request (compaction.py); a failure
@@ -287,7 +290,8 @@ class TurnRunner:
     async def _finish(self, sid: str, aid: str, event: Event, outcome: str, *,
                       text: str = "", usage: dict[str, Any] | None = None,
                       error: str | None = None, model: str | None = None,
-                      requests: int = 0) -> None:
+                      requests: int = 0,
+                      tool_calls: list[dict[str, Any]] | None = None) -> None:
         if (run := self.running.get(sid)) is not None and run.admission_id == aid:
             # from here on a stop (interrupt, cancel) must not cut the retries short:
             # that would leave the admission started, and the next owner calls it unknown
@@ -301,6 +305,7 @@ class TurnRunner:
             await self._journal_for(sid).persist(
                 lambda tx: outcomes.settle(tx, self._scheduler, sid, aid, event, outcome,
                                            text=text, usage=usage, error=error, model=model,
-                                           requests=requests, prices=self.prices),
+                                           requests=requests, prices=self.prices,
+                                           tool_calls=tool_calls),
                 f"the outcome of {aid} ({outcome})",
                 give_up=lambda n: sup.draining and n >= FINISH_ATTEMPTS_WHILE_DRAINING)

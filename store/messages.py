@@ -9,7 +9,7 @@ import orjson
 from . import sessions
 from .conn import Conn, serialise_session
 
-__all__ = ["append", "list_for", "count"]
+__all__ = ["append", "list_for", "count", "tail"]
 
 
 def append(conn: Conn, session_id: str, messages: list[dict[str, Any]],
@@ -68,3 +68,14 @@ def count(conn: Conn, session_id: str) -> int:
     (n,) = conn.execute("SELECT COALESCE(MAX(idx), -1) + 1 FROM messages WHERE session_id = ?",
                         (session_id,)).fetchone()
     return int(n)
+
+
+def tail(conn: Conn, session_id: str, count: int) -> list[dict[str, Any]]:
+    """The session's last ``count`` messages (role, tool_calls, tool_call_id), in order."""
+    rows = conn.execute(
+        "SELECT role, tool_calls_json, tool_call_id FROM messages WHERE session_id = ? "
+        "ORDER BY idx DESC LIMIT ?", (session_id, count))
+    out = [{"role": r[0], "tool_calls": orjson.loads(r[1]) if r[1] else None,
+            "tool_call_id": r[2]} for r in rows]
+    out.reverse()
+    return out

@@ -217,10 +217,23 @@ ALTER TABLE tokens ADD COLUMN expires_at REAL;
 ALTER TABLE tokens ADD COLUMN once INTEGER NOT NULL DEFAULT 0
 """
 
+# the HTTP endpoint's conversations: a client's own key (X-Tether-Conversation,
+# X-OpenWebUI-Chat-Id) mapped to one session per token; docs/http.md
+_V6 = """
+CREATE TABLE api_conversations (
+    token_id         TEXT NOT NULL,
+    conversation_key TEXT NOT NULL,
+    session_id       TEXT NOT NULL REFERENCES sessions(session_id),
+    created_at       REAL NOT NULL,
+    PRIMARY KEY (token_id, conversation_key)
+);
+CREATE INDEX api_conversations_session ON api_conversations(session_id)
+"""
+
 # long sessions (docs/long-sessions.md): each session's token sums by model, where a
 # fork came from, and compaction records (a summary standing for messages
 # [first_index, end_index) of the transcript, which itself stays whole)
-_V6 = """
+_V7 = """
 ALTER TABLE sessions ADD COLUMN usage_json TEXT;
 ALTER TABLE sessions ADD COLUMN forked_from TEXT;
 ALTER TABLE sessions ADD COLUMN forked_at_seq INTEGER;
@@ -242,7 +255,7 @@ CREATE TABLE compactions (
 CREATE INDEX compactions_session ON compactions(session_id, end_index)
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

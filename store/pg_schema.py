@@ -236,8 +236,21 @@ CREATE TABLE turn_stops (
 )
 """
 
-# long sessions: SQLite's version 6, column for column (store/migrations.py)
+# the HTTP endpoint's conversations: a client's own key (X-Tether-Conversation,
+# X-OpenWebUI-Chat-Id) mapped to one session per token
 _V3 = """
+CREATE TABLE api_conversations (
+    token_id         TEXT NOT NULL,
+    conversation_key TEXT NOT NULL,
+    session_id       TEXT NOT NULL REFERENCES sessions(session_id),
+    created_at       DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (token_id, conversation_key)
+);
+CREATE INDEX api_conversations_session ON api_conversations(session_id)
+"""
+
+# long sessions: SQLite's version 7, column for column (store/migrations.py)
+_V4 = """
 ALTER TABLE sessions ADD COLUMN usage_json TEXT;
 ALTER TABLE sessions ADD COLUMN forked_from TEXT;
 ALTER TABLE sessions ADD COLUMN forked_at_seq BIGINT;
@@ -259,7 +272,7 @@ CREATE TABLE compactions (
 CREATE INDEX compactions_session ON compactions(session_id, end_index)
 """
 
-PG_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+PG_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
 
 #: the advisory lock key migrations hold (any fixed number; "tether" in ASCII)

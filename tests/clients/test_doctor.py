@@ -45,7 +45,8 @@ def test_all_pass_with_a_served_model_and_a_running_owner(tmp_path, run_cli):
             stale = run_cli(home, "doctor")
     assert done.returncode == 0, done
     checks = _checks(done.stdout)
-    assert list(checks) == ["config", "owner", "socket", "settings", "sandbox", "model"]
+    assert list(checks) == ["config", "owner", "socket", "settings", "sandbox", "model",
+                           "stream"]
     # the boundary the running owner puts around commands (CI installs bubblewrap)
     if sandbox_missing() is None:
         assert checks.pop("sandbox")[:2] == ("ok", "the owner runs commands in: "
@@ -57,6 +58,7 @@ def test_all_pass_with_a_served_model_and_a_running_owner(tmp_path, run_cli):
     assert checks["owner"][1].startswith(f"running: pid {owner.proc.pid}, started ")
     assert f"at {home}/daemon.sock" in checks["owner"][1]
     assert checks["model"][1] == f"test-model is served at {fake.url}/models (HTTP 200, 2 models)"
+    assert checks["stream"][1] == "test-model streams answers with tools (model.stream auto works)"
     # the configured key went with the request
     assert fake.gets[0] == ("/v1/models", fake.gets[0][1])
     assert fake.gets[0][1]["authorization"] == "Bearer local-test-only"
@@ -116,6 +118,8 @@ def test_no_server_and_demo_and_an_invalid_configuration(tmp_path, run_cli):
     assert _checks(demo.stdout)["model"] == ("ok", "provider demo is offline: it needs no "
                                                    "endpoint", "")
     assert _checks(demo.stdout)["owner"][1].startswith("not running")
+    assert _checks(demo.stdout)["stream"][0] == "skip"
+    assert _checks(down.stdout)["stream"] == ("skip", "no served model to ask", "")
     (home / "config.yaml").write_text("modle: {}\n")
     bad = run_cli(home, "doctor")
     checks = _checks(bad.stdout)
@@ -179,6 +183,49 @@ def test_on_a_terminal_the_marks_are_ticks_and_crosses(tmp_path):
     text = out.decode()
     assert done.returncode == 1
     assert "✓    config" in text and "-    socket" in text and "✗    model" in text
+
+
+def test_stream_says_which_mode_a_server_that_cannot_stream_tools_needs(tmp_path, run_cli):
+    from fakeservers import llama_cpp_python
+
+    home = tmp_path / "home"
+    results = {}
+    with FakeProvider(llama_cpp_python(_ok)) as fake:
+        for mode in ("auto", "true", "false"):
+            write_config(home, fake.url, model={"stream": mode})
+            results[mode] = run_cli(home, "doctor")
+        streams = [r["stream"] for r in fake.requests]
+        assert all(r["tools"] and r["max_tokens"] == 16 for r in fake.requests)
+    # each run: the streamed question, then the plain one
+    assert streams == [True, False] * 3
+    for mode, done in results.items():
+        assert done.stderr == ""  # the model client's log lines are not doctor's output
+        state, detail, fix = _checks(done.stdout)["stream"]
+        assert detail.startswith("test-model answers with tools only without streaming "
+                                 "(streamed: provider sent a malformed response"), detail
+        if mode == "true":
+            assert (state, done.returncode) == ("FAIL", 1)
+            assert "model.stream true fails every turn" in detail
+            assert fix == "set model.stream: auto (or false) in config.yaml"
+        else:
+            assert (state, done.returncode, fix) == ("ok", 0, "")
+    assert "model.stream auto falls back" in _checks(results["auto"].stdout)["stream"][1]
+
+
+def test_stream_fails_when_no_request_with_a_tool_works(tmp_path, run_cli):
+    from fakeprovider import Status
+
+    home = tmp_path / "home"
+    with FakeProvider(lambda req: Status(400, '{"error": {"message": "tools are not '
+                                              'supported by this model"}}')) as fake:
+        write_config(home, fake.url)
+        done = run_cli(home, "doctor")
+        assert [r["stream"] for r in fake.requests] == [True]
+    state, detail, fix = _checks(done.stdout)["stream"]
+    assert (state, done.returncode) == ("FAIL", 1)
+    assert detail.startswith("a request with a tool failed: bad_request: provider returned "
+                             "HTTP 400") and "tools are not supported" in detail
+    assert "Local model servers" in fix
 
 
 def test_without_a_sandbox_the_owner_starts_and_doctor_and_config_check_say_none(

@@ -115,11 +115,11 @@ def test_the_guard_refuses_only_protected_methods_of_the_agents_processes():
         lineage.register(tool.pid)
         agent = peers.Peer(pid=tool.pid, started=lineage.start_time(tool.pid))
         for method in ("approval.respond", "token.create", "token.list", "cron.create",
-                       "cron.run"):
+                       "cron.run", "mcp.attach"):
             err = peers.guard(method, Call(agent))
             assert isinstance(err, Forbidden) and err.reason == "forbidden", method
             assert "agent" in err.detail
-        for method in ("approval.list", "prompt.submit", "session.create", "ping"):
+        for method in ("approval.list", "prompt.submit", "session.create", "ping", "mcp.list"):
             assert peers.guard(method, Call(agent)) is None, method
         assert peers.guard("approval.respond", Call(None)) is None  # in-process callers
     finally:

@@ -171,7 +171,7 @@ async def test_toolsets_offer_the_tools_they_name(tmp_path):
                 bad = await peer.call("session.create", toolsets=["shell"])
     offered = [sorted(t["function"]["name"] for t in req.get("tools") or [])
                for req in model.requests]
-    assert described["toolsets"] == ["terminal", "files", "delegation"]
+    assert described["toolsets"] == ["terminal", "files", "delegation", "mcp"]
     assert offered == [
         sorted(["terminal", "process", "read_file", "write_file", "edit_file", "search_files",
                 "list_dir", "delegate_task"]),

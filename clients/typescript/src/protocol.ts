@@ -5,11 +5,11 @@
 /**
  * One event: a union discriminated by ``type``
  */
-export type AnyEvent = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | SessionReplayGapEvent | CronNoticeEvent | ModelRetryEvent | SessionCompactedEvent)
+export type AnyEvent = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | ToolProgressEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | SessionReplayGapEvent | CronNoticeEvent | ModelRetryEvent | SessionCompactedEvent)
 /**
  * One entry of a session's durable event log (never the replay-gap notice).
  */
-export type Event = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | CronNoticeEvent | ModelRetryEvent | SessionCompactedEvent)
+export type Event = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | ToolProgressEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | CronNoticeEvent | ModelRetryEvent | SessionCompactedEvent)
 /**
  * Look a receipt up by exactly one of admission_id or input_id.
  */
@@ -82,6 +82,14 @@ InvalidRequestErrorData?: InvalidRequestErrorData
 JsonRpcError?: JsonRpcError
 JsonRpcRequest?: JsonRpcRequest
 JsonRpcResult?: JsonRpcResult
+McpAttachParams?: McpAttachParams
+McpAttachResult?: McpAttachResult
+McpListParams?: McpListParams
+McpListResult?: McpListResult
+McpServerInfo?: McpServerInfo
+McpServerSpec?: McpServerSpec
+McpToolInfo?: McpToolInfo
+McpToolsParams?: McpToolsParams
 MessageCompleteEvent?: MessageCompleteEvent
 MessageCompletePayload?: MessageCompletePayload
 MessageDeltaEvent?: MessageDeltaEvent
@@ -158,6 +166,8 @@ TokenRevokeParams?: TokenRevokeParams
 TokenRevokeResult?: TokenRevokeResult
 ToolCompleteEvent?: ToolCompleteEvent
 ToolCompletePayload?: ToolCompletePayload
+ToolProgressEvent?: ToolProgressEvent
+ToolProgressPayload?: ToolProgressPayload
 ToolStartEvent?: ToolStartEvent
 ToolStartPayload?: ToolStartPayload
 TranscriptMessage?: TranscriptMessage
@@ -377,6 +387,29 @@ error?: (string | null)
  * one short line on what it did
  */
 summary?: (string | null)
+[k: string]: unknown | undefined
+}
+/**
+ * A running tool call reported progress (an MCP server's progress notifications,
+ * at most about two a second per call, and always the one that reaches ``total``).
+ */
+export interface ToolProgressEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "tool.progress"
+payload: ToolProgressPayload
+}
+/**
+ * A running tool call reported progress (an MCP server's progress notifications,
+ * at most about two a second per call, and always the one that reaches ``total``).
+ */
+export interface ToolProgressPayload {
+call_id: string
+name: string
+progress: number
+total: (number | null)
+message: (string | null)
 [k: string]: unknown | undefined
 }
 /**
@@ -1261,6 +1294,67 @@ result: {
 [k: string]: unknown | undefined
 }
 }
+export interface McpAttachParams {
+session_id: string
+/**
+ * @maxItems 16
+ */
+servers: McpServerSpec[]
+}
+/**
+ * A server a client brings for one session (an editor's, over ACP): as in
+ * config.yaml's ``mcp.servers``, either ``command`` (+ ``args``, ``env``) or
+ * ``url`` (+ ``headers``).
+ */
+export interface McpServerSpec {
+name: string
+command: (string | null)
+/**
+ * @maxItems 256
+ */
+args: string[]
+env: {
+[k: string]: string | undefined
+}
+url: (string | null)
+headers: {
+[k: string]: string | undefined
+}
+}
+export interface McpAttachResult {
+servers: McpServerInfo[]
+}
+/**
+ * A configured MCP server: how it is reached, its state and its tools.
+ */
+export interface McpServerInfo {
+name: string
+transport: ("stdio" | "http")
+target: string
+enabled: boolean
+state: string
+error: (string | null)
+retry_at: (number | null)
+starts: number
+protocol: (string | null)
+tools: McpToolInfo[]
+session_id: (string | null)
+}
+export interface McpToolInfo {
+name: string
+tool: string
+description: string
+}
+export interface McpListParams {
+
+}
+export interface McpListResult {
+servers: McpServerInfo[]
+now: number
+}
+export interface McpToolsParams {
+server: string
+}
 export interface MethodNotFoundErrorData {
 reason: "method_not_found"
 detail: string
@@ -1489,7 +1583,7 @@ base_url?: (string | null)
 /**
  * toolsets the owner offers (runtime.describe)
  */
-toolsets?: (("terminal" | "files" | "delegation")[] | null)
+toolsets?: (("terminal" | "files" | "delegation" | "mcp")[] | null)
 reasoning?: (("none" | "low" | "medium" | "high") | null)
 max_turns?: (number | null)
 ignore_rules?: (boolean | null)
@@ -1514,6 +1608,7 @@ providers: string[]
 toolsets: string[]
 turn_defaults: TurnDefaults
 sandbox: string
+mcp_servers: McpServerInfo[]
 }
 /**
  * What a turn that names no provider, model or base_url runs with, from the owner's
@@ -1598,7 +1693,7 @@ base_url?: (string | null)
 /**
  * toolsets the owner offers (runtime.describe)
  */
-toolsets?: (("terminal" | "files" | "delegation")[] | null)
+toolsets?: (("terminal" | "files" | "delegation" | "mcp")[] | null)
 reasoning?: (("none" | "low" | "medium" | "high") | null)
 max_turns?: (number | null)
 ignore_rules?: (boolean | null)
@@ -1691,6 +1786,7 @@ updated_at: number
 message_count: number
 running: boolean
 parent_session_id: (string | null)
+cwd: (string | null)
 usage: (SessionUsage | null)
 }
 /**
@@ -1944,6 +2040,12 @@ export interface Methods {
   "session.delete": { params: SessionDeleteParams; result: SessionDeleteResult };
   /** Delete empty sessions (no message, admission or child) older than older_than_seconds. */
   "session.prune": { params: SessionPruneParams; result: SessionPruneResult };
+  /** The configured MCP servers, their state and their tools (starts none). */
+  "mcp.list": { params: McpListParams; result: McpListResult };
+  /** Start one MCP server if it is not running, and list its state and tools. */
+  "mcp.tools": { params: McpToolsParams; result: McpServerInfo };
+  /** Give one session MCP servers of the caller's (an editor's); Unix socket only. */
+  "mcp.attach": { params: McpAttachParams; result: McpAttachResult };
   /** Find sessions by id prefix, or the most recently active top-level one (last). */
   "session.lookup": { params: SessionLookupParams; result: SessionLookupResult };
   /** Copy a session's history up to a seq (its turns ended by then, compactions included) into a new session; the original is untouched. */
@@ -1963,6 +2065,7 @@ export interface EventPayloads {
   "reasoning.delta": ReasoningDeltaPayload;
   "tool.start": ToolStartPayload;
   "tool.complete": ToolCompletePayload;
+  "tool.progress": ToolProgressPayload;
   "subagent.start": SubagentStartPayload;
   "subagent.complete": SubagentCompletePayload;
   "delegation.dispatched": DelegationDispatchedPayload;
@@ -1977,7 +2080,7 @@ export interface EventPayloads {
   "session.compacted": SessionCompactedPayload;
 }
 export type EventType = keyof EventPayloads;
-export const EVENT_TYPES: readonly EventType[] = ["session.info","message.start","message.delta","reasoning.delta","tool.start","tool.complete","subagent.start","subagent.complete","delegation.dispatched","delegation.complete","message.complete","approval.requested","approval.resolved","process.complete","session.replay_gap","cron.notice","model.retry","session.compacted"];
+export const EVENT_TYPES: readonly EventType[] = ["session.info","message.start","message.delta","reasoning.delta","tool.start","tool.complete","tool.progress","subagent.start","subagent.complete","delegation.dispatched","delegation.complete","message.complete","approval.requested","approval.resolved","process.complete","session.replay_gap","cron.notice","model.retry","session.compacted"];
 
 /** Error reason -> its data; the code of each is in ERROR_CODES. */
 export interface ErrorDataByReason {
