@@ -106,11 +106,20 @@ async def test_the_http_endpoint_keeps_openais_usage_shape(tmp_path: Path) -> No
                                       headers={"Authorization": f"Bearer {token}"},
                                       json={"model": "test-model", "messages": [
                                           {"role": "user", "content": "hello"}]})
+                answered = await http.post(f"{url}/v1/responses", timeout=30,
+                                           headers={"Authorization": f"Bearer {token}"},
+                                           json={"model": "test-model", "input": "hello"})
     assert got.status_code == 200, got.text
     assert got.json()["usage"] == {
         "prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200,
         "prompt_tokens_details": {"cached_tokens": 400},
         "completion_tokens_details": {"reasoning_tokens": 50}}
+    # the Responses API's shape of the same counts
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["usage"] == {
+        "input_tokens": 1000, "input_tokens_details": {"cached_tokens": 400},
+        "output_tokens": 200, "output_tokens_details": {"reasoning_tokens": 50},
+        "total_tokens": 1200}
 
 
 async def test_a_turn_stopped_halfway_counts_what_it_spent(tmp_path: Path) -> None:
