@@ -16,9 +16,8 @@ import orjson
 from tether.store import admissions, messages, sessions
 
 from .journal import Tx
-from .ledger import Event, IllegalTransition, outcomes, result_json, sources
+from .ledger import Event, IllegalTransition, outcomes, result_json, sources, user_text
 from .scheduler import Scheduler
-from .transcript import user_text
 
 __all__ = ["start", "settle", "orphan", "start_payload", "START_TEXT_CHARS"]
 

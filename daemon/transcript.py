@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["SYSTEM_PROMPT", "UNFINISHED_TOOL_CALL", "chat_history", "user_text",
+__all__ = ["SYSTEM_PROMPT", "UNFINISHED_TOOL_CALL", "chat_history",
            "rules_message", "turn_messages"]
 
 RULES_FILES = ("AGENTS.md", ".tether/rules.md")
@@ -70,14 +70,6 @@ def chat_history(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append(m)
     close_calls()
     return out
-
-
-def user_text(payload: dict[str, Any]) -> str:
-    """The user message of an admission: its text plus any text attachments."""
-    text = payload["text"]
-    for a in payload.get("attachments") or ():
-        text += f"\n\n[attachment {a['name']} ({a.get('mime_type', 'text/plain')})]\n{a['content']}"
-    return text
 
 
 def rules_message(cwd: str | None) -> dict[str, Any] | None:
