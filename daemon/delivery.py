@@ -90,13 +90,15 @@ async def announce_once(journal: Journal, unit: Unit[None], what: str,
     return True
 
 
-async def recover(journal: Journal, what: str, due: Callable[[Conn], list[dict[str, Any]]],
+async def recover(journal: Journal, what: str, key: str,
+                  due: Callable[[Conn], list[dict[str, Any]]],
                   on_due: Callable[[dict[str, Any]], Awaitable[None]],
                   finish_orphans: Unit[None] | None = None,
                   give_up: Callable[[int], bool] = never) -> None:
     """At an owner's start, for one producer: write ``finish_orphans`` (what an
-    older owner left running ends), then ``on_due`` every row ``due`` lists. A row
-    that fails is logged and left for the next start."""
+    older owner left running ends), then ``on_due`` every row ``due`` lists (each
+    named by its ``key`` column). A row that fails is logged and left for the next
+    start."""
     try:
         if finish_orphans is not None:
             await journal.persist(finish_orphans, f"the recovery of {what}", give_up)
@@ -108,7 +110,7 @@ async def recover(journal: Journal, what: str, due: Callable[[Conn], list[dict[s
         try:
             await on_due(row)
         except Exception:  # noqa: BLE001 - the next start tries again
-            log.exception("could not deliver %s (a row of %s)", what, row)
+            log.exception("could not deliver %s %s", what, row.get(key))
 
 
 @dataclass
@@ -201,5 +203,5 @@ class LateDelivery:
     async def recover(self, finish_orphans: Unit[None],
                       due: Callable[[Conn], list[dict[str, Any]]], key: str) -> None:
         """At start: ``finish_orphans``, then deliver every row ``due`` lists."""
-        await recover(self._journal, self._what + "s", due, lambda row: self.deliver(row[key]),
-                      finish_orphans, self.give_up)
+        await recover(self._journal, self._what + "s", key, due,
+                      lambda row: self.deliver(row[key]), finish_orphans, self.give_up)

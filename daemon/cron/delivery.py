@@ -89,7 +89,8 @@ class Deliveries:
         async def follow(row: dict[str, Any]) -> None:
             self.follow(row)
 
-        await recover(self._journal, "cron runs", cron_rows.pending_deliveries, follow)
+        await recover(self._journal, "cron runs", "run_id", cron_rows.pending_deliveries,
+                      follow)
 
     async def _follow(self, run_id: str, admission_id: str) -> None:
         delay = POLL_FIRST_SECONDS
