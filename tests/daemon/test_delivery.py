@@ -16,7 +16,14 @@ from typing import Any
 import orjson
 import pytest
 
-from tether.daemon.delivery import AlreadyDelivered, LateDelivery, Letter, announce_once, claim
+from tether.daemon.delivery import (
+    AlreadyDelivered,
+    LateDelivery,
+    Letter,
+    announce_once,
+    claim,
+    recover,
+)
 from tether.daemon.ledger import TURN_OPTION_KEY, canonical_payload, encode_payload
 from tether.store import admissions, events
 from tether.store import processes as rows
@@ -160,3 +167,26 @@ async def test_a_claim_that_finds_the_row_delivered_undoes_its_whole_unit(wire):
         notes = await parts.db.read(
             lambda c: [orjson.loads(p) for p in events.payloads_of_type(c, SID, "cron.notice")])
     assert notes == [{"n": 1}, {"n": 2}]
+
+
+async def test_recovery_goes_on_past_a_row_that_fails(wire):
+    async with wire({}, epoch=1) as parts:
+        await _start(parts, "proc_1")
+        await parts.db.write(lambda c: (
+            rows.insert(c, process_id="proc_2", session_id=SID, admission_id=None,
+                        command="make", cwd=None, notify=True, owner_epoch=1, now=3.0),
+            rows.finish(c, "proc_2", "exited", 1, "", 4.0)))
+        late = _late(parts)
+        seen: list[str] = []
+
+        async def on_due(row: dict[str, Any]) -> None:
+            seen.append(row["process_id"])
+            if row["process_id"] == "proc_1":
+                raise RuntimeError("this row cannot be delivered now")
+            await late.deliver(row["process_id"])
+
+        await recover(parts.journal, "test rows", "process_id", rows.undelivered, on_due)
+        first, second = (await _delivered(parts, "proc_1")), (await _delivered(parts, "proc_2"))
+    assert seen == ["proc_1", "proc_2"]
+    assert first[2] == "pending" and first[0] == []  # left for the next start
+    assert second[2] == "delivered" and len(second[0]) == 1
