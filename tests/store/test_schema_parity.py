@@ -6,14 +6,16 @@ SQLite's PRAGMA table_info / index_list / index_info / foreign_key_list,
 PostgreSQL's information_schema and pg_index — into one neutral description:
 every table; each column's type class, NOT NULL, default and whether it numbers
 itself; the primary key; every foreign key with its ON DELETE; every unique
-constraint; every index with its columns, uniqueness and partial predicate. The
+constraint; every CHECK; every index with its columns, uniqueness and partial
+predicate. The
 two descriptions must be equal but for `ALLOWED`, each entry with its reason.
 
 Normalised, because the engines say one thing two ways (not differences):
 type names to classes (INTEGER/BIGINT → integer, REAL/DOUBLE PRECISION → real,
 BLOB/BYTEA → blob, JSON/JSONB → json); a primary key column counts as NOT NULL
 (PostgreSQL makes it so; SQLite's table_info does not report it for TEXT keys);
-a default's ``::type`` cast; an index predicate's casts, brackets and ``<>``.
+a default's ``::type`` cast; an expression's (index predicate, CHECK) casts,
+brackets and ``<>``, and PostgreSQL's ``x = ANY (ARRAY[…])`` for ``x IN (…)``.
 """
 
 from __future__ import annotations
@@ -58,10 +60,24 @@ def _default(value: Any) -> str | None:
 
 
 def _predicate(text: str | None) -> str | None:
+    """An expression in one spelling for both engines."""
     if not text:
         return None
-    text = re.sub(r"::[a-z ]+", "", text.lower()).replace("<>", "!=")
-    return " ".join(text.replace("(", " ").replace(")", " ").split())
+    text = re.sub(r"(\w+) = any \(array\[(.*?)\]\)", r"\1 in (\2)", text.lower())
+    text = re.sub(r"::[a-z ]+?(?=[,)\] ]|$)", "", text).replace("<>", "!=")
+    return " ".join(text.replace("(", " ").replace(")", " ").replace(",", " , ").split())
+
+
+def _sqlite_checks(sql: str) -> list[str]:
+    """The CHECK expressions of a CREATE TABLE statement (balanced brackets)."""
+    found = []
+    for match in re.finditer(r"\bCHECK\s*\(", sql):
+        end, depth = match.end(), 1
+        while depth:
+            depth += {"(": 1, ")": -1}.get(sql[end], 0)
+            end += 1
+        found.append(_predicate(sql[match.end():end - 1]) or "")
+    return found
 
 
 def _describe(tables: dict[str, dict[str, Any]]) -> dict[tuple[str, ...], Any]:
@@ -80,6 +96,7 @@ def _describe(tables: dict[str, dict[str, Any]]) -> dict[tuple[str, ...], Any]:
             out[("unique", table, ",".join(cols))] = True
         for name, idx in t["indexes"].items():
             out[("index", table, name)] = idx
+        out[("checks", table)] = tuple(sorted(t["checks"]))
     return out
 
 
@@ -122,8 +139,9 @@ def _sqlite_tables() -> dict[str, dict[str, Any]]:
                                          (name,)).fetchone()[0]
                 where = index_sql.split(" WHERE ", 1)[1] if partial else None
                 indexes[name] = (cols, bool(is_unique), _predicate(where))
+            checks = _sqlite_checks(sql)
             tables[table] = {"columns": columns, "pk": pk, "fks": fks, "unique": unique,
-                             "indexes": indexes}
+                             "indexes": indexes, "checks": checks}
         return tables
     finally:
         conn.close()
@@ -181,8 +199,13 @@ def _pg_tables(url: str) -> dict[str, dict[str, Any]]:
                     unique.append(tuple(cols))
                 else:
                     indexes[name] = (tuple(cols), bool(is_unique), _predicate(where))
+            checks = [_predicate(r[0].removeprefix("CHECK ")) for r in conn.execute(
+                "SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c "
+                "JOIN pg_class t ON t.oid = c.conrelid WHERE c.contype = 'c' "
+                "AND t.relname = %s AND t.relnamespace = current_schema()::regnamespace",
+                (table,))]
             tables[table] = {"columns": columns, "pk": pk, "fks": fks, "unique": unique,
-                             "indexes": indexes}
+                             "indexes": indexes, "checks": checks}
         return tables
 
 
@@ -226,6 +249,9 @@ def test_both_descriptions_are_read_whole(schemas):
                      "principal_id,target_session_id,request_id")] is True
         assert side[("index", "session_admissions", "admissions_open")] == \
             (("target_session_id", "seq"), False, "status != 'terminal'")
+        assert "status in 'queued' , 'started' , 'unknown' , 'terminal'" in \
+            side[("checks", "session_admissions")]
+        assert len(side[("checks", "cron_runs")]) == 6
     assert pg[("foreign_key", "session_leases", "session_id")] == \
         ("sessions", "session_id", "CASCADE")
 
@@ -247,4 +273,8 @@ def test_a_difference_is_found():
     assert set(_differences(lite, pg)) == {("column", "t", "a"), ("only_pg", "u")}
     assert _type_class("DOUBLE PRECISION") == _type_class("REAL") == "real"
     assert _predicate("(status <> 'terminal'::text)") == _predicate("status != 'terminal'")
+    assert _predicate("(kind = ANY (ARRAY['a'::text, 'b'::text]))") == \
+        _predicate("kind IN ('a', 'b')")
+    assert _sqlite_checks("CREATE TABLE t (a TEXT CHECK (a IN ('x')), CHECK ((a = 'x')))") \
+        == ["a in 'x'", "a = 'x'"]
     assert _default("'pending'::text") == "'pending'" and _default("0") == "0"
