@@ -6,9 +6,9 @@ background processes (toolsets/processes.py) and cron runs whose job delivers
 to a session (cron/delivery.py). Each keeps a durable row whose delivery is
 ``pending`` until it is delivered, and all three follow one rule, written here:
 
-*Exactly once.* A delivery is one store unit that first *claims* the row — a
+*Exactly once.* A delivery is one store unit that *claims* the row — a
 conditional UPDATE, pending → delivered, that matches only a finished,
-undelivered row — and then writes what the delivery is: a follow-up admission
+undelivered row — and writes what the delivery is: a follow-up admission
 of the producer's principal whose request_id is the row's id, with the event
 that announces it (`LateDelivery`), or for cron only the event
 (`announce_once`). If the claim matches nothing the unit raises
@@ -73,8 +73,9 @@ class AlreadyDelivered(Exception):
 
 
 def claim(tx: Tx, mark: Callable[[Conn, float], bool]) -> None:
-    """First in a delivery's unit: ``mark`` (the row pending → delivered, a
-    conditional UPDATE) or AlreadyDelivered, which undoes the whole unit."""
+    """In a delivery's unit: ``mark`` (the row pending → delivered, a conditional
+    UPDATE) or AlreadyDelivered, which undoes the whole unit, whatever it wrote
+    before or after."""
     if not mark(tx.conn, tx.now):
         raise AlreadyDelivered
 
