@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from tether.rpc.errors import (
     AdmissionConflict,
@@ -37,12 +37,23 @@ from .ledger import CancelAction, Event
 from .scheduler import Scheduler
 from .settings import check_turn_options
 from .supervisor import Supervisor
-from .turns import TurnRunner
 
-__all__ = ["AdmissionService", "payload_of"]
+__all__ = ["AdmissionService", "Turns", "payload_of"]
 
 #: how long prompt.cancel waits for a started turn to record its outcome
 CANCEL_WAIT_SECONDS = 10.0
+
+
+class Turns(Protocol):
+    """What the ledger tells the side that runs turns (turns.py's TurnRunner), which
+    it does not import: ``pump`` — sessions may have a turn ready to start (an
+    admission committed, a pause lifted, a withdrawal undone); ``stop_and_wait`` —
+    stop the turn a started admission runs, wherever it runs."""
+
+    def pump(self) -> None: ...
+
+    async def stop_and_wait(self, session_id: str, admission_id: str | None,
+                            wait: float) -> str | None: ...
 
 
 def new_admission_id() -> str:
@@ -58,7 +69,7 @@ def payload_of(p: PromptSubmitParams) -> dict[str, Any]:
 
 class AdmissionService:
     def __init__(self, journal: Journal, scheduler: Scheduler, supervisor: Supervisor,
-                 turns: TurnRunner, limits: DaemonConfig, *, epoch: int,
+                 turns: Turns, limits: DaemonConfig, *, epoch: int,
                  place: Callable[[Tx, str], bool] | None = None,
                  sandbox_mode: str = "workspace-write") -> None:
         self._journal = journal
