@@ -81,8 +81,8 @@ def test_not_read_only(command):
     assert not read_only(command)
 
 
-def cmd(subject: str, attended: bool = True) -> Request:
-    return Request("command", subject, "/work", attended)
+def cmd(subject: str, attended: bool = True, sandbox: str = "none") -> Request:
+    return Request("command", subject, "/work", attended, sandbox)
 
 
 def write(path: str, attended: bool = True, cwd: str | None = "/work") -> Request:
@@ -126,9 +126,10 @@ def test_mode_ask():
 
 
 def test_mode_auto_asks_only_for_danger_and_writes_outside_the_cwd():
-    assert d(cmd("touch x"), "auto").action == "allow"
-    assert d(cmd("make test"), "auto").action == "allow"
-    out = d(cmd("rm -rf build"), "auto")
+    # with a sandbox in force; without one, auto fails closed (test_without_a_sandbox)
+    assert d(cmd("touch x", sandbox="workspace-write"), "auto").action == "allow"
+    assert d(cmd("make test", sandbox="workspace-write"), "auto").action == "allow"
+    out = d(cmd("rm -rf build", sandbox="workspace-write"), "auto")
     assert out.action == "ask" and "recursive removal" in out.reason
     assert d(write("/work/a.txt"), "auto").action == "allow"
     assert d(write("/work"), "auto").action == "allow"

@@ -1,0 +1,266 @@
+"""A shell command line as the approval policy sees it (package-internal).
+
+``parse`` reads a command line with bashlex and returns every simple command it
+would run: the parts of lists, pipelines, subshells, ``{ }`` groups, ``if`` /
+``for`` / ``while`` bodies, function bodies, command and process substitutions,
+and, looked into, the commands that exec-style wrappers run (``env``,
+``timeout``, ``sudo``, ``xargs``, ``sh -c``, ``eval``, ``busybox``, ``find -exec``,
+…; see wrappers.py). A line bashlex cannot parse, or that uses a construct it does
+not model, raises ``Unparseable``: the policy then asks.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+import bashlex  # type: ignore[import-untyped]
+
+__all__ = ["Simple", "Redirect", "Parsed", "Unparseable", "parse", "rough", "MAX_DEPTH"]
+
+#: wrappers inside wrappers inside shell strings: deeper than this is refused
+MAX_DEPTH = 8
+_MAX_LENGTH = 64_000
+
+
+class Unparseable(Exception):
+    """The command line cannot be read reliably (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Redirect:
+    op: str  # > >> >| &> >& < << <<< …
+    target: str | None  # a path, or None for a descriptor (2>&1, >&-)
+    literal: bool = True
+
+
+@dataclass
+class Simple:
+    """One simple command, with what is known of its words."""
+
+    words: list[str]  # argv; a word that is not literal keeps its source text
+    literal: list[bool]  # per word: no parameter, substitution or brace expansion
+    text: str  # its own source text, wrappers excluded
+    outer: str  # the source text of the simple command it was unwrapped from
+    redirects: list[Redirect] = field(default_factory=list)
+    assigns: list[str] = field(default_factory=list)  # VAR=value before it or via env
+    wrappers: tuple[str, ...] = ()  # the exec-style wrappers around it, outermost first
+    #: why what it runs cannot be seen: a shell string or eval that is not a literal,
+    #: a program given inline (python -c) or on standard input, words from xargs
+    hidden: str | None = None
+    code: str | None = None  # an interpreter's inline program (python -c, perl -e, awk)
+    writes: list[str] = field(default_factory=list)  # paths its wrappers write (time -o)
+
+    @property
+    def name(self) -> str:
+        return self.words[0].rsplit("/", 1)[-1] if self.words else ""
+
+    @property
+    def args(self) -> list[str]:
+        return self.words[1:]
+
+    def named_literally(self) -> bool:
+        return bool(self.literal) and self.literal[0]
+
+
+@dataclass
+class Parsed:
+    commands: list[Simple]
+    #: the whole line is one simple command: no list, pipe, group, background,
+    #: substitution, function or wrapper around another command
+    single: bool
+    #: functions the line defines whose body runs themselves in a pipeline or in the
+    #: background (a fork bomb)
+    bombs: list[str] = field(default_factory=list)
+
+
+def parse(command: str, depth: int = 0) -> Parsed:
+    """Every simple command of ``command`` (raises Unparseable)."""
+    from .wrappers import unwrap  # wrappers.py builds on Simple
+
+    if depth > MAX_DEPTH:
+        raise Unparseable("wrappers and shell strings nested too deep")
+    if len(command) > _MAX_LENGTH:
+        raise Unparseable("the command is too long to read")
+    if "\0" in command:
+        raise Unparseable("the command contains a NUL character")
+    if not command.strip():
+        return Parsed([], False)
+    try:
+        trees = _bashlex(command)
+    except Unparseable:
+        # the `time` keyword is all bashlex lacks of `time make test`: blanked out (same
+        # length, so positions hold) the rest is read as it stands
+        blanked = _TIME.sub(lambda m: m.group(1) + " " * len(m.group(2)), command)
+        if blanked == command:
+            raise
+        trees = _bashlex(blanked)
+        command = blanked
+    walker = _Walker(command, depth)
+    for tree in trees:
+        walker.node(tree, ())
+    out: list[Simple] = []
+    for simple in walker.simples:
+        out.extend(unwrap(simple, depth))
+    out.extend(walker.ready)
+    single = (len(trees) == 1 and trees[0].kind == "command" and len(walker.simples) == 1
+              and not walker.nested and len(out) == 1 and not out[0].wrappers)
+    return Parsed(out, single, walker.bombs)
+
+
+_TIME = re.compile(r"(^|[;&|\n(!{]\s*)(time(\s+-p)?)(?=\s)")
+
+
+def _bashlex(command: str) -> list[Any]:
+    try:
+        return list(bashlex.parse(command))
+    except (bashlex.errors.ParsingError, NotImplementedError, RecursionError, IndexError,
+            AttributeError, TypeError, ValueError, AssertionError, KeyError) as exc:
+        detail = str(exc).split(" (position")[0].strip() or type(exc).__name__
+        raise Unparseable(f"the shell parser cannot read it ({detail})") from None
+
+
+_NON_LITERAL = {"parameter", "commandsubstitution", "processsubstitution"}
+_BRACES = re.compile(r"\{[^{}\s]*(,|\.\.)[^{}\s]*\}")
+
+
+class _Walker:
+    def __init__(self, source: str, depth: int) -> None:
+        self.source = source
+        self.depth = depth
+        self.simples: list[Simple] = []
+        self.ready: list[Simple] = []  # already unwrapped (from a nested parse)
+        self.nested = False  # a substitution or function body was met
+        self.bombs: list[str] = []
+
+    def text(self, node: Any) -> str:
+        start, end = node.pos
+        return self.source[start:end]
+
+    def node(self, node: Any, redirects: tuple[Redirect, ...]) -> None:
+        kind = node.kind
+        if kind in ("list", "pipeline"):
+            for part in node.parts:
+                self.node(part, redirects)
+        elif kind == "compound":
+            extra = tuple(self.redirect(r) for r in getattr(node, "redirects", []))
+            for part in node.list:
+                self.node(part, redirects + extra)
+        elif kind in ("if", "for", "while", "until"):
+            for part in node.parts:
+                if part.kind == "word":  # for NAME in WORDS: the words' substitutions
+                    self.word(part)
+                else:
+                    self.node(part, redirects)
+        elif kind == "function":
+            self.nested = True
+            before = len(self.simples)
+            name = node.name.word
+            self.node(node.body, redirects)
+            body = self.simples[before:]
+            if any(s.words and s.words[0] == name for s in body) and \
+                    re.search(r"[|&]", self.text(node.body)):
+                self.bombs.append(name)
+        elif kind == "command":
+            self.command(node, redirects)
+        elif kind in ("reservedword", "operator", "pipe"):
+            return
+        else:
+            raise Unparseable(f"the shell parser returned a construct it does not model "
+                              f"({kind})")
+
+    def command(self, node: Any, redirects: tuple[Redirect, ...]) -> None:
+        words: list[str] = []
+        literal: list[bool] = []
+        assigns: list[str] = []
+        own: list[Redirect] = list(redirects)
+        for part in node.parts:
+            if part.kind == "word":
+                words.append(part.word)
+                literal.append(self.word(part) and not _BRACES.search(part.word))
+            elif part.kind == "assignment":
+                self.word(part)
+                if words:  # after the command word: an argument (export X=1)
+                    words.append(part.word)
+                    literal.append(not part.parts)
+                else:
+                    assigns.append(part.word)
+            elif part.kind == "redirect":
+                own.append(self.redirect(part))
+            else:
+                raise Unparseable(f"the shell parser returned a construct it does not "
+                                  f"model ({part.kind})")
+        text = self.text(node)
+        self.simples.append(Simple(words, literal, text, text, own, assigns))
+
+    def word(self, node: Any) -> bool:
+        """Walk the substitutions of a word; whether the word is a literal."""
+        literal = True
+        for part in getattr(node, "parts", []) or []:
+            if part.kind in ("commandsubstitution", "processsubstitution"):
+                self.nested = True
+                self.node(part.command, ())
+            elif part.kind == "parameter":
+                value = getattr(part, "value", "") or ""
+                found = re.search(r"\$\(|`|<\(|>\(", value)
+                if found:
+                    # ${x:-$(cmd)}: bashlex leaves the inner substitution unparsed
+                    self.nested = True
+                    inner = parse("echo " + value[found.start():], self.depth + 1)
+                    self.ready.extend(inner.commands)
+                    self.bombs.extend(inner.bombs)
+            elif part.kind == "tilde":
+                continue
+            if part.kind in _NON_LITERAL:
+                literal = False
+        return literal
+
+    def redirect(self, node: Any) -> Redirect:
+        op = node.type
+        out = node.output
+        heredoc = getattr(node, "heredoc", None)
+        if heredoc is not None and re.search(r"\$\(|`|\$\{", heredoc.value or ""):
+            raise Unparseable("a here-document that expands commands or parameters")
+        if isinstance(out, int) or out == "-" or out is None:
+            return Redirect(op, None)
+        if getattr(out, "kind", "") != "word":
+            raise Unparseable("a redirection the shell parser does not model")
+        literal = self.word(out)
+        if op in ("<<", "<<-"):
+            return Redirect(op, None)  # a here-document: its body is data
+        if op == ">&" and out.word.isdigit():
+            return Redirect(op, None)
+        return Redirect(op, out.word, literal)
+
+
+_ROUGH = re.compile(r"\|\||&&|[;|\n(){}`]|\$\(|<\(|>\(|(?<![<>])&(?!>)")
+
+
+def rough(command: str) -> list[Simple]:
+    """A line the parser cannot read, cut on anything that may separate commands and
+    split into words as well as can be: only for the hard line, which must hold on
+    what the parser refuses too."""
+    from .wrappers import unwrap
+
+    out: list[Simple] = []
+    for part in _ROUGH.split(command):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            words = shlex.split(part)
+        except ValueError:
+            words = part.split()
+        assigns = []
+        while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+            assigns.append(words.pop(0))
+        if not words:
+            continue
+        simple = Simple(words, ["$" not in w for w in words], part, part, [], assigns)
+        try:
+            out.extend(unwrap(simple, 0))
+        except Unparseable:
+            out.append(simple)
+    return out
