@@ -3,7 +3,8 @@
 - policy.py: the pure policy (hard line, dangerous patterns, read-only list,
   rules, modes, sandbox) → allow / deny / ask; shell.py parses a command line,
   wrappers.py and interpreters.py look inside exec-style wrappers, classify.py
-  says what one simple command is;
+  (hard line, writes, private reads), readonly.py (the read-only list) and
+  patterns.py (dangerous patterns) say what one simple command is;
 - service.py: `ApprovalService`, prompts as durable rows that any viewer can
   answer, the wait with its timeout, cancellation, recovery, remembered answers.
 """

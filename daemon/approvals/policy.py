@@ -47,19 +47,20 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from .classify import (
     DISK,
     hard,
     hard_words,
-    not_read_only,
     outside,
     private_read,
-    runs_hidden,
+    root_like,
     write_targets,
 )
+from .patterns import dangerous, normalize
+from .readonly import not_read_only, runs_hidden
 from .shell import Parsed, Simple, Unparseable, parse, rough
 
 __all__ = ["Rule", "Request", "Decision", "Verdict", "decide", "hard_line", "dangerous",
@@ -124,52 +125,9 @@ def parse_rule(text: str) -> Rule:
     return Rule("command", normalize(text))
 
 
-def normalize(command: str) -> str:
-    """A command with runs of whitespace folded, so patterns see one spelling."""
-    return " ".join(command.split())
-
-
 def exact_pattern(subject: str) -> str:
     """An fnmatch pattern matching exactly ``subject`` (for a remembered answer)."""
     return re.sub(r"([*?\[])", r"[\1]", subject)
-
-
-# -- commands: dangerous patterns ---------------------------------------------
-
-_DANGEROUS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(p, re.IGNORECASE), why) for p, why in (
-        (r"(^|[;&|\s(])rm\s+(-\S*\s+)*-\S*[rR]", "recursive removal"),
-        (r"(^|[;&|\s(])rm\s+(-\S*\s+)*-\S*f", "forced removal"),
-        (r"\bchmod\s+(-\S+\s+)*(0?777|a\+w|o\+w)\b", "world-writable permissions"),
-        (r"\b(chown|chgrp)\s+(-\S+\s+)*-\S*R", "recursive change of ownership"),
-        (r">\s*/etc/", "overwriting a system file"),
-        (r"\b(curl|wget|fetch)\b[^|]*\|\s*(sudo\s+)?(sh|bash|zsh|python\d?|perl|ruby)\b",
-         "running a downloaded script"),
-        (r"\bgit\s+push\b.*(--force|\s-f\b)", "force-pushing"),
-        (r"\bgit\s+reset\s+--hard\b", "discarding commits and changes"),
-        (r"\bgit\s+clean\s+(-\S*\s+)*-\S*f", "deleting untracked files"),
-        (r"\b(drop\s+(table|database|schema)|truncate\s+table)\b", "dropping data"),
-        (r"\bdelete\s+from\s+\w+\s*(;|$|\")", "deleting every row"),
-        (r"\b(kill|pkill|killall)\b", "killing processes"),
-        (r"\bsystemctl\s+(stop|disable|mask|restart|kill)\b", "stopping a service"),
-        (r"\b(shutdown|reboot|halt|poweroff)\b", "stopping the machine"),
-        (r"\bdocker\s+(rm|rmi|kill|stop|system\s+prune|volume\s+rm)\b",
-         "removing containers or images"),
-        (r"\bfind\b.*\s-(delete|exec(dir)?)\b", "find that deletes or executes"),
-        (r"\b(sudo|doas|pkexec)\b", "running as root"),
-        (r"\btether\s+(stop|serve|approve|approvals|token|cron|config)\b",
-         "controlling the tether owner itself"),
-        (r"\b(mv|cp)\s+.*\s/(etc|usr|bin|boot|lib)\b", "changing system directories"),
-    ))
-
-
-def dangerous(command: str) -> str | None:
-    """The first dangerous pattern ``command`` matches (why it is risky), or None."""
-    text = normalize(command)
-    for pattern, why in _DANGEROUS:
-        if pattern.search(text):
-            return why
-    return None
 
 
 # -- files --------------------------------------------------------------------
@@ -226,10 +184,18 @@ def _hard(command: str, parsed: Parsed | None) -> str | None:
         return "a fork bomb"
     if re.search(r">\s*" + DISK.pattern, text):
         return "a raw write to a disk device"
+    home = False  # a cd into the root or home: `rm -rf *` then empties it
     for s in _units(command, parsed):
         why = hard(s)
         if why:
             return why + _where(s, command)
+        if s.name in ("cd", "pushd") and s.named_literally():
+            home = not s.args or root_like(s.args[-1])
+        elif home and s.name == "rm" and hard(replace(s, words=[
+                "rm", *["/" if a in ("*", ".", "./", "./*", ".*", "..") else a
+                        for a in s.args]])):
+            return "recursive removal of the root or home directory after cd" + \
+                _where(s, command)
     return None
 
 

@@ -52,6 +52,7 @@ class Simple:
     hidden: str | None = None
     code: str | None = None  # an interpreter's inline program (python -c, perl -e, awk)
     writes: list[str] = field(default_factory=list)  # paths its wrappers write (time -o)
+    bomb: bool = False  # it comes from a shell string that defines a fork bomb
 
     @property
     def name(self) -> str:

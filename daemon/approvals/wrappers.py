@@ -85,8 +85,10 @@ def _shell_string(s: Simple, code: str, literal: bool, label: str, depth: int,
     if not literal:
         out.append(replace(s, hidden=f"{label} runs a string that is not a literal"))
         return
-    for inner in parse(code, depth + 1).commands:
+    parsed = parse(code, depth + 1)
+    for inner in parsed.commands:
         out.append(replace(inner, outer=s.outer, redirects=s.redirects + inner.redirects,
+                           bomb=inner.bomb or bool(parsed.bombs),
                            assigns=s.assigns + inner.assigns,
                            wrappers=s.wrappers + (label,) + inner.wrappers,
                            hidden=s.hidden or inner.hidden, writes=s.writes + inner.writes))
