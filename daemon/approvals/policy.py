@@ -222,8 +222,8 @@ def _exact(pattern: str) -> bool:
 
 
 def _rule_for(s: Simple, rules: list[Rule]) -> Rule | None:
-    if s.hidden or (s.words and not s.named_literally()):
-        return None  # what it runs is not known: no rule can say it is fine
+    if s.words and not s.named_literally():
+        return None  # which command it is is not known: no rule can say it is fine
     privileged = any(w.split()[0] in _PRIVILEGED for w in s.wrappers)
     for rule in rules:
         if rule.kind != "command":
@@ -326,7 +326,8 @@ def decide(req: Request, *, mode: str, unattended: str, allow: list[Rule],
         return _finish("the command is empty", req, unattended)
     private = req.private
     rules = [r for r in allow if r.kind == "command"]
-    whole = next((r for r in rules if (parsed.single or _exact(r.pattern))
+    literal = all(not s.words or s.named_literally() for s in parsed.commands)
+    whole = next((r for r in rules if literal and (parsed.single or _exact(r.pattern))
                   and fnmatch.fnmatchcase(normalize(command), r.pattern)), None)
     if whole is not None:
         return Decision("allow", f"allowed by the {whole.source} rule {whole.pattern!r}")
