@@ -320,14 +320,18 @@ def decide(req: Request, *, mode: str, unattended: str, allow: list[Rule],
                                 "is never granted without a person")
     if mode == "never":
         return Decision("allow", "approvals.mode is never")
+    rules = [r for r in allow if r.kind == "command"]
+    exact = next((r for r in rules if _exact(r.pattern)
+                  and fnmatch.fnmatchcase(normalize(command), r.pattern)), None)
+    if exact is not None:  # a person's answer for exactly this text, parsed or not
+        return Decision("allow", f"allowed by the {exact.source} rule {exact.pattern!r}")
     if parsed is None:
         return _finish(f"the command cannot be checked: {error}", req, unattended)
     if not parsed.commands:
         return _finish("the command is empty", req, unattended)
     private = req.private
-    rules = [r for r in allow if r.kind == "command"]
     literal = all(not s.words or s.named_literally() for s in parsed.commands)
-    whole = next((r for r in rules if literal and (parsed.single or _exact(r.pattern))
+    whole = next((r for r in rules if literal and parsed.single
                   and fnmatch.fnmatchcase(normalize(command), r.pattern)), None)
     if whole is not None:
         return Decision("allow", f"allowed by the {whole.source} rule {whole.pattern!r}")

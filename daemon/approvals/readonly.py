@@ -20,7 +20,7 @@ _PLAIN = {"ls", "cat", "head", "tail", "wc", "pwd", "echo", "printf", "grep", "e
           "free", "column", "tr", "jq", "cd", "pushd", "popd", ":", "printenv", "seq",
           "comm", "join", "paste", "fold", "expand", "unexpand", "rev", "tac", "od",
           "hexdump", "xxd", "strings", "cksum", "b2sum", "nproc", "arch", "groups", "locale",
-          "lsb_release", "getconf", "tty", "sleep"}
+          "lsb_release", "getconf", "tty"}
 #: commands read-only unless an option says otherwise (checked in _careful)
 _CAREFUL = {"git", "find", "sort", "uniq", "rg", "tree", "date", "hostname", "file", "less",
             "more", "env", "command", "awk", "gawk", "mawk", "nawk"}

@@ -92,9 +92,11 @@ def parse(command: str, depth: int = 0) -> Parsed:
     try:
         trees = _bashlex(command)
     except Unparseable:
-        # the `time` keyword is all bashlex lacks of `time make test`: blanked out (same
-        # length, so positions hold) the rest is read as it stands
-        blanked = _TIME.sub(lambda m: m.group(1) + " " * len(m.group(2)), command)
+        # bashlex lacks the `time` keyword and arithmetic `$(( ))`: the keyword blanked
+        # out, an arithmetic expansion read as a parameter of the same length (so
+        # positions hold: a word that is not a literal), the rest is read as it stands
+        blanked = _arithmetic(_TIME.sub(lambda m: m.group(1) + " " * len(m.group(2)),
+                                        command))
         if blanked == command:
             raise
         trees = _bashlex(blanked)
@@ -112,6 +114,27 @@ def parse(command: str, depth: int = 0) -> Parsed:
 
 
 _TIME = re.compile(r"(^|[;&|\n(!{]\s*)(time(\s+-p)?)(?=\s)")
+
+
+def _arithmetic(command: str) -> str:
+    """``$((1 + $n))`` → ``$AAAAAAAAAA`` (same length); one holding a command
+    substitution is left as it is (and stays unreadable)."""
+    out, i = [], 0
+    while (start := command.find("$((", i)) >= 0:
+        depth, j = 0, start + 1
+        while j < len(command):
+            depth += {"(": 1, ")": -1}.get(command[j], 0)
+            if depth == 0:
+                break
+            j += 1
+        inner = command[start + 3:j - 1]
+        if j >= len(command) or command[j - 1] != ")" or "`" in inner or "$(" in inner:
+            out.append(command[i:start + 3])
+            i = start + 3
+            continue
+        out.append(command[i:start] + "$" + "A" * (j - start))
+        i = j + 1
+    return "".join(out) + command[i:]
 
 
 def _bashlex(command: str) -> list[Any]:

@@ -24,9 +24,12 @@ async def test_edit_a_file_and_run_a_command_end_to_end(tmp_path):
     })
     home = tmp_path / "home"
     with FakeProvider(model) as provider:
-        # mode auto: writes inside the cwd and non-dangerous commands need no answer
+        # mode auto: writes inside the cwd need no answer. Without a sandbox the policy
+        # fails closed: only one plain read-only command runs unasked, so this list of
+        # two runs by the rule that allows exactly it
         write_config(home, provider.url, model={"api_key": SECRET},
-                     approvals={"mode": "auto"})
+                     approvals={"mode": "auto",
+                                "allow": ["cat notes.txt; echo done-$((40+2))"]})
         env = clean_env(home, MY_SERVICE_TOKEN=TOKEN, HARMLESS_SETTING="visible-value")
         with OwnerProcess(home, env=env):
             async with await Peer.connect(home) as peer:
