@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 import bashlex  # type: ignore[import-untyped]
+import bashlex.subst  # type: ignore[import-untyped]
 
 __all__ = ["Simple", "Redirect", "Parsed", "Unparseable", "parse", "rough", "MAX_DEPTH"]
 
 #: wrappers inside wrappers inside shell strings: deeper than this is refused
 MAX_DEPTH = 8
-_MAX_LENGTH = 64_000
+_MAX_LENGTH = 16_000
 
 
 class Unparseable(Exception):
@@ -137,13 +139,51 @@ def _arithmetic(command: str) -> str:
     return "".join(out) + command[i:]
 
 
+class _OverBudget(Exception):
+    pass
+
+
+#: function calls bashlex may make for one command line: a few hundred plus some 30
+#: a character for an ordinary one; far more means it is looping (it can, on some
+#: malformed input), and the owner's loop must not wait for it
+_CALLS_BASE, _CALLS_PER_CHAR = 20_000, 100
+
+
 def _bashlex(command: str) -> list[Any]:
+    """bashlex.parse under a budget of function calls: the policy runs on the owner's
+    loop and a command line is the model's to write."""
+    calls, limit = 0, _CALLS_BASE + _CALLS_PER_CHAR * len(command)
+
+    def budget(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls > limit:
+            raise _OverBudget
+        return None  # no line events: only calls are counted
+
+    previous = sys.gettrace()
+    sys.settrace(budget)
     try:
         return list(bashlex.parse(command))
+    except _OverBudget:
+        raise Unparseable("the shell parser gave up on it (too complex)") from None
     except (bashlex.errors.ParsingError, NotImplementedError, RecursionError, IndexError,
             AttributeError, TypeError, ValueError, AssertionError, KeyError) as exc:
         detail = str(exc).split(" (position")[0].strip() or type(exc).__name__
         raise Unparseable(f"the shell parser cannot read it ({detail})") from None
+    finally:
+        sys.settrace(previous)
+
+
+def _guarded_paramexpand(parserobj: Any, string: str, sindex: int) -> Any:
+    # bashlex 0.18 loops forever on `${` without a closing `}` in a word
+    if string[sindex + 1:sindex + 2] == "{" and string.find("}", sindex + 2) < 0:
+        raise bashlex.errors.ParsingError("bad substitution: no closing '}'", string, sindex)
+    return _paramexpand(parserobj, string, sindex)
+
+
+_paramexpand = bashlex.subst._paramexpand
+bashlex.subst._paramexpand = _guarded_paramexpand
 
 
 _NON_LITERAL = {"parameter", "commandsubstitution", "processsubstitution"}

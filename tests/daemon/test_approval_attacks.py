@@ -7,6 +7,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tether.daemon.approvals.policy import Request, decide, exact_pattern, parse_rule
 
@@ -239,3 +241,37 @@ def test_unattended_allow_turns_asks_into_allows_but_not_the_hard_line():
     assert check("case x in a) ;; esac", attended=False, unattended="allow").action == "allow"
     out = check("timeout 1 rm -rf /", attended=False, unattended="allow")
     assert out.action == "deny" and out.hard
+
+
+# -- the parser itself is model input ----------------------------------------------
+
+
+def test_a_line_the_parser_loops_on_is_unreadable_not_a_hang(monkeypatch):
+    import bashlex.subst
+
+    from tether.daemon.approvals import shell
+
+    # bashlex 0.18 loops forever on `${` without its `}`: guarded, and the call budget
+    # catches such a loop even without the guard
+    out = check("'${'<()", "auto", sandbox="workspace-write")
+    assert out.action == "ask" and "cannot be checked" in out.reason
+    monkeypatch.setattr(bashlex.subst, "_paramexpand", shell._paramexpand)
+    out = check("'${'<()", "auto", sandbox="workspace-write")
+    assert out.action == "ask" and "gave up" in out.reason
+    assert check("ls; '${'<() rm -rf /").hard  # the hard line still holds on it
+
+
+_PIECES = list("ab rm-f/;&|<>()${}`'\"\\\n*=!#~09") + [
+    "$(", "<(", "<<", "EOF", "sh -c ", "eval ", "env -S", "xargs ", "find -exec ",
+    "${x:-", "$((", "))", "case ", " in ", "esac", "[[ ", " ]]", "time ", "coproc ",
+    "do ", "done", "if ", "then ", "fi", "while ", "for ", "{ ", " }", "rm -rf /"]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(_PIECES), max_size=30).map("".join),
+       st.sampled_from(MODES), st.sampled_from(SANDBOXES))
+def test_any_text_gets_a_decision(command, mode, sandbox):
+    out = check(command, mode, True, sandbox)
+    assert out.action in ("allow", "ask", "deny") and out.reason
+    # the hard line does not depend on the mode, the sandbox or who is there
+    assert check(command, "never", False, "none").hard == out.hard
