@@ -8,7 +8,8 @@ import posixpath
 import re
 from collections.abc import Iterable
 
-from .shell import Simple, Unparseable, parse
+from .shell import Simple, Unparseable
+from .wrappers import parse
 
 __all__ = ["hard", "hard_words", "write_targets", "private_read", "outside", "root_like",
            "DISK", "ROOTS", "SYSTEM_DIRS"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from .shell import Simple
+from .shell import Simple, options
 
 __all__ = ["SHELLS", "AWKS", "INTERPRETERS", "interpreter", "run_inline", "awk"]
 
@@ -95,8 +95,6 @@ def run_inline(s: Simple, family: str) -> Simple:
 
 def awk(s: Simple) -> Simple:
     """``s`` with its awk program as ``code`` (None: a program from a file, unseen)."""
-    from .wrappers import options
-
     opts, i = options(s.words, 1, "FvfeEilW", {"--file", "--source", "--include", "--load",
                                                "--exec", "--field-separator", "--assign"})
     if any(f in ("-f", "--file", "-E", "--exec", "-i", "--include", "-l", "--load")

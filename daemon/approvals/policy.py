@@ -61,7 +61,8 @@ from .classify import (
 )
 from .patterns import dangerous, normalize
 from .readonly import not_read_only, runs_hidden
-from .shell import Parsed, Simple, Unparseable, parse, rough
+from .shell import Parsed, Simple, Unparseable
+from .wrappers import parse, rough
 
 __all__ = ["Rule", "Request", "Decision", "Verdict", "decide", "hard_line", "dangerous",
            "read_only", "normalize", "exact_pattern", "parse_rule", "MODES", "UNATTENDED",

@@ -1,11 +1,11 @@
 """A shell command line as the approval policy sees it (package-internal).
 
-``parse`` reads a command line with bashlex and returns every simple command it
+``walk`` reads a command line with bashlex and returns every simple command it
 would run: the parts of lists, pipelines, subshells, ``{ }`` groups, ``if`` /
-``for`` / ``while`` bodies, function bodies, command and process substitutions,
-and, looked into, the commands that exec-style wrappers run (``env``,
-``timeout``, ``sudo``, ``xargs``, ``sh -c``, ``eval``, ``busybox``, ``find -exec``,
-…; see wrappers.py). A line bashlex cannot parse, or that uses a construct it does
+``for`` / ``while`` bodies, function bodies, command and process substitutions;
+wrappers.py's ``parse`` then looks into the commands that exec-style wrappers run
+(``env``, ``timeout``, ``sudo``, ``xargs``, ``sh -c``, ``eval``, ``busybox``,
+``find -exec``, …). A line bashlex cannot parse, or that uses a construct it does
 not model, raises ``Unparseable``: the policy then asks.
 """
 
@@ -20,7 +20,8 @@ from typing import Any
 import bashlex  # type: ignore[import-untyped]
 import bashlex.subst  # type: ignore[import-untyped]
 
-__all__ = ["Simple", "Redirect", "Parsed", "Unparseable", "parse", "rough", "MAX_DEPTH"]
+__all__ = ["Simple", "Redirect", "Parsed", "Unparseable", "walk", "rough_split", "options",
+           "MAX_DEPTH"]
 
 #: wrappers inside wrappers inside shell strings: deeper than this is refused
 MAX_DEPTH = 8
@@ -79,10 +80,9 @@ class Parsed:
     bombs: list[str] = field(default_factory=list)
 
 
-def parse(command: str, depth: int = 0) -> Parsed:
-    """Every simple command of ``command`` (raises Unparseable)."""
-    from .wrappers import unwrap  # wrappers.py builds on Simple
-
+def walk(command: str, depth: int = 0) -> Parsed:
+    """Every simple command of ``command`` as written, wrappers not yet looked into
+    (wrappers.parse does that); raises Unparseable."""
     if depth > MAX_DEPTH:
         raise Unparseable("wrappers and shell strings nested too deep")
     if len(command) > _MAX_LENGTH:
@@ -106,13 +106,9 @@ def parse(command: str, depth: int = 0) -> Parsed:
     walker = _Walker(command, depth)
     for tree in trees:
         walker.node(tree, ())
-    out: list[Simple] = []
-    for simple in walker.simples:
-        out.extend(unwrap(simple, depth))
-    out.extend(walker.ready)
     single = (len(trees) == 1 and trees[0].kind == "command" and len(walker.simples) == 1
-              and not walker.nested and len(out) == 1 and not out[0].wrappers)
-    return Parsed(out, single, walker.bombs)
+              and not walker.nested)
+    return Parsed(walker.simples, single, walker.bombs)
 
 
 _TIME = re.compile(r"(^|[;&|\n(!{]\s*)(time(\s+-p)?)(?=\s)")
@@ -195,7 +191,6 @@ class _Walker:
         self.source = source
         self.depth = depth
         self.simples: list[Simple] = []
-        self.ready: list[Simple] = []  # already unwrapped (from a nested parse)
         self.nested = False  # a substitution or function body was met
         self.bombs: list[str] = []
 
@@ -272,8 +267,8 @@ class _Walker:
                 if found:
                     # ${x:-$(cmd)}: bashlex leaves the inner substitution unparsed
                     self.nested = True
-                    inner = parse("echo " + value[found.start():], self.depth + 1)
-                    self.ready.extend(inner.commands)
+                    inner = walk("echo " + value[found.start():], self.depth + 1)
+                    self.simples.extend(inner.commands)
                     self.bombs.extend(inner.bombs)
             elif part.kind == "tilde":
                 continue
@@ -302,12 +297,10 @@ class _Walker:
 _ROUGH = re.compile(r"\|\||&&|[;|\n(){}`]|\$\(|<\(|>\(|(?<![<>])&(?!>)")
 
 
-def rough(command: str) -> list[Simple]:
+def rough_split(command: str) -> list[Simple]:
     """A line the parser cannot read, cut on anything that may separate commands and
-    split into words as well as can be: only for the hard line, which must hold on
-    what the parser refuses too."""
-    from .wrappers import unwrap
-
+    split into words as well as can be (wrappers not yet looked into): only for the
+    hard line, which must hold on what the parser refuses too."""
     out: list[Simple] = []
     for part in _ROUGH.split(command):
         part = part.strip()
@@ -320,11 +313,44 @@ def rough(command: str) -> list[Simple]:
         assigns = []
         while words and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
             assigns.append(words.pop(0))
-        if not words:
-            continue
-        simple = Simple(words, ["$" not in w for w in words], part, part, [], assigns)
-        try:
-            out.extend(unwrap(simple, 0))
-        except Unparseable:
-            out.append(simple)
+        if words:
+            out.append(Simple(words, ["$" not in w for w in words], part, part, [], assigns))
     return out
+
+
+def options(words: list[str], start: int, short_arg: str, long_arg: set[str],
+            optional: str = "") -> tuple[list[tuple[str, str | None, int]], int]:
+    """Options from ``words[start:]``: (flag, value, index of the value's word) and the
+    index of the first operand. ``--`` ends them; a lone ``-`` is an operand."""
+    opts: list[tuple[str, str | None, int]] = []
+    i = start
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            return opts, i + 1
+        if word.startswith("--"):
+            name, eq, value = word.partition("=")
+            if name in long_arg and not eq and i + 1 < len(words):
+                opts.append((name, words[i + 1], i + 1))
+                i += 2
+                continue
+            opts.append((name, value if eq else None, i))
+            i += 1
+            continue
+        if not word.startswith("-") or word == "-":
+            break
+        for j in range(1, len(word)):
+            ch = word[j]
+            if ch in short_arg or ch in optional:
+                rest = word[j + 1:]
+                if rest or ch in optional:
+                    opts.append(("-" + ch, rest, i))
+                elif i + 1 < len(words):
+                    i += 1
+                    opts.append(("-" + ch, words[i], i))
+                else:
+                    opts.append(("-" + ch, "", i))
+                break
+            opts.append(("-" + ch, None, i))
+        i += 1
+    return opts, i

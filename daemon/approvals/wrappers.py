@@ -17,53 +17,38 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from .interpreters import AWKS, SHELLS, awk, interpreter, run_inline
-from .shell import MAX_DEPTH, Simple, Unparseable, parse
+from .shell import MAX_DEPTH, Parsed, Simple, Unparseable, options, rough_split, walk
 
-__all__ = ["unwrap", "options"]
+__all__ = ["parse", "rough", "unwrap"]
 
 _Handler = Callable[[Simple, int, list[Simple]], None]
+def parse(command: str, depth: int = 0) -> Parsed:
+    """Every simple command ``command`` would run, wrappers looked into (raises
+    Unparseable)."""
+    walked = walk(command, depth)
+    out: list[Simple] = []
+    for simple in walked.commands:
+        out.extend(unwrap(simple, depth))
+    single = walked.single and len(out) == 1 and not out[0].wrappers
+    return Parsed(out, single, walked.bombs)
+
+
+def rough(command: str) -> list[Simple]:
+    """A line the parser cannot read, cut roughly (shell.rough), wrappers looked into
+    where they can be."""
+    out: list[Simple] = []
+    for simple in rough_split(command):
+        try:
+            out.extend(unwrap(simple, 0))
+        except Unparseable:
+            out.append(simple)
+    return out
+
+
 def unwrap(simple: Simple, depth: int) -> list[Simple]:
     out: list[Simple] = []
     _unwrap(simple, depth, out)
     return out
-
-
-def options(words: list[str], start: int, short_arg: str, long_arg: set[str],
-             optional: str = "") -> tuple[list[tuple[str, str | None, int]], int]:
-    """Options from ``words[start:]``: (flag, value, index of the value's word) and the
-    index of the first operand. ``--`` ends them; a lone ``-`` is an operand."""
-    opts: list[tuple[str, str | None, int]] = []
-    i = start
-    while i < len(words):
-        word = words[i]
-        if word == "--":
-            return opts, i + 1
-        if word.startswith("--"):
-            name, eq, value = word.partition("=")
-            if name in long_arg and not eq and i + 1 < len(words):
-                opts.append((name, words[i + 1], i + 1))
-                i += 2
-                continue
-            opts.append((name, value if eq else None, i))
-            i += 1
-            continue
-        if not word.startswith("-") or word == "-":
-            break
-        for j in range(1, len(word)):
-            ch = word[j]
-            if ch in short_arg or ch in optional:
-                rest = word[j + 1:]
-                if rest or ch in optional:
-                    opts.append(("-" + ch, rest, i))
-                elif i + 1 < len(words):
-                    i += 1
-                    opts.append(("-" + ch, words[i], i))
-                else:
-                    opts.append(("-" + ch, "", i))
-                break
-            opts.append(("-" + ch, None, i))
-        i += 1
-    return opts, i
 
 
 def _inner(s: Simple, start: int, label: str, depth: int, out: list[Simple], *,
