@@ -115,6 +115,10 @@ def hard(s: Simple) -> str | None:
         return "a raw write to a disk device"
     if name == "find" and _find_ruins(args):
         return "removing every file under the root, home or a system directory"
+    for text in re.findall(r"'([^']*)'|\"([^\"]*)\"", s.code or ""):
+        why = _hard_text(text[0] or text[1])  # os.system("rm -rf /")
+        if why:
+            return f"{why} (in the program {s.name} runs)"
     if s.bomb or s.code and re.search(r"\bfork\b", s.code) and \
             re.search(r"\b(while|for|until|loop|repeat|do)\b", s.code):
         return "a fork bomb"
@@ -235,21 +239,25 @@ def private_read(s: Simple, cwd: str | None, private: tuple[str, ...] = ()) -> s
     return None
 
 
+def _hard_text(text: str) -> str | None:
+    """Why ``text``, run as a shell command, would be on the hard line, or None."""
+    if " " not in text.strip():
+        return None
+    try:
+        parsed = parse(text)
+    except Unparseable:
+        return None
+    if parsed.bombs:
+        return "a fork bomb"
+    return next((why for inner in parsed.commands if (why := hard(inner))), None)
+
+
 def hard_words(s: Simple) -> str | None:
     """An argument of ``s`` that, run as a shell command, is on the hard line (what a
     wrapper the policy does not know might do with it)."""
     for word in s.args:
-        for piece in (word, word.split("=", 1)[-1], word.split("=", 1)[-1].lstrip("!")):
-            if " " not in piece.strip():
-                continue
-            try:
-                parsed = parse(piece)
-            except Unparseable:
-                continue
-            if parsed.bombs:
-                return "a fork bomb"
-            for inner in parsed.commands:
-                why = hard(inner)
-                if why:
-                    return why
+        for piece in {word, word.split("=", 1)[-1], word.split("=", 1)[-1].lstrip("!")}:
+            why = _hard_text(piece)
+            if why:
+                return why
     return None

@@ -185,8 +185,15 @@ def _hard(command: str, parsed: Parsed | None) -> str | None:
         return "a fork bomb"
     if re.search(r">\s*" + DISK.pattern, text):
         return "a raw write to a disk device"
+    units = _units(command, parsed)
+    if any(s.hidden and "standard input" in s.hidden for s in units):
+        # `echo 'rm -rf /' | sh`: what the shell reads may be any argument here
+        for s in units:
+            why = hard_words(s)
+            if why:
+                return f"{why} (fed to a shell)"
     home = False  # a cd into the root or home: `rm -rf *` then empties it
-    for s in _units(command, parsed):
+    for s in units:
         why = hard(s)
         if why:
             return why + _where(s, command)

@@ -37,6 +37,7 @@ class Redirect:
     op: str  # > >> >| &> >& < << <<< …
     target: str | None  # a path, or None for a descriptor (2>&1, >&-)
     literal: bool = True
+    body: str | None = None  # a here-document's text
 
 
 @dataclass
@@ -287,8 +288,9 @@ class _Walker:
         if getattr(out, "kind", "") != "word":
             raise Unparseable("a redirection the shell parser does not model")
         literal = self.word(out)
-        if op in ("<<", "<<-"):
-            return Redirect(op, None)  # a here-document: its body is data
+        if op in ("<<", "<<-"):  # a here-document: data, or a shell's commands
+            body = (heredoc.value or "") if heredoc is not None else ""
+            return Redirect(op, None, True, body.rsplit("\n", 1)[0] if "\n" in body else "")
         if op == ">&" and out.word.isdigit():
             return Redirect(op, None)
         return Redirect(op, out.word, literal)

@@ -82,6 +82,8 @@ def _shell_string(s: Simple, code: str, literal: bool, label: str, depth: int,
 def _unwrap(s: Simple, depth: int, out: list[Simple]) -> None:
     if depth > MAX_DEPTH * 2:
         raise Unparseable("wrappers nested too deep")
+    if s.words and s.literal[0] and re.search(r"[*?\[]", s.words[0]):
+        s = replace(s, literal=[False, *s.literal[1:]])  # /???/?m: a pathname expansion
     if not s.words or not s.literal[0]:
         out.append(s)
         return
@@ -187,6 +189,12 @@ def _shell(s: Simple, depth: int, out: list[Simple]) -> None:
             out.append(s)
         return
     if i >= len(s.words) or any(f == "-s" for f, _, _ in opts):
+        for r in s.redirects:  # bash <<EOF … EOF, bash <<< '…': commands in the line
+            if r.op in ("<<", "<<-", "<<<"):
+                text = r.body if r.body is not None else r.target
+                _shell_string(replace(s, redirects=[]), text or "", r.literal,
+                              f"{s.name} {r.op}", depth, out)
+                return
         out.append(replace(s, hidden=f"{s.name} reads its commands from standard input"))
     else:
         out.append(s)  # a script file
