@@ -206,10 +206,12 @@ def outside(path: str, cwd: str | None) -> bool:
     return not (full == root or full.startswith(root.rstrip("/") + "/"))
 
 
-#: well-known credentials of the user (ssh, cloud, package registries, databases)
+#: well-known credentials of the user (ssh, cloud, package registries, databases, and
+#: tether's own default home: config with API keys, tokens)
 _SECRETS = re.compile(r"(^|/)(\.ssh(/|$)|\.aws/|\.gnupg(/|$)|\.netrc$|\.pgpass$|\.kube/"
                       r"|\.docker/config\.json|\.config/gh/|\.git-credentials|\.npmrc$"
-                      r"|\.pypirc$|\.config/gcloud/|\.azure/)")
+                      r"|\.pypirc$|\.config/gcloud/|\.azure/"
+                      r"|\.local/share/tether(/|$)|Application Support/tether(/|$))")
 
 
 def _proc(path: str) -> bool:

@@ -34,7 +34,7 @@ _DANGEROUS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
          "removing containers or images"),
         (r"\bfind\b.*\s-(delete|exec(dir)?)\b", "find that deletes or executes"),
         (r"\b(sudo|doas|pkexec)\b", "running as root"),
-        (r"\btether\s+(stop|serve|approve|approvals|token|cron|config)\b",
+        (r"\btether\s+(stop|serve|approve|deny|approvals|token|cron|config)\b",
          "controlling the tether owner itself"),
         (r"\b(mv|cp)\s+.*\s/(etc|usr|bin|boot|lib)\b", "changing system directories"),
     ))

@@ -72,6 +72,7 @@ ASKS = [
     "tr '\\0' '\\n' < /proc/$PPID/environ", "cat /proc/self/environ", "cat /proc/1/environ",
     "strings /proc/*/environ", "cd /proc/1 && cat environ", f"cat {HOME}/config.yaml",
     f"grep -r api_key {HOME}", "cat ~/.ssh/id_ed25519", "cat /home/u/.aws/credentials",
+    "cat ~/.local/share/tether/config.yaml", "tether deny apr_1",
     # writes anywhere
     "git log --output=/elsewhere/x", "sort --output=/elsewhere/x a", "uniq a /elsewhere/x",
     "find . -fprintf /elsewhere/x %p", "echo hi &>/elsewhere/x", "echo x >> /elsewhere/x",
