@@ -152,8 +152,6 @@ def _path_matches(rule: Rule, path: str, cwd: str | None) -> bool:
     return fnmatch.fnmatchcase(path, os.path.expanduser(pattern))
 
 
-
-
 # -- the decision -------------------------------------------------------------
 
 _PRIVILEGED = {"sudo", "doas", "su", "runuser", "chroot", "nsenter", "unshare", "pkexec"}
