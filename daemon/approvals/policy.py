@@ -50,17 +50,16 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from .checks import PRIVILEGED, risk_in_auto, strict
 from .classify import (
     DISK,
     hard,
     hard_words,
-    outside,
     private_read,
     root_like,
-    write_targets,
 )
 from .patterns import dangerous, normalize
-from .readonly import not_read_only, runs_hidden
+from .readonly import not_read_only
 from .shell import Parsed, Simple, Unparseable
 from .wrappers import parse, rough
 
@@ -154,7 +153,6 @@ def _path_matches(rule: Rule, path: str, cwd: str | None) -> bool:
 
 # -- the decision -------------------------------------------------------------
 
-_PRIVILEGED = {"sudo", "doas", "su", "runuser", "chroot", "nsenter", "unshare", "pkexec"}
 _FORK_BOMB = re.compile(r"(\S+)\s*\(\)\s*\{\s*\1\s*\|\s*\1\s*&\s*\}\s*;?\s*\1")
 
 
@@ -230,57 +228,13 @@ def _exact(pattern: str) -> bool:
 def _rule_for(s: Simple, rules: list[Rule]) -> Rule | None:
     if s.words and not s.named_literally():
         return None  # which command it is is not known: no rule can say it is fine
-    privileged = any(w.split()[0] in _PRIVILEGED for w in s.wrappers)
+    privileged = any(w.split()[0] in PRIVILEGED for w in s.wrappers)
     for rule in rules:
         if rule.kind != "command":
             continue
         if fnmatch.fnmatchcase(normalize(s.outer), rule.pattern) or (
                 not privileged and fnmatch.fnmatchcase(normalize(s.text), rule.pattern)):
             return rule
-    return None
-
-
-def _strict(command: str, parsed: Parsed, cwd: str | None,
-            private: tuple[str, ...]) -> str | None:
-    """Without a sandbox: why ``command`` is not one plain read-only command."""
-    if "\n" in command.strip():
-        return "it spans several lines"
-    if not parsed.single:
-        return ("it is more than one simple command (a list, a pipe, a group, a "
-                "substitution, a background job or a wrapper)")
-    s = parsed.commands[0]
-    if not all(s.literal):
-        return "a word in it is not a literal (a variable, a substitution or braces)"
-    for r in s.redirects:
-        if r.target not in (None, "/dev/null") or r.op in ("<<", "<<-", "<<<"):
-            return f"it redirects ({r.op} {r.target or ''})".replace(" )", ")")
-    if s.assigns:
-        return "it sets variables for the command"
-    return not_read_only(s) or private_read(s, cwd, private)
-
-
-def _risk(s: Simple, cwd: str | None, private: tuple[str, ...]) -> str | None:
-    """Why ``s`` asks in mode auto (with a sandbox), or None."""
-    if s.words and not s.named_literally():
-        return f"its command word {s.words[0]!r} is not a literal"
-    if s.hidden:
-        return s.hidden
-    if any(w.split()[0] in _PRIVILEGED for w in s.wrappers) or s.name in _PRIVILEGED:
-        return "it runs as root or as another user"
-    why = private_read(s, cwd, private) or runs_hidden(s)
-    if why:
-        return why
-    risk = dangerous(s.outer) or dangerous(s.text)
-    if risk:
-        return f"it matches a dangerous pattern ({risk})"
-    if not_read_only(s) is None:
-        return None
-    hidden = hard_words(s)
-    if hidden:
-        return f"an argument would be on the hard line if run ({hidden})"
-    for path, literal in write_targets(s):
-        if not literal or outside(path, cwd):
-            return f"it writes outside the session's working directory ({path})"
     return None
 
 
@@ -354,7 +308,7 @@ def decide(req: Request, *, mode: str, unattended: str, allow: list[Rule],
                 names = ", ".join(f"the {r.source} rule {r.pattern!r}" for r in used)
                 return Decision("allow", f"allowed by {names} (the rest is read-only)")
     if req.sandbox not in ("workspace-write", "read-only"):
-        why = _strict(command, parsed, req.cwd, private)
+        why = strict(command, parsed, req.cwd, private)
         if why is None:
             return Decision("allow", "one command on the built-in read-only list")
         return _finish(f"no sandbox is in force, so only one plain read-only command runs "
@@ -370,7 +324,7 @@ def decide(req: Request, *, mode: str, unattended: str, allow: list[Rule],
         for s in parsed.commands:
             if why:
                 break
-            risk = _risk(s, req.cwd, private)
+            risk = risk_in_auto(s, req.cwd, private)
             why = risk + _where(s, command) if risk else None
         if why is None:
             return Decision("allow", f"approvals.mode is auto, the sandbox ({req.sandbox}) "
