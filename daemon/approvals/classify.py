@@ -226,7 +226,13 @@ def _proc(path: str) -> bool:
 
 def private_read(s: Simple, cwd: str | None, private: tuple[str, ...] = ()) -> str | None:
     """Whether ``s`` names another process's files under /proc (its environment,
-    memory, descriptors), or one of the ``private`` paths (the owner's home)."""
+    memory, descriptors), credentials, one of the ``private`` paths (the owner's
+    home), or reads them by recursion or a pattern."""
+    if s.name == "ps" and any(not a.startswith("-") and "e" in a for a in s.args):
+        return "ps e shows the environment of processes"
+    recursive = s.name in ("rg", "ag", "ack") or (
+        s.name in ("grep", "egrep", "fgrep", "diff", "zgrep") and
+        ({"r", "R", "--recursive", "--dereference-recursive"} & flags_of(s.args)))
     words = list(s.words[1:]) + [r.target for r in s.redirects if r.target] + s.assigns
     for word in words:
         for value in {word, word.split("=", 1)[-1]}:
@@ -238,6 +244,17 @@ def private_read(s: Simple, cwd: str | None, private: tuple[str, ...] = ()) -> s
             for root in private:
                 if path == root or path.startswith(root.rstrip("/") + "/"):
                     return f"it reads the owner's private files ({value})"
+            away = outside(value, cwd) if cwd else \
+                value.startswith(("/", "~", "$")) or ".." in value.split("/")
+            if not value or value.startswith("-") or not away:
+                continue
+            if re.search(r"[*?\[]", value):
+                return f"a pattern outside the working directory may name private files " \
+                       f"({value})"
+            if recursive and (root_like(value) or any(
+                    r == path or r.startswith(path.rstrip("/") + "/") for r in private) or
+                    (cwd and posixpath.normpath(cwd).startswith(path.rstrip("/") + "/"))):
+                return f"it reads every file under {value}, private ones included"
     return None
 
 

@@ -72,7 +72,9 @@ ASKS = [
     "tr '\\0' '\\n' < /proc/$PPID/environ", "cat /proc/self/environ", "cat /proc/1/environ",
     "strings /proc/*/environ", "cd /proc/1 && cat environ", f"cat {HOME}/config.yaml",
     f"grep -r api_key {HOME}", "cat ~/.ssh/id_ed25519", "cat /home/u/.aws/credentials",
-    "cat ~/.local/share/tether/config.yaml", "tether deny apr_1",
+    "cat ~/.local/share/tether/config.yaml", "tether deny apr_1", "grep -r api_key ~",
+    "grep -rn OPENAI_API_KEY /", "rg TETHER_TOKEN ../..", f"rg api_key {HOME}/..",
+    "ps auxeww", "cat ~/.l*/share/t*/config.yaml",
     # writes anywhere
     "git log --output=/elsewhere/x", "sort --output=/elsewhere/x a", "uniq a /elsewhere/x",
     "find . -fprintf /elsewhere/x %p", "echo hi &>/elsewhere/x", "echo x >> /elsewhere/x",
@@ -114,7 +116,7 @@ PLAIN = [
     "cat README.md", "git diff HEAD~1", "git show HEAD:README.md", "ls 2>/dev/null",
     "wc -l README.md", "pwd", "head -n 5 a.txt", "git branch -a", "find . -name '*.py'",
     "awk '{print $1}' a.txt", "cat /proc/cpuinfo", "time ls", "git grep -n foo",
-    "git log -p -1", "diff a b", "echo done",
+    "git log -p -1", "diff a b", "echo done", "ps aux", "grep -r x src", "ls *.py",
 ]
 READ_ONLY_PIPES = [
     "cat README.md | head", "git log --oneline | head -5", "grep -rn foo . | wc -l",
