@@ -184,7 +184,7 @@ def write_targets(s: Simple) -> list[tuple[str, bool]]:
                 paths.append(a.split("=", 1)[1])
             elif a.startswith(opt[0]) and len(a) > len(opt[0]) and not a.startswith("--"):
                 paths.append(a[len(opt[0]):])
-    elif name == "uniq":
+    elif name in ("uniq", "xxd"):
         rest = [a for a in ops if not a.isdigit()]
         paths = rest[1:2]
     elif name in ("touch", "mkdir", "rmdir", "rm", "truncate", "shred", "unlink"):
@@ -230,9 +230,10 @@ def private_read(s: Simple, cwd: str | None, private: tuple[str, ...] = ()) -> s
     home), or reads them by recursion or a pattern."""
     if s.name == "ps" and any(not a.startswith("-") and "e" in a for a in s.args):
         return "ps e shows the environment of processes"
-    recursive = s.name in ("rg", "ag", "ack") or (
-        s.name in ("grep", "egrep", "fgrep", "diff", "zgrep") and
-        ({"r", "R", "--recursive", "--dereference-recursive"} & flags_of(s.args)))
+    flags = flags_of(s.args)
+    recursive = s.name in ("rg", "ag", "ack", "rsync", "tar", "zip", "7z") or (
+        s.name in ("grep", "egrep", "fgrep", "diff", "zgrep", "cp") and
+        bool({"r", "R", "a", "--recursive", "--dereference-recursive", "--archive"} & flags))
     words = list(s.words[1:]) + [r.target for r in s.redirects if r.target] + s.assigns
     for word in words:
         for value in {word, word.split("=", 1)[-1]}:

@@ -19,10 +19,10 @@ _PLAIN = {"ls", "cat", "head", "tail", "wc", "pwd", "echo", "printf", "grep", "e
           "sha256sum", "sha1sum", "sha512sum", "cmp", "test", "[", "type", "ps", "uptime",
           "free", "column", "tr", "jq", "cd", "pushd", "popd", ":", "printenv", "seq",
           "comm", "join", "paste", "fold", "expand", "unexpand", "rev", "tac", "od",
-          "hexdump", "xxd", "strings", "cksum", "b2sum", "nproc", "arch", "groups", "locale",
+          "hexdump", "strings", "cksum", "b2sum", "nproc", "arch", "groups", "locale",
           "lsb_release", "getconf", "tty"}
 #: commands read-only unless an option says otherwise (checked in _careful)
-_CAREFUL = {"git", "find", "sort", "uniq", "rg", "tree", "date", "hostname", "file", "less",
+_CAREFUL = {"git", "find", "sort", "uniq", "xxd", "rg", "tree", "date", "hostname", "file", "less",
             "more", "env", "command", "awk", "gawk", "mawk", "nawk"}
 _GIT_READ_ONLY = {"status", "log", "diff", "show", "branch", "rev-parse", "ls-files",
                   "describe", "blame", "remote", "tag", "shortlog", "grep", "ls-tree",
@@ -32,7 +32,7 @@ _GIT_TOP = {"-C", "--git-dir", "--work-tree", "--no-pager", "-P", "--bare",
             "--noglob-pathspecs", "--icase-pathspecs", "--no-optional-locks"}
 _GIT_UNSAFE = ("--output", "-O", "--open-files-in-pager", "--ext-diff", "--textconv",
                "--exec-path", "--paginate", "--config-env", "--upload-pack",
-               "--receive-pack", "--exec")
+               "--receive-pack", "--exec", "--filters")
 #: variables an assignment may set on a read-only command
 _SAFE_VARS = re.compile(r"^(LANG|LANGUAGE|LC_[A-Z]+|TZ|TERM|COLUMNS|LINES|NO_COLOR|"
                         r"CLICOLOR|CLICOLOR_FORCE|FORCE_COLOR|GREP_COLOR|GREP_COLORS|"
@@ -118,6 +118,8 @@ def _careful(s: Simple) -> str | None:
         return "sort writes a file or runs a program"
     if name == "uniq" and len([a for a in operands(args) if not a.isdigit()]) > 1:
         return "uniq with two files writes the second"
+    if name == "xxd" and len(operands(args)) > 1:
+        return "xxd with two files writes the second"
     if name == "rg" and ({"--pre", "--pre-glob"} & flags or any(a.startswith("--pre")
                                                                   for a in args)):
         return "rg --pre runs a program"
@@ -153,7 +155,7 @@ def runs_hidden(s: Simple) -> str | None:
                 top = False  # the subcommand: what follows are its own options
             if (top and opt in ("-c", "--config-env", "--exec-path", "--paginate", "-p")) or \
                     opt in ("--open-files-in-pager", "--ext-diff", "--upload-pack",
-                            "--receive-pack", "--exec") or \
+                            "--receive-pack", "--exec", "--filters") or \
                     (arg.startswith("-O") and "grep" in s.args):
                 return f"git {opt} can run a program the policy cannot see"
     if s.name in ("awk", "gawk", "mawk", "nawk") and (
