@@ -31,22 +31,25 @@ _CANDIDATES = ("rm", "mkfs", "dd", "shred", "chmod", "chown")
 
 def _braces(word: str, limit: int = 64) -> list[str]:
     """Brace expansion as bash does it ({a,b} and {1..3}), bounded; for the hard line."""
-    m = re.search(r"\{([^{}]*)\}", word)
-    if not m or ("," not in m.group(1) and ".." not in m.group(1)):
-        return [word]
-    inner = m.group(1)
-    if "," in inner:
-        choices = inner.split(",")
-    else:
-        lo, _, hi = inner.partition("..")
-        choices = [str(n) for n in range(int(lo), int(hi) + 1)][:limit] \
-            if lo.isdigit() and hi.isdigit() else [inner]
     out: list[str] = []
-    for choice in choices:
-        out.extend(_braces(word[:m.start()] + choice + word[m.end():], limit))
-        if len(out) >= limit:
-            break
-    return out[:limit]
+    todo, steps = [word], 0
+    while todo and len(out) < limit and steps < 8 * limit:
+        steps += 1
+        current = todo.pop()
+        m = re.search(r"\{([^{}]*)\}", current)
+        if not m or ("," not in m.group(1) and ".." not in m.group(1)):
+            out.append(current)
+            continue
+        inner = m.group(1)
+        if "," in inner:
+            choices = inner.split(",")
+        else:
+            lo, _, hi = inner.partition("..")
+            choices = [str(n) for n in range(int(lo), min(int(hi), int(lo) + limit) + 1)] \
+                if lo.isdigit() and hi.isdigit() else [inner]
+        todo.extend(current[:m.start()] + c + current[m.end():]
+                    for c in reversed(choices[:limit]))
+    return out or [word]
 
 
 def flags_of(args: Iterable[str]) -> set[str]:

@@ -153,7 +153,10 @@ def _path_matches(rule: Rule, path: str, cwd: str | None) -> bool:
 
 # -- the decision -------------------------------------------------------------
 
-_FORK_BOMB = re.compile(r"(\S+)\s*\(\)\s*\{\s*\1\s*\|\s*\1\s*&\s*\}\s*;?\s*\1")
+#: NAME(){ NAME|NAME& };NAME — NAME starts at a separator and is taken whole
+#: (possessive), so a long line costs linear time, not quadratic
+_FORK_BOMB = re.compile(r"(?<![^\s;&|(){}'\"])([^\s;&|(){}'\"]++)\s*\(\)\s*\{\s*\1\s*\|\s*\1"
+                        r"\s*&\s*\}\s*;?\s*\1")
 
 
 def _read(command: str) -> tuple[Parsed | None, str | None]:

@@ -105,8 +105,11 @@ def walk(command: str, depth: int = 0) -> Parsed:
         trees = _bashlex(blanked)
         command = blanked
     walker = _Walker(command, depth)
-    for tree in trees:
-        walker.node(tree, ())
+    try:
+        for tree in trees:
+            walker.node(tree, ())
+    except RecursionError:
+        raise Unparseable("the command is nested too deep to read") from None
     single = (len(trees) == 1 and trees[0].kind == "command" and len(walker.simples) == 1
               and not walker.nested)
     return Parsed(walker.simples, single, walker.bombs)
@@ -140,10 +143,10 @@ class _OverBudget(Exception):
     pass
 
 
-#: function calls bashlex may make for one command line: a few hundred plus some 30
+#: function calls bashlex may make for one command line: a few hundred plus up to 30
 #: a character for an ordinary one; far more means it is looping (it can, on some
 #: malformed input), and the owner's loop must not wait for it
-_CALLS_BASE, _CALLS_PER_CHAR = 20_000, 100
+_CALLS_BASE, _CALLS_PER_CHAR = 20_000, 40
 
 
 def _bashlex(command: str) -> list[Any]:

@@ -282,3 +282,16 @@ def test_any_text_gets_a_decision(command, mode, sandbox):
     assert out.action in ("allow", "ask", "deny") and out.reason
     # the hard line does not depend on the mode, the sandbox or who is there
     assert check(command, "never", False, "none").hard == out.hard
+
+
+@pytest.mark.parametrize("command", [
+    "a" * 100_000, "(" * 50_000, "$(" * 30_000, "\\" * 100_001, "ls;" * 20_000,
+    "rm -rf " + "{a,b}" * 3000, "{a,b}" * 3000, "(" * 3000 + "ls" + ")" * 3000,
+    "echo " + "$(" * 200 + "ls" + ")" * 200, "x" * 20_000 + "()",
+])
+def test_huge_or_deep_lines_get_an_answer_not_a_crash(command):
+    # what would take a regular expression or the parser quadratic time, or recurse
+    # without end, is bounded: the owner decides on its loop
+    out = check(command, "auto", True, "workspace-write")
+    assert out.action == "ask" and not out.hard
+    assert check(command + "\nrm -rf /", "never").hard
