@@ -9,8 +9,11 @@ from .patterns import dangerous
 from .readonly import not_read_only, runs_hidden
 from .shell import Parsed, Simple
 
-__all__ = ["strict", "risk_in_auto", "PRIVILEGED"]
+__all__ = ["strict", "risk_in_auto", "PRIVILEGED", "LONGEST"]
 
+#: a command's text longer than this is not searched for dangerous patterns in mode
+#: auto (that costs time on the owner's loop): it asks
+LONGEST = 4096
 #: wrappers that run a command as another user (a rule must name them)
 PRIVILEGED = {"sudo", "doas", "su", "runuser", "chroot", "nsenter", "unshare", "pkexec"}
 
@@ -45,6 +48,8 @@ def risk_in_auto(s: Simple, cwd: str | None, private: tuple[str, ...]) -> str | 
     why = private_read(s, cwd, private) or runs_hidden(s)
     if why:
         return why
+    if len(s.outer) > LONGEST:
+        return "it is too long to check for dangerous patterns"
     risk = dangerous(s.outer) or dangerous(s.text)
     if risk:
         return f"it matches a dangerous pattern ({risk})"

@@ -22,7 +22,7 @@ _DANGEROUS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r">\s*/etc/", "overwriting a system file"),
         (r"\b(curl|wget|fetch)\b[^|]*\|\s*(sudo\s+)?(sh|bash|zsh|python\d?|perl|ruby)\b",
          "running a downloaded script"),
-        (r"\bgit\s+push\b.*(--force|\s-f\b)", "force-pushing"),
+        (r"\bgit\s+push\b[^;&|\n]*(--force|\s-f\b)", "force-pushing"),
         (r"\bgit\s+reset\s+--hard\b", "discarding commits and changes"),
         (r"\bgit\s+clean\s+(-\S*\s+)*-\S*f", "deleting untracked files"),
         (r"\b(drop\s+(table|database|schema)|truncate\s+table)\b", "dropping data"),
@@ -32,11 +32,11 @@ _DANGEROUS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\b(shutdown|reboot|halt|poweroff)\b", "stopping the machine"),
         (r"\bdocker\s+(rm|rmi|kill|stop|system\s+prune|volume\s+rm)\b",
          "removing containers or images"),
-        (r"\bfind\b.*\s-(delete|exec(dir)?)\b", "find that deletes or executes"),
+        (r"\bfind\b[^;&|\n]*\s-(delete|exec(dir)?)\b", "find that deletes or executes"),
         (r"\b(sudo|doas|pkexec)\b", "running as root"),
         (r"\btether\s+(stop|serve|approve|deny|approvals|token|cron|config)\b",
          "controlling the tether owner itself"),
-        (r"\b(mv|cp)\s+.*\s/(etc|usr|bin|boot|lib)\b", "changing system directories"),
+        (r"\b(mv|cp)\s+[^;&|\n]*\s/(etc|usr|bin|boot|lib)\b", "changing system directories"),
     ))
 
 

@@ -50,7 +50,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from .checks import PRIVILEGED, risk_in_auto, strict
+from .checks import LONGEST, PRIVILEGED, risk_in_auto, strict
 from .classify import (
     DISK,
     hard,
@@ -322,7 +322,7 @@ def decide(req: Request, *, mode: str, unattended: str, allow: list[Rule],
     if first is None:
         return Decision("allow", "every command in it is on the built-in read-only list")
     if mode == "auto":
-        risk = dangerous(command)
+        risk = dangerous(command) if len(command) <= LONGEST else None
         why = f"it matches a dangerous pattern ({risk})" if risk else None
         for s in parsed.commands:
             if why:
