@@ -85,6 +85,17 @@ class ToolCompletePayload(Payload):
     summary: str | None = Field(default=None, description="one short line on what it did")
 
 
+class ToolProgressPayload(Payload):
+    """A running tool call reported progress (an MCP server's progress notifications,
+    at most about two a second per call, and always the one that reaches ``total``)."""
+
+    call_id: str
+    name: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
 class SubagentStartPayload(Payload):
     """A delegated task's child session started (``delegation_id`` only for background)."""
 
@@ -207,6 +218,7 @@ EVENT_PAYLOADS: dict[str, type[Payload]] = {
     "reasoning.delta": ReasoningDeltaPayload,
     "tool.start": ToolStartPayload,
     "tool.complete": ToolCompletePayload,
+    "tool.progress": ToolProgressPayload,
     "subagent.start": SubagentStartPayload,
     "subagent.complete": SubagentCompletePayload,
     "delegation.dispatched": DelegationDispatchedPayload,

@@ -12,4 +12,4 @@ __all__ = ["PROVIDER_NAMES", "TOOLSETS"]
 #: the ``provider`` values session.create and prompt.submit accept
 PROVIDER_NAMES: tuple[str, ...] = ("custom", "openai", "demo")
 #: the ``toolsets`` values they accept (runtime.describe lists them too)
-TOOLSETS: tuple[str, ...] = ("terminal", "files", "delegation")
+TOOLSETS: tuple[str, ...] = ("terminal", "files", "delegation", "mcp")

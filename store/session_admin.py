@@ -9,7 +9,7 @@ from .conn import Conn
 __all__ = ["rename", "subtree", "busy", "delete", "empty_before", "by_prefix", "last_active"]
 
 _SUMMARY = ("session_id, title, source, created_at, updated_at, message_count, "
-            "parent_session_id")
+            "parent_session_id, cwd")
 
 
 def rename(conn: Conn, session_id: str, title: str) -> bool:
@@ -49,6 +49,7 @@ def delete(conn: Conn, ids: list[str]) -> None:
     conn.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", ids)
     conn.execute(f"DELETE FROM session_admissions WHERE target_session_id IN ({marks})", ids)
     conn.execute(f"DELETE FROM async_delegations WHERE origin_session_id IN ({marks})", ids)
+    conn.execute(f"DELETE FROM api_conversations WHERE session_id IN ({marks})", ids)
     conn.execute(f"DELETE FROM sessions WHERE session_id IN ({marks})", ids)
 
 

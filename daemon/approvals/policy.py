@@ -279,8 +279,9 @@ def decide(req: Request, *, mode: str, unattended: str, allow: list[Rule],
         why = "it asks to run outside the sandbox (network, or writes beyond the workspace)"
         if req.attended:
             return Decision("ask", why)
-        return Decision("deny", f"denied: this turn is unattended and {why}; an escalation "
-                                "is never granted without a person")
+        return Decision("deny", f"denied: this turn is unattended (nobody can answer a "
+                                f"prompt) and {why}; an escalation is never granted without "
+                                "a person")
     if mode == "never":
         return Decision("allow", "approvals.mode is never")
     rules = [r for r in allow if r.kind == "command"]
