@@ -25,9 +25,13 @@ async def test_edit_a_file_and_run_a_command_end_to_end(tmp_path):
     })
     home = tmp_path / "home"
     with FakeProvider(model) as provider:
-        # mode auto: writes inside the cwd and non-dangerous commands need no answer
+        # mode auto: writes inside the cwd need no answer. Where no sandbox can be made
+        # the policy fails closed (only one plain read-only command runs unasked), so
+        # this list of two runs by the rule that allows exactly it, with or without one
         write_config(home, provider.url, model={"api_key": SECRET},
-                     approvals={"mode": "auto"}, sandbox={"env_allow": ["HARMLESS_*"]})
+                     approvals={"mode": "auto",
+                                "allow": ["cat notes.txt; echo done-$((40+2))"]},
+                     sandbox={"env_allow": ["HARMLESS_*"]})
         env = clean_env(home, MY_SERVICE_TOKEN=TOKEN, HARMLESS_SETTING="visible-value",
                         DB_PASS="hunter2-db", MYAPP_PW="hunter2-app")
         with OwnerProcess(home, env=env):
