@@ -109,6 +109,13 @@ def setup_logging(home: Home, *, foreground: bool) -> None:
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
+def _private_paths(home: Home) -> tuple[str, ...]:
+    """What no command may read unasked: the owner's home, by the path it was named
+    with and by its real one (config, state, sockets, tokens, logs)."""
+    named = os.path.abspath(str(home.root))
+    return tuple(dict.fromkeys((named, os.path.realpath(named))))
+
+
 async def run_owner(home: Home, *, tcp: str | None = None, config: Config | None = None,
                     providers: Mapping[str, Provider] | None = None,
                     ready: asyncio.Event | None = None, store: str | None = None) -> None:
@@ -188,7 +195,7 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                               policy=dcfg.unknown_policy) if shared else None
             tools = ToolRegistry()
             approvals = ApprovalService(journal, scheduler, supervisor, config.approvals,
-                                        epoch=epoch)
+                                        epoch=epoch, private=_private_paths(home))
             if fleet is None:  # a fleet recovers a node's rows when the node dies
                 await approvals.recover()
             engine = Engine(Providers(config, http, overrides=overrides,
