@@ -209,9 +209,15 @@ def build_parser() -> argparse.ArgumentParser:
     actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
     a = actions.add_parser("rm", help="delete sessions (with their delegation children)",
                            description="Delete sessions with their delegation child sessions. "
-                           "A session with a queued or running prompt, an unknown admission "
-                           "or an undelivered background delegation is refused.")
+                           "On a terminal it shows what it will delete and asks first. "
+                           "A session with a queued or running prompt, an unknown admission, "
+                           "a running background process or an undelivered background "
+                           "delegation is refused; so is one open in another viewer (a chat, "
+                           "attach, the web page) unless --force.")
     a.add_argument("ids", metavar="ID", nargs="+")
+    a.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    a.add_argument("-f", "--force", action="store_true",
+                   help="do not ask, and delete even while another viewer has it open")
     a = actions.add_parser("rename", help="set a session's title")
     a.add_argument("session_id", metavar="ID")
     a.add_argument("title", metavar="TITLE")

@@ -121,10 +121,39 @@ async def cmd_sessions_list(client: Any, args: Any) -> int:
     return EXIT_OK
 
 
+def _confirm(question: str) -> bool:
+    """Ask on the terminal; anything but y/yes (or end of input) is no."""
+    print(question, end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline()  # "" at end of input
+    return answer.strip().lower() in ("y", "yes")
+
+
 async def cmd_sessions_rm(client: Any, args: Any) -> int:
-    ids = [await resolve_session(client, given) for given in args.ids]
+    """Delete sessions: asks first on a terminal (``--yes`` does not), and keeps a
+    session another viewer has open unless ``--force``."""
+    from tether.rpc.errors import RpcError
+
+    from .render import format_time
+
+    ids = list(dict.fromkeys([await resolve_session(client, given) for given in args.ids]))
+    if not (args.yes or args.force) and sys.stdin.isatty():
+        for sid in ids:
+            [info] = (await client.call("session.lookup", prefix=sid))["matches"][:1]
+            title = pad(info.get("title") or "(untitled)", 50).rstrip()
+            print(f"{sid}  {title}  ({info.get('message_count', 0)} messages, last active "
+                  f"{format_time(info.get('updated_at'))})", file=sys.stderr)
+        what = "this session" if len(ids) == 1 else f"these {len(ids)} sessions"
+        if not _confirm(f"delete {what} and everything in it? [y/N] "):
+            print("nothing deleted", file=sys.stderr)
+            return EXIT_USAGE
     for sid in ids:
-        out = await client.call("session.delete", session_id=sid)
+        try:
+            out = await client.call("session.delete", session_id=sid, force=args.force)
+        except RpcError as exc:
+            if exc.data.get("attached"):
+                raise CliError(EXIT_USAGE, "attached", exc.detail,
+                               "`tether sessions rm --force` deletes it anyway") from None
+            raise
         children = len(out["deleted"]) - 1
         extra = f" and {children} delegation child session(s)" if children else ""
         print(f"deleted {sid}{extra}")

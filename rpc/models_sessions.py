@@ -56,6 +56,8 @@ class SessionRenameResult(Model):
 
 class SessionDeleteParams(Model):
     session_id: Id
+    #: delete even while other viewers follow the session (refused otherwise)
+    force: bool = False
 
 
 class SessionDeleteResult(Model):

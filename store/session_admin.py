@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conn import Conn
+from .conn import Conn, dialect
 
 __all__ = ["rename", "subtree", "busy", "delete", "empty_before", "by_prefix", "last_active"]
 
@@ -30,25 +30,39 @@ def _marks(ids: list[str]) -> str:
     return ", ".join("?" * len(ids))
 
 
-def busy(conn: Conn, ids: list[str]) -> tuple[int, int]:
-    """(open admissions, background delegations not yet delivered) among ``ids``."""
+def busy(conn: Conn, ids: list[str]) -> tuple[int, int, int]:
+    """(open admissions, background delegations not yet delivered, background
+    processes running or with a notice not yet delivered) among ``ids``."""
     (open_,) = conn.execute(
         f"SELECT count(*) FROM session_admissions WHERE status != 'terminal' "
         f"AND target_session_id IN ({_marks(ids)})", ids).fetchone()
     (undelivered,) = conn.execute(
         f"SELECT count(*) FROM async_delegations WHERE (state = 'running' OR "
         f"delivery_state = 'pending') AND origin_session_id IN ({_marks(ids)})", ids).fetchone()
-    return int(open_), int(undelivered)
+    (processes,) = conn.execute(
+        f"SELECT count(*) FROM processes WHERE (state = 'running' OR "
+        f"delivery_state = 'pending') AND session_id IN ({_marks(ids)})", ids).fetchone()
+    return int(open_), int(undelivered), int(processes)
+
+
+#: every table with rows of a session, children before the sessions row itself
+#: (a foreign key to sessions is checked when its statement ends). cron_runs keep
+#: their history: a run names the session it made, which may be gone.
+_CHILD_TABLES = (("events", "session_id"), ("messages", "session_id"),
+                 ("approvals", "session_id"), ("approval_rules", "session_id"),
+                 ("processes", "session_id"), ("session_admissions", "target_session_id"),
+                 ("async_delegations", "origin_session_id"))
+#: PostgreSQL only (the fleet): leases go with their session (ON DELETE CASCADE)
+_PG_CHILD_TABLES = (("turn_stops", "session_id"),)
 
 
 def delete(conn: Conn, ids: list[str]) -> None:
     """Every row of these sessions; one statement per table, so foreign keys between
     them (children's parent) are checked once all are gone."""
     marks = _marks(ids)
-    conn.execute(f"DELETE FROM events WHERE session_id IN ({marks})", ids)
-    conn.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", ids)
-    conn.execute(f"DELETE FROM session_admissions WHERE target_session_id IN ({marks})", ids)
-    conn.execute(f"DELETE FROM async_delegations WHERE origin_session_id IN ({marks})", ids)
+    tables = _CHILD_TABLES + (_PG_CHILD_TABLES if dialect(conn) == "postgresql" else ())
+    for table, column in tables:
+        conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", ids)
     conn.execute(f"DELETE FROM sessions WHERE session_id IN ({marks})", ids)
 
 

@@ -228,3 +228,58 @@ def test_rm_takes_the_delegation_children_with_it(tmp_path, run_cli):
             assert sessions(run_cli, home, "--all") == []
     for table in ("sessions", "messages", "events", "session_admissions"):
         assert db_rows(home, f"SELECT count(*) FROM {table}") == [(0,)], table
+
+
+def rm_on_a_terminal(home, sid: str, answer: str) -> subprocess.CompletedProcess[str]:
+    """`tether sessions rm SID` with a terminal for stdin, answering its question."""
+    master, slave = os.openpty()
+    try:
+        proc = subprocess.Popen([*CLI, "sessions", "rm", sid], env=clean_env(home),
+                                stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        os.write(master, answer.encode() + b"\n")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(slave)
+        os.close(master)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_rm_asks_on_a_terminal_and_keeps_a_session_open_elsewhere(tmp_path, run_cli):
+    home = tmp_path / "home"
+    with FakeProvider(lambda req: text_reply("ok")) as fake:
+        write_config(home, fake.url)
+        env = clean_env(home)
+        with OwnerProcess(home, env=env):
+            assert run_cli(home, "chat", "-Q", "-q", "keep me please").returncode == 0
+            [s] = sessions(run_cli, home)
+            sid = s["session_id"]
+            kept = rm_on_a_terminal(home, sid[4:9], "n")
+            assert kept.returncode == 2 and "nothing deleted" in kept.stderr, kept
+            # it showed what it would delete before asking
+            assert "keep me please" in kept.stderr and "2 messages" in kept.stderr, kept
+            assert "delete this session and everything in it? [y/N]" in kept.stderr
+            assert [x["session_id"] for x in sessions(run_cli, home)] == [sid]
+
+            attach = subprocess.Popen([*CLI, "attach", sid], env=env,
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT)
+            try:
+                read_until(attach, b"keep me please")
+                refused = run_cli(home, "sessions", "rm", "--yes", sid)
+                assert refused.returncode == 2, refused
+                assert refused.stderr.startswith("tether: attached: "), refused
+                assert "--force" in refused.stderr
+                assert [x["session_id"] for x in sessions(run_cli, home)] == [sid]
+                forced = run_cli(home, "sessions", "rm", "--force", sid)
+                assert forced.returncode == 0 and f"deleted {sid}" in forced.stdout, forced
+            finally:
+                attach.kill()
+                attach.communicate(timeout=30)
+            assert sessions(run_cli, home, "--all") == []
+
+            assert run_cli(home, "chat", "-Q", "-q", "second one").returncode == 0
+            [s] = sessions(run_cli, home)
+            gone = rm_on_a_terminal(home, s["session_id"], "y")
+            assert gone.returncode == 0 and f"deleted {s['session_id']}" in gone.stdout, gone
+            assert sessions(run_cli, home, "--all") == []

@@ -1328,6 +1328,7 @@ cwd?: (string | null)
 }
 export interface SessionDeleteParams {
 session_id: string
+force?: boolean
 }
 export interface SessionDeleteResult {
 deleted: string[]
