@@ -258,8 +258,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON lines")
     p.set_defaults(func=_approvals_command("cmd_approvals"))
 
-    p = command("approve", "approve a pending prompt (once, unless --session or --always)")
-    p.add_argument("approval_id", metavar="ID")
+    p = command("approve", "approve a pending prompt (once, unless --session or --always)",
+                description="Approve a pending approval prompt of any session, from any "
+                "terminal: the agent's tool call goes ahead. ID is the approval's id or any "
+                "unambiguous beginning of it (`apr_` may be left out); `tether approvals` "
+                "lists the pending ones. The first answer wins.")
+    p.add_argument("approval_id", metavar="ID", help="the approval (a prefix will do)")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("--session", action="store_true",
                        help="also approve the same in this session without asking")
@@ -268,8 +272,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reason", metavar="R", help="a note recorded with the answer")
     p.set_defaults(func=_approvals_command("cmd_approve"))
 
-    p = command("deny", "deny a pending prompt; the agent is told (with the reason)")
-    p.add_argument("approval_id", metavar="ID")
+    p = command("deny", "deny a pending prompt; the agent is told (with the reason)",
+                description="Deny a pending approval prompt of any session: the tool call "
+                "is not made and the model is told, with --reason if given. ID is the "
+                "approval's id or any unambiguous beginning of it.")
+    p.add_argument("approval_id", metavar="ID", help="the approval (a prefix will do)")
     p.add_argument("--reason", metavar="R", help="why; the agent sees it")
     p.set_defaults(func=_approvals_command("cmd_deny"))
     add_cron_parser(command, _Parser)

@@ -27,10 +27,11 @@ approvals, clients/approval_prompt.py): ``await chat.ask(question)`` from
 any task of the chat — typically from ``on_event`` hooks registered in
 ``chat.event_hooks``, which get each event of the session after it is shown.
 ``ask`` takes over the input line, keeps the draft being typed, returns the
-answer (``""`` on Ctrl-C/Ctrl-D) and gives the line back with the draft
-restored. Approval prompts of the chat's own turns use it:
-``approval_prompt.InlineApprovals`` reads its answers from ``AskLines``
-(chat_screen.py), whose every ``get()`` is one ``ask``.
+answer (None on Ctrl-C/Ctrl-D; ``validate`` refuses other lines with its
+reason) and gives the line back with the draft restored. Cancelling the
+task that asks withdraws the question at once, wherever it is (queued or on
+the input line), so the next line typed goes to the chat's prompt. Approval
+prompts of the chat's own turns use it (``approval_prompt.InlineApprovals``).
 """
 
 from __future__ import annotations
@@ -43,14 +44,15 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from tether.rpc.errors import RpcError
 
 from .approval_prompt import InlineApprovals
 from .chat_screen import (
-    AskLines,
+    WITHDRAWN,
     Lines,
+    Question,
     answer_question,
     goodbye,
     key_bindings,
@@ -94,7 +96,8 @@ class Chat:
         self.submit_lock = asyncio.Lock()
         self.submitting: asyncio.Future[None] | None = None
         self.echo: dict[str, str] = {}  # my prompts queued behind another turn: shown at start
-        self.questions: deque[tuple[str, asyncio.Future[str]]] = deque()
+        self.questions: deque[Question] = deque()
+        self.shown: Question | None = None  # the question on the input line
         self.event_hooks: list[Callable[[Chat, dict[str, Any]], Awaitable[None] | None]] = []
         self.tasks: set[asyncio.Task[Any]] = set()
         self.app: Any = None  # the prompt_toolkit application while the input line is up
@@ -127,8 +130,8 @@ class Chat:
             if p["receipt"]["admission_id"] != self.running:
                 self.renderer.progress(f"queued: {shorten(p.get('text'), 70)}")
         # approval prompts of our turns are asked on the input line (approval_prompt.py)
-        self.approvals = InlineApprovals(self.client, session_id, self.renderer,
-                                         lambda: cast(Any, AskLines(self)))
+        self.approvals = InlineApprovals(self.client, session_id, self.renderer, self.ask,
+                                         lambda: self.leaving)
         self.follower = asyncio.ensure_future(self.follow(stream))
         self.follower.add_done_callback(self._task_done)  # the owner gone: say so, leave
 
@@ -243,13 +246,32 @@ class Chat:
         if self.app is not None and self.app.is_running and not self.app.future.done():
             self.app.exit(result=None)
 
-    async def ask(self, question: str) -> str:
-        """Take over the input line for ``question``; the answer typed ("" if dismissed)."""
-        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self.questions.append((question, fut))
-        if self.app is not None and self.app.is_running:
-            self.app.exit(result=_PREEMPTED)
-        return await fut
+    async def ask(self, message: Any,
+                  validate: Callable[[str], str | None] | None = None) -> str | None:
+        """Take over the input line for ``message``; the answer typed, None if
+        dismissed (Ctrl-C, Ctrl-D). ``validate(line)`` says why a line is not an
+        answer (None: it is). Cancelled, the question is withdrawn."""
+        if self.leaving:
+            return None
+        q = Question(message, asyncio.get_running_loop().create_future(), validate)
+        self.questions.append(q)
+        if self.app is not None and self.shown is None:
+            self._preempt(self.app)
+        try:
+            return await q.answer
+        except asyncio.CancelledError:
+            if q in self.questions:
+                self.questions.remove(q)
+            elif self.shown is q and self.app is not None and _live(self.app):
+                self.app.exit(result=WITHDRAWN)
+            # (not running yet: answer_question's pre_run withdraws it)
+            raise
+
+    def _preempt(self, app: Any) -> None:
+        """A question waits: the chat's input line makes way (its draft is kept)."""
+        if self.questions and _live(app):
+            app.erase_when_done = True  # no frozen status line or stray prompt left
+            app.exit(result=_PREEMPTED)
 
     async def command(self, line: str) -> None:
         from .slash import run_command
@@ -318,9 +340,13 @@ class Chat:
         draft: Any = ""
         while not self.leaving:
             if self.questions:
-                await answer_question(self)
+                typed = await answer_question(self)
+                if typed and not (draft.text if hasattr(draft, "text") else draft):
+                    draft = typed  # typed at a withdrawn question: kept for the prompt
                 continue
-            text = await self.read_line(session, lambda: prompt_message(self), draft)
+            text = await self.read_line(session, lambda: prompt_message(self), draft,
+                                        pre_run=lambda: self._preempt(session.app))
+            session.app.erase_when_done = False
             if text is _PREEMPTED:  # ask() took the line: keep what was being typed
                 draft = session.default_buffer.document
                 continue
@@ -335,11 +361,13 @@ class Chat:
                 continue
             self._spawn(self.submit(text[1:] if text.startswith("//") else text))
 
-    async def read_line(self, session: Any, message: Any, default: Any) -> Any:
+    async def read_line(self, session: Any, message: Any, default: Any,
+                        pre_run: Callable[[], None] | None = None) -> Any:
         """One input line; None on Ctrl-D (or when leaving)."""
         self.app = self.lines.app = session.app
         try:
-            return await session.prompt_async(message, default=default, handle_sigint=False)
+            return await session.prompt_async(message, default=default, handle_sigint=False,
+                                              pre_run=pre_run)
         except EOFError:
             return None
         except KeyboardInterrupt:
@@ -367,6 +395,11 @@ class Chat:
             await asyncio.gather(self.follower, return_exceptions=True)
         if self.stream is not None:
             self.stream.close()
+
+def _live(app: Any) -> bool:
+    """Whether ``app`` runs and can still be told to exit."""
+    return app.future is not None and not app.future.done()
+
 
 async def interactive(client: TetherClient, home: Path, session_id: str | None,
                       plan: ChatPlan) -> int:
