@@ -20,7 +20,7 @@ from .render import shorten
 #: clients.interactive.Chat, which imports this module (so it is not imported back)
 Chat = Any
 
-__all__ = ["Question", "WITHDRAWN", "answer_question", "Lines", "SPINNER", "key_bindings", "prompt_message",
+__all__ = ["Question", "WITHDRAWN", "answer_question", "live", "Lines", "SPINNER", "key_bindings", "prompt_message",
            "goodbye", "status", "retrying", "show_event", "note_failure_hint", "watch"]
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -240,6 +240,11 @@ async def watch(chat: Chat, sid: str, aid: str, receipt: dict[str, Any]) -> None
     if failure is not None and receipt["status"] != "terminal":
         chat.renderer.progress(f"{failure.reason}: {failure.detail}")
         chat.renderer.note(f"  hint: {failure.hint}")
+
+
+def live(app: Any) -> bool:
+    """Whether the prompt_toolkit ``app`` runs and can still be told to exit."""
+    return app.future is not None and not app.future.done()
 
 
 #: what the input line returns when its question was withdrawn (Chat.ask cancelled)

@@ -28,10 +28,9 @@ any task of the chat — typically from ``on_event`` hooks registered in
 ``chat.event_hooks``, which get each event of the session after it is shown.
 ``ask`` takes over the input line, keeps the draft being typed, returns the
 answer (None on Ctrl-C/Ctrl-D; ``validate`` refuses other lines with its
-reason) and gives the line back with the draft restored. Cancelling the
-task that asks withdraws the question at once, wherever it is (queued or on
-the input line), so the next line typed goes to the chat's prompt. Approval
-prompts of the chat's own turns use it (``approval_prompt.InlineApprovals``).
+reason) and gives the line back with the draft restored. Cancelling the task
+that asks withdraws the question at once (queued or shown), so the next line
+typed goes to the chat's prompt. Approval prompts use it (approval_prompt.py).
 """
 
 from __future__ import annotations
@@ -56,6 +55,7 @@ from .chat_screen import (
     answer_question,
     goodbye,
     key_bindings,
+    live,
     prompt_message,
     show_event,
     watch,
@@ -262,14 +262,14 @@ class Chat:
         except asyncio.CancelledError:
             if q in self.questions:
                 self.questions.remove(q)
-            elif self.shown is q and self.app is not None and _live(self.app):
+            elif self.shown is q and self.app is not None and live(self.app):
                 self.app.exit(result=WITHDRAWN)
             # (not running yet: answer_question's pre_run withdraws it)
             raise
 
     def _preempt(self, app: Any) -> None:
         """A question waits: the chat's input line makes way (its draft is kept)."""
-        if self.questions and _live(app):
+        if self.questions and live(app):
             app.erase_when_done = True  # no frozen status line or stray prompt left
             app.exit(result=_PREEMPTED)
 
@@ -340,9 +340,8 @@ class Chat:
         draft: Any = ""
         while not self.leaving:
             if self.questions:
-                typed = await answer_question(self)
-                if typed and not (draft.text if hasattr(draft, "text") else draft):
-                    draft = typed  # typed at a withdrawn question: kept for the prompt
+                typed = await answer_question(self)  # typed at a withdrawn question: kept
+                draft = typed if typed and not getattr(draft, "text", draft) else draft
                 continue
             text = await self.read_line(session, lambda: prompt_message(self), draft,
                                         pre_run=lambda: self._preempt(session.app))
@@ -395,11 +394,6 @@ class Chat:
             await asyncio.gather(self.follower, return_exceptions=True)
         if self.stream is not None:
             self.stream.close()
-
-def _live(app: Any) -> bool:
-    """Whether ``app`` runs and can still be told to exit."""
-    return app.future is not None and not app.future.done()
-
 
 async def interactive(client: TetherClient, home: Path, session_id: str | None,
                       plan: ChatPlan) -> int:
