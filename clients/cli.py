@@ -196,14 +196,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("sessions", "list sessions, newest first; rm, rename, prune them",
                 description=(
-                    "List sessions, newest first (empty ones and delegation children only "
-                    "with --all), or manage them: `tether sessions rm ID...`, `tether "
+                    "List sessions, newest first (empty ones, delegation children and "
+                    "those of cron jobs and the HTTP endpoint only with --all or --source), "
+                    "or manage them: `tether sessions rm ID...`, `tether "
                     "sessions rename ID TITLE`, `tether sessions prune`. Wherever a session "
                     "id is taken, an unambiguous prefix of it will do (`ses_` may be left "
                     "out)."))
     p.add_argument("--limit", type=int, default=20, metavar="N", help="how many (default 20)")
     p.add_argument("--all", action="store_true",
-                   help="include delegation child sessions and empty sessions")
+                   help="include delegation child sessions, empty sessions, and those of "
+                        "cron jobs and the HTTP endpoint")
+    p.add_argument("--source", action="append", metavar="SOURCE",
+                   help="only sessions from SOURCE: cli, web, acp, cron, http (api), "
+                        "delegation; may be repeated")
     p.add_argument("--json", action="store_true", help="print JSON lines")
     p.set_defaults(func=cmd_sessions, action=None)
     actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from tether.rpc.errors import InvalidParams, NotFound
+from tether.rpc.names import AUTOMATED_SOURCES
 from tether.store import session_admin as rows
 from tether.store.conn import Conn
 
@@ -97,7 +98,7 @@ class SessionAdmin:
 
         def read(c: Conn) -> list[dict[str, Any]]:
             if prefix is None:
-                return rows.last_active(c)
+                return rows.last_active(c, AUTOMATED_SOURCES)
             found = rows.by_prefix(c, prefix, LOOKUP_MAX + 1)
             if not found and not prefix.startswith(_ID_PREFIX):
                 found = rows.by_prefix(c, _ID_PREFIX + prefix, LOOKUP_MAX + 1)

@@ -233,7 +233,7 @@ class SessionService:
         out = [{"session_id": r["session_id"], "title": r["title"], "source": r["source"],
                 "created_at": r["created_at"], "updated_at": r["updated_at"],
                 "message_count": r["message_count"], "running": r["session_id"] in running,
-                "parent_session_id": r["parent_session_id"]} for r in rows]
+                "parent_session_id": r["parent_session_id"], "cwd": r["cwd"]} for r in rows]
         nxt = _encode_cursor(rows[-1]["created_at"], rows[-1]["session_id"]) if more else None
         return {"sessions": out, "next_cursor": nxt}
 

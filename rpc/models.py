@@ -379,6 +379,8 @@ class SessionSummary(Model):
     message_count: int
     running: bool
     parent_session_id: str | None = None
+    #: the working directory the session's tools run in
+    cwd: str | None = None
 
 
 class SessionListResult(Model):

@@ -9,7 +9,7 @@ from .conn import Conn, dialect
 __all__ = ["rename", "subtree", "busy", "delete", "empty_before", "by_prefix", "last_active"]
 
 _SUMMARY = ("session_id, title, source, created_at, updated_at, message_count, "
-            "parent_session_id")
+            "parent_session_id, cwd")
 
 
 def rename(conn: Conn, session_id: str, title: str) -> bool:
@@ -90,9 +90,12 @@ def by_prefix(conn: Conn, prefix: str, limit: int) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
-def last_active(conn: Conn) -> list[dict[str, Any]]:
-    """The top-level session with the latest activity that has any messages."""
+def last_active(conn: Conn, skip_sources: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The top-level session with the latest activity that has any messages and
+    whose source is none of ``skip_sources``."""
+    marks = ", ".join("?" * len(skip_sources)) or "NULL"
     rows = conn.execute(
         f"SELECT {_SUMMARY} FROM sessions WHERE parent_session_id IS NULL "
-        "AND message_count > 0 ORDER BY updated_at DESC, session_id DESC LIMIT 1")
+        f"AND message_count > 0 AND (source IS NULL OR source NOT IN ({marks})) "
+        "ORDER BY updated_at DESC, session_id DESC LIMIT 1", skip_sources)
     return [dict(r) for r in rows]

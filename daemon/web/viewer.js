@@ -326,7 +326,8 @@ async function main() {
   client = await TetherClient.open(watchedDial(token), { retrySeconds: 24 * 3600 });
   $("new-session").disabled = $("refresh").disabled = false;
   $("new-session").onclick = async () => {
-    const snap = await client.createSession({ title: `viewer ${new Date().toLocaleString()}`, source: "web" });
+    // untitled: the owner titles it by its first prompt
+    const snap = await client.createSession({ source: "web" });
     await openSession(snap.session_id);
   };
   $("refresh").onclick = () => void listSessions();

@@ -283,3 +283,50 @@ def test_rm_asks_on_a_terminal_and_keeps_a_session_open_elsewhere(tmp_path, run_
             gone = rm_on_a_terminal(home, s["session_id"], "y")
             assert gone.returncode == 0 and f"deleted {s['session_id']}" in gone.stdout, gone
             assert sessions(run_cli, home, "--all") == []
+
+
+async def test_cron_and_http_sessions_stay_out_of_the_list_and_last(tmp_path, run_cli):
+    import asyncio
+
+    from harness import Peer
+
+    home = tmp_path / "home"
+    work = tmp_path / "project"
+    work.mkdir()
+
+    def cli(*args):
+        return asyncio.to_thread(run_cli, home, *args)
+
+    with FakeProvider(lambda req: text_reply("ANSWER: " + prompt_of(req))) as fake:
+        write_config(home, fake.url)
+        with OwnerProcess(home, env=clean_env(home)):
+            mine = await cli("chat", "-Q", "-q", "my own question")
+            assert mine.returncode == 0, mine
+            async with await Peer.connect(home) as peer:
+                # a cron run and an HTTP conversation, both newer than the chat
+                for source, text in (("cron", "nightly report"), ("api", "from a script")):
+                    sid = (await peer.result("session.create", source=source, title=text,
+                                             cwd=str(work)))["session_id"]
+                    r = await peer.result("prompt.submit", session_id=sid, input_id=source,
+                                          text=text)
+                    await peer.wait_terminal(sid, r["admission_id"])
+            listed = await cli("sessions")
+            everything = await cli("sessions", "--all", "--json")
+            cron_only = await cli("sessions", "--source", "cron", "--json")
+            http_only = await cli("sessions", "--source", "http", "--json")
+            last = await cli("events", "--last")
+    assert listed.returncode == 0, listed
+    rows = listed.stdout.splitlines()
+    assert rows[0].split() == ["SESSION", "UPDATED", "MSGS", "STATE", "SOURCE", "CWD", "TITLE"]
+    [row] = rows[1:]
+    assert "my own question" in row and " cli " in row
+    # the chat ran in the CLI's working directory (the home's parent), its end shown
+    assert "…" + tmp_path.name[-23:] in row, row
+    assert "1 api, 1 cron session(s) not shown" in listed.stderr, listed.stderr
+    assert {json.loads(x)["source"] for x in everything.stdout.splitlines()} == {
+        "cli", "cron", "api"}
+    [cron] = [json.loads(x) for x in cron_only.stdout.splitlines()]
+    assert cron["title"] == "nightly report" and cron["cwd"] == str(work)
+    assert [json.loads(x)["title"] for x in http_only.stdout.splitlines()] == ["from a script"]
+    # --last is the chat a person had, not the newer automated runs
+    assert "my own question" in last.stdout and "nightly report" not in last.stdout

@@ -1371,10 +1371,12 @@ updated_at: number
 message_count: number
 running: boolean
 parent_session_id: (string | null)
+cwd: (string | null)
 }
 /**
  * Exactly one of ``prefix`` (a session id or its start, with or without the
- * ``ses_``) and ``last`` (the most recently active top-level session).
+ * ``ses_``) and ``last`` (the most recently active top-level session with
+ * messages whose source is not automated: not cron, the HTTP endpoint, a helper).
  */
 export interface SessionLookupParams {
 prefix?: (string | null)
