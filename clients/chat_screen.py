@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .exits import EXIT_OK, receipt_exit
+from .pastes import paste_binding
 from .plan import RECEIPT_POLL_SECONDS
 from .render import shorten
 
@@ -97,6 +98,7 @@ def key_bindings(chat: Chat) -> Any:
     def _newline(event: Any) -> None:
         event.app.current_buffer.insert_text("\n")
 
+    paste_binding(kb, chat.pastes)
     return kb
 
 

@@ -63,6 +63,7 @@ from .chat_screen import (
 from .client import SessionStream, TetherClient, new_input_id
 from .exits import CliError, from_exception
 from .joining import open_session, unfinished_turns
+from .pastes import Pastes
 from .plan import ChatPlan
 from .render import Renderer, shorten, use_color
 
@@ -84,6 +85,8 @@ class Chat:
         self.lines = Lines()
         self.renderer = self._new_renderer()
         self.stream: SessionStream | None = None
+        self.info: dict[str, Any] = {}  # the session's (snapshot info: model, cwd...)
+        self.pastes = Pastes()  # long pastes, kept aside while a placeholder stands in
         self.follower: asyncio.Task[None] | None = None
         self.running: str | None = None  # admission running in the session (any client's)
         self.running_since = 0.0
@@ -107,8 +110,6 @@ class Chat:
     def _new_renderer(self) -> Renderer:
         return Renderer(self.lines, color=use_color(sys.stdout), mine=self.mine)  # type: ignore[arg-type]
 
-    # -- output ----------------------------------------------------------------
-
     def say(self, line: str) -> None:
         self.renderer.note(line)
 
@@ -118,7 +119,7 @@ class Chat:
         """Follow ``session_id``: its transcript (optional), a running turn from its start."""
         self.session_id = session_id
         stream, snap, messages = await open_session(self.client, session_id)
-        self.stream = stream
+        self.stream, self.info = stream, snap.get("info") or {}
         if transcript:
             self.renderer.transcript(
                 messages, await unfinished_turns(self.client, session_id, messages))
@@ -295,11 +296,11 @@ class Chat:
 
     async def run(self) -> int:
         from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory
 
+        from .pastes import ChatHistory
         self.client.keep_owner_stopped = True  # a viewer: `tether stop` must stay stopped
         session: PromptSession[Any] = PromptSession(
-            history=FileHistory(str(self.home / "chat_history")),
+            history=ChatHistory(self.home / "chat_history", self.pastes),
             key_bindings=key_bindings(self), enable_history_search=False)
         loop = asyncio.get_running_loop()
         # SIGINT only comes while the terminal is not raw (before the input line is up)
@@ -358,7 +359,7 @@ class Chat:
             if text.startswith("/") and not text.startswith("//"):
                 await self.command(text.strip())
                 continue
-            self._spawn(self.submit(text[1:] if text.startswith("//") else text))
+            self._spawn(self.submit(self.pastes.expand(text[1:] if text[:2] == "//" else text)))
 
     async def read_line(self, session: Any, message: Any, default: Any,
                         pre_run: Callable[[], None] | None = None) -> Any:
@@ -384,9 +385,8 @@ class Chat:
     async def _settle_submits(self) -> None:
         """A prompt being sent when the user leaves is still sent (briefly waited for)."""
         if self.submit_lock.locked():
-            async with asyncio.timeout(10):
-                async with self.submit_lock:
-                    pass
+            async with asyncio.timeout(10), self.submit_lock:
+                pass
 
     async def detach_quietly(self) -> None:
         if self.follower is not None:

@@ -295,3 +295,63 @@ def test_tether_stop_is_not_undone_by_an_open_chat_or_attach(tmp_path, run_cli):
         again = run_cli(home, "chat", "-Q", "-q", "after the stop", env=clean_env(home))
         assert again.returncode == 0 and "ANSWER: after the stop" in again.stdout, again
         run_cli(home, "stop", env=env)
+
+
+def test_a_long_paste_is_one_line_and_stays_out_of_the_history_and_model_is_named(tmp_path):
+    import stat
+
+
+    big = "\n".join(f"log line {i:03d} " + "x" * 40 for i in range(60))
+    seen: list[str] = []
+
+    def model(req):
+        seen.append(prompt_of(req))
+        return text_reply(f"GOT {len(prompt_of(req))} CHARS")
+
+    home = tmp_path / "home"
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url)
+        (home / "chat_history").write_text("")
+        (home / "chat_history").chmod(0o644)  # as an older tether left it
+        with OwnerProcess(home, env=tty_env(home)):
+            chat = Chat(home)
+            try:
+                at = chat.until(PROMPT, after=0)
+                chat.type(b"/model", ENTER)
+                at = chat.until("model: test-model (the owner's default, custom)", after=at)
+                chat.type(b"what is wrong here: ", paste(big), ENTER)
+                at = chat.until(f"GOT {len('what is wrong here: ') + len(big)} CHARS", after=at)
+                chat.type(b"short one", ENTER)
+                at = chat.until("GOT 9 CHARS", after=at)
+                chat.type(b"/model other-model", ENTER)
+                at = chat.until("the next prompts use model other-model", after=at)
+                chat.type(b"/model", ENTER)
+                at = chat.until("model: other-model (set in this chat)", after=at)
+                chat.until(PROMPT, after=at)
+                code = chat.leave()
+            finally:
+                chat.close()
+    text = chat.term.text
+    assert code == 0, text
+    assert seen[0] == "what is wrong here: " + big  # the whole paste was sent
+    # the input line and its echo held the placeholder, never the pasted lines
+    assert "[pasted 60 lines]" in text and "log line 030" not in text, text[-2000:]
+    history = home / "chat_history"
+    assert stat.S_IMODE(history.stat().st_mode) == 0o600
+    kept = history.read_text()
+    assert "+short one" in kept and "log line" not in kept and "pasted" not in kept
+
+
+def test_pastes_collapse_and_expand():
+    from tether.clients.pastes import Pastes
+
+    p = Pastes()
+    assert p.collapse("a\nb") == "a\nb"
+    one = p.collapse("\n".join("x" * 5 for _ in range(20)))
+    two = p.collapse("\n".join("y" * 5 for _ in range(20)))
+    wide = p.collapse("z" * 5000)
+    assert (one, two, wide) == ("[pasted 20 lines]", "[pasted 20 lines #2]",
+                                "[pasted 5000 characters]")
+    assert p.expand(f"see {one} and {two}") == "see " + "\n".join(["xxxxx"] * 20) + \
+        " and " + "\n".join(["yyyyy"] * 20)
+    assert p.expand("no paste here") == "no paste here"
