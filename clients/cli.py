@@ -16,6 +16,7 @@ import os
 import sys
 from typing import Any
 
+from .cli_help import add_examples
 from .commands import (
     cmd_attach,
     cmd_bench,
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, help: str, home: bool = True,  # noqa: A002
                 **kw: Any) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=kw.pop("description", help), **kw)
+        add_examples(p, name)
         if home:
             # --home works before or after the command; SUPPRESS keeps the global value
             _home_option(p, default=argparse.SUPPRESS)
@@ -304,6 +306,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default 127.0.0.1:8765)")
     p.add_argument("--no-open", action="store_true", help="only print the link")
     p.set_defaults(func=_lazy("web", "cmd_web"))
+
+    p = command("completion", "print a shell completion script: bash, zsh or fish",
+                home=False, description="Print the completion script of a shell: commands, "
+                "options and their choices complete on Tab. Load it from your shell's "
+                "completion directory (see the examples).")
+    p.add_argument("shell", choices=("bash", "zsh", "fish"))
+    p.set_defaults(func=_lazy("completion", "cmd_completion"))
 
     # the bench runs a private owner of its own; its options (--home among them) are
     # its own, so they all pass through untouched

@@ -14,6 +14,7 @@ import re
 import sys
 from typing import Any
 
+from .cli_help import add_examples
 from .exits import CONTEXT, EXIT_OK, EXIT_USAGE, CliError
 
 __all__ = ["add_cron_parser", "cmd_cron"]
@@ -79,8 +80,15 @@ def add_cron_parser(command: Any, parser_class: type[argparse.ArgumentParser]) -
     sub = cron.add_subparsers(dest="cron_command", metavar="SUBCOMMAND", parser_class=parser_class)
     sub.required = True
 
-    p = sub.add_parser("add", help="create a job")
-    p.add_argument("name", metavar="NAME")
+    p = sub.add_parser("add", help="create a job", description=(
+        "Create a job: at each time of --schedule (in --tz, default the owner's zone) the "
+        "prompt runs as a finite turn in a fresh session (source cron), in --cwd. Times "
+        "missed while no owner ran get one catch-up run; a time that comes while the last "
+        "run still runs is skipped (--overlap queue runs it after). `tether cron runs NAME` "
+        "shows what each run did."))
+    add_examples(p, "cron add")
+    p.add_argument("name", metavar="NAME", help="a name for the job (unique; used by every "
+                   "other cron command)")
     _job_options(p, editing=False)
     p.add_argument("--paused", action="store_true", help="create it paused")
     p = sub.add_parser("edit", help="change a job (only the options given)")
