@@ -330,6 +330,10 @@ error?: (string | null)
  * one short line on what it did
  */
 summary?: (string | null)
+/**
+ * a few lines a viewer shows under the summary: the unified diff of a file edit, the last lines of a command's output
+ */
+preview: (string | null)
 [k: string]: unknown | undefined
 }
 /**
