@@ -189,12 +189,12 @@ class Chat:
 
     def _failure(self, exc: BaseException) -> None:
         err = from_exception(exc)
+        if err.code == 3 and err.reason not in ("overloaded", "runtime_draining"):
+            self.failed_owner = err  # the owner is gone for good: leave (goodbye says why)
+            return self.leave()
         self.renderer.progress(f"{err.reason}: {err.detail}")
         if err.hint:
             self.renderer.note(f"  hint: {err.hint.replace('<home>', str(self.home))}")
-        if err.code == 3 and err.reason not in ("overloaded", "runtime_draining"):
-            self.failed_owner = err  # the owner is gone for good: leave
-            self.leave()
 
     # -- prompts ---------------------------------------------------------------
 

@@ -282,6 +282,8 @@ def test_tether_stop_is_not_undone_by_an_open_chat_or_attach(tmp_path, run_cli):
             # both viewers say the owner stopped, and leave
             chat.until("owner_stopped")
             assert chat.proc.wait(timeout=30) == 3
+            chat.term.drain(0.2)
+            assert chat.term.text.count("owner_stopped") == 1, chat.term.text  # said once
             out, _ = attach.communicate(timeout=30)
             assert attach.returncode == 3 and b"owner_stopped" in out, out
         finally:
