@@ -152,6 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep printing new lines, across rotations and restarts, until Ctrl-C")
     p.add_argument("--stdio", action="store_true",
                    help="show logs/daemon.log, the owner's raw stdout/stderr")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per record: time, level, logger, message, and an "
+                        "activity line's event and fields (turn.end, tool.start, ...)")
     p.set_defaults(func=_lazy("logs_cmd", "cmd_logs"))
 
     p = command("chat", "chat with an agent: one finite turn, or interactive on a terminal",
