@@ -305,8 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("web", "print (and on a desktop open) a one-time link to the viewer page")
     p.add_argument("--tcp", metavar="HOST:PORT",
-                   help="where to start the owner's TCP listener if no owner runs "
-                        "(default 127.0.0.1:8765)")
+                   help="where the owner listens if it does not yet: it opens the port "
+                        "without stopping (default 127.0.0.1:8765; port 0: any free one)")
     p.add_argument("--no-open", action="store_true", help="only print the link")
     p.set_defaults(func=_lazy("web", "cmd_web"))
 

@@ -73,6 +73,8 @@ InvalidRequestErrorData?: InvalidRequestErrorData
 JsonRpcError?: JsonRpcError
 JsonRpcRequest?: JsonRpcRequest
 JsonRpcResult?: JsonRpcResult
+ListenTcpParams?: ListenTcpParams
+ListenTcpResult?: ListenTcpResult
 MessageCompleteEvent?: MessageCompleteEvent
 MessageCompletePayload?: MessageCompletePayload
 MessageDeltaEvent?: MessageDeltaEvent
@@ -333,7 +335,7 @@ summary?: (string | null)
 /**
  * a few lines a viewer shows under the summary: the unified diff of a file edit, the last lines of a command's output
  */
-preview: (string | null)
+preview?: (string | null)
 [k: string]: unknown | undefined
 }
 /**
@@ -1001,6 +1003,13 @@ result: {
 [k: string]: unknown | undefined
 }
 }
+export interface ListenTcpParams {
+address?: (string | null)
+}
+export interface ListenTcpResult {
+tcp_url: string
+opened: boolean
+}
 export interface MethodNotFoundErrorData {
 reason: "method_not_found"
 detail: string
@@ -1571,6 +1580,8 @@ export interface Methods {
   "ping": { params: PingParams; result: PingResult };
   /** Ask the owner to drain (refuse new admissions, let running turns finish) and exit. */
   "runtime.shutdown": { params: RuntimeShutdownParams; result: ShutdownResult };
+  /** Open the owner's TCP listener (WebSocket, the viewer page, the HTTP API) if it has none, until it stops; Unix socket only. Running turns go on (`tether web`). */
+  "runtime.listen_tcp": { params: ListenTcpParams; result: ListenTcpResult };
   /** Mint a bearer token for the TCP listener; the token is shown once. */
   "token.create": { params: TokenCreateParams; result: TokenCreateResult };
   /** List the TCP tokens (ids, labels, expiry; never the tokens); Unix socket only. */
