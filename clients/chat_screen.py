@@ -104,9 +104,13 @@ def key_bindings(chat: Chat) -> Any:
 
 def prompt_message(chat: Chat) -> Any:
     """The status line (while something runs) above the "› " of the input line."""
+    from prompt_toolkit.application import get_app_or_none
     from prompt_toolkit.formatted_text import FormattedText
 
-    line = "" if chat.leaving else status(chat)
+    # the last drawing of an accepted line stays on the screen: without the status
+    # line, which would stay there frozen ("working 0 s") above the prompt sent
+    app = get_app_or_none()
+    line = "" if chat.leaving or (app is not None and app.is_done) else status(chat)
     style = "" if not chat.renderer.color else "fg:ansibrightblack"
     frags = [(style, line + "\n")] if line else []
     return FormattedText([*frags, ("bold" if chat.renderer.color else "", "› ")])

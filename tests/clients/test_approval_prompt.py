@@ -126,6 +126,7 @@ def test_a_prompt_resolved_elsewhere_or_dismissed_loses_no_line(tmp_path, how):
                 term.read_until(b"ANSWER: the next line", after=done_at)
                 os.write(master, b"\x04")
                 code = proc.wait(timeout=20)
+                term.drain(0.5)  # what it drew on leaving
             finally:
                 if proc.poll() is None:
                     proc.kill()
@@ -141,3 +142,5 @@ def test_a_prompt_resolved_elsewhere_or_dismissed_loses_no_line(tmp_path, how):
 
     screen = [line.rstrip() for line in Screen(term).lines() if line.strip()]
     assert not any(line.startswith("approve?") for line in screen), screen
+    # nor a status line frozen when the question took the input line over
+    assert not any("leaves (the turn goes on)" in line for line in screen), screen

@@ -357,3 +357,39 @@ def test_pastes_collapse_and_expand():
     assert p.expand(f"see {one} and {two}") == "see " + "\n".join(["xxxxx"] * 20) + \
         " and " + "\n".join(["yyyyy"] * 20)
     assert p.expand("no paste here") == "no paste here"
+
+
+def test_a_prompt_sent_while_a_turn_runs_leaves_no_frozen_status_line(tmp_path):
+    from test_interactive_tty import Screen
+
+    gate = threading.Event()
+
+    def model(req):
+        if prompt_of(req) == "slow one":
+            return Held({"role": "assistant", "content": "SLOW DONE"}, gate, before=0)
+        return text_reply("ANSWER: " + prompt_of(req))
+
+    home = tmp_path / "home"
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url)
+        with OwnerProcess(home, env=tty_env(home)):
+            chat = Chat(home)
+            screen = Screen(chat.term)
+            try:
+                chat.until(PROMPT, after=0)
+                chat.type(b"slow one", ENTER)
+                screen.until(lambda line: "working" in line and "Ctrl-C interrupts" in line)
+                chat.type(b"queued one", ENTER)
+                at = chat.until("queued behind the running turn")
+                gate.set()
+                chat.until("ANSWER: queued one", after=at)
+                code = chat.leave()
+            finally:
+                gate.set()
+                chat.close()
+    assert code == 0, chat.term.text
+    lines = [line for line in screen.lines() if line.strip()]
+    sent = next(i for i, line in enumerate(lines) if line.startswith("› queued one"))
+    # the accepted line stays on the screen without the status line it was drawn under
+    assert "leaves (the turn goes on)" not in lines[sent - 1], lines
+    assert not any("leaves (the turn goes on)" in line for line in lines), lines
