@@ -241,9 +241,28 @@ async function follow(view) {
       draw(view, ev, HOOKS);
       if (atEnd) t.scrollTop = t.scrollHeight; // follow, unless the reader scrolled up
       if (ev.type === "message.complete" || ev.type === "message.start") void listSessions();
+      if (ev.type === "message.complete") void showUsage(view, ev.payload.admission_id);
     }
   } catch (err) {
     setStatus("stopped", `stopped following: ${err.message}`);
+  }
+}
+
+/** A finished turn's token use, from its receipt (events do not carry it). */
+async function showUsage(view, admissionId) {
+  try {
+    const r = await client.call("prompt.receipt", { session_id: view.sessionId, admission_id: admissionId });
+    const u = r.result?.usage ?? {};
+    if (typeof u.prompt_tokens !== "number" || typeof u.completion_tokens !== "number") return;
+    const turn = view.turns.get(admissionId);
+    if (!turn || turn.outcome.querySelector(".usage")) return;
+    const span = document.createElement("span");
+    span.className = "usage";
+    const n = (x) => x.toLocaleString("en");
+    span.textContent = ` · ${n(u.prompt_tokens)} tokens in, ${n(u.completion_tokens)} out`;
+    turn.outcome.append(span);
+  } catch {
+    // usage is a nicety: a receipt that cannot be read leaves the line as it is
   }
 }
 

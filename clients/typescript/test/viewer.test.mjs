@@ -187,7 +187,8 @@ test("desktop and phone: steps in order, markdown made safe, a live list, no sid
   assert.match(await page.textContent(".progress.tool"), /terminal.*sh -c 'echo alpha; echo beta'.*→ exit 0 · 2 lines of output/s);
   assert.equal(await page.textContent(".progress.tool .preview"), "alpha\nbeta\n");
   assert.equal(await page.innerHTML(".turn .assistant"), "<p>Printed <strong>both</strong> lines.</p>");
-  assert.match(await page.textContent(".outcome"), /^completed · \d+ s$/);
+  await page.waitForSelector(".outcome .usage");
+  assert.match(await page.textContent(".outcome"), /^completed · \d+ s · [\d,]+ tokens in, [\d,]+ out$/);
   assert.equal(await page.isHidden(".working"), true);
   // the session took its title from the first prompt, in the header and in the list
   await page.waitForSelector('#sessions li[aria-current="true"] >> text=Please show the steps.');
