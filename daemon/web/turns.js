@@ -2,10 +2,13 @@
 // prompt, then each step as it comes (reasoning, tool calls with what they act on
 // and a preview of their result, approvals, helpers, answer text), a live
 // "working · 12 s" line while the turn runs, and how it ended. Answers are
-// markdown, rendered by marked and made safe by DOMPurify (both bundled at
-// build time: clients/typescript/scripts/web-copy.mjs).
+// markdown, rendered by marked, made safe by DOMPurify, code coloured by
+// highlight.js (all bundled at build time: clients/typescript/scripts/web-copy.mjs).
+import hljs from "./highlight.js";
 import { marked } from "./marked.js";
 import DOMPurify from "./purify.js";
+
+hljs.configure({ ignoreUnescapedHTML: true });
 
 const DELIVERY = "[delegation results]";
 const $ = (id) => document.getElementById(id);
@@ -16,6 +19,9 @@ export function renderMarkdown(el, text) {
   // no images (a model's <img> would fetch from the owner or break), no forms
   el.innerHTML = DOMPurify.sanitize(String(html).trim(), {
     FORBID_ATTR: ["style"], FORBID_TAGS: ["img", "form", "input", "button", "textarea", "select"] });
+  // code blocks coloured by highlight.js: it reads their text and writes spans of
+  // its own, so nothing of the model's is parsed as HTML again
+  for (const code of el.querySelectorAll("pre code")) hljs.highlightElement(code);
   for (const a of el.querySelectorAll("a[href]")) {
     a.target = "_blank";
     a.rel = "noopener noreferrer";

@@ -1,9 +1,10 @@
 // The viewer page (daemon/web/) runs this package's browser build: core.js,
 // browser.js and protocol.js, copied from dist/ after `tsc`, and two libraries
 // bundled at build time from the npm registry (no CDN: the page's CSP allows
-// 'self' only): marked (markdown → HTML) and DOMPurify (that HTML made safe),
-// copied from node_modules as marked.js and purify.js without their
-// source-map comments.
+// 'self' only): marked (markdown → HTML), DOMPurify (that HTML made safe) and
+// highlight.js (code blocks coloured, its common languages, GitHub's colours),
+// copied from node_modules as marked.js, purify.js, highlight.js and
+// highlight.css without their source-map comments.
 //   node scripts/web-copy.mjs          copy
 //   node scripts/web-copy.mjs --check  fail if daemon/web's copies differ
 import { readFileSync, writeFileSync } from "node:fs";
@@ -21,6 +22,8 @@ const FILES = [
   [join(dist, "protocol.js"), "protocol.js"],
   [join(modules, "marked", "lib", "marked.esm.js"), "marked.js"],
   [join(modules, "dompurify", "dist", "purify.es.mjs"), "purify.js"],
+  [join(modules, "@highlightjs", "cdn-assets", "es", "highlight.min.js"), "highlight.js"],
+  [join(modules, "@highlightjs", "cdn-assets", "styles", "github.min.css"), "highlight.css"],
 ];
 const check = process.argv.includes("--check");
 const built = (source) => readFileSync(source, "utf8").replace(/\n\/\/# sourceMappingURL=\S+\s*$/, "\n");

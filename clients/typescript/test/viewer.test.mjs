@@ -201,6 +201,9 @@ test("desktop and phone: steps in order, markdown made safe, a live list, no sid
   const md = ".turn:last-child .assistant";
   assert.equal(await page.textContent(`${md} h2`), "Findings");
   assert.equal(await page.textContent(`${md} pre code`), 'print("hello")\n');
+  // highlighted: the code's words in spans of highlight.js's classes
+  assert.equal(await page.textContent(`${md} pre code .hljs-built_in`), "print");
+  assert.equal(await page.textContent(`${md} pre code .hljs-string`), '"hello"');
   assert.equal(await page.$$eval(`${md} li`, (els) => els.length), 2);
   assert.equal(await page.getAttribute(`${md} a`, "rel"), "noopener noreferrer");
   assert.equal(await page.$$eval(`${md} script, ${md} [onerror], ${md} img`, (els) => els.length), 0);
