@@ -21,7 +21,7 @@ from .render import shorten
 #: clients.interactive.Chat, which imports this module (so it is not imported back)
 Chat = Any
 
-__all__ = ["Question", "WITHDRAWN", "answer_question", "live", "Lines", "SPINNER", "key_bindings", "prompt_message",
+__all__ = ["Question", "WITHDRAWN", "answer_question", "live", "tick", "settle_submits", "Lines", "SPINNER", "key_bindings", "prompt_message",
            "goodbye", "status", "retrying", "show_event", "note_failure_hint", "watch"]
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -321,3 +321,18 @@ async def answer_question(chat: Chat) -> str:
     if answer is None:
         chat.leave()
     return ""
+
+
+async def tick(chat: Chat) -> None:
+    """Redraw the status line (spinner, elapsed time) while something runs."""
+    while True:
+        await asyncio.sleep(0.2)
+        if chat.running or chat.lines.tail or chat.renderer.streaming:
+            chat.redraw()
+
+
+async def settle_submits(chat: Chat) -> None:
+    """A prompt being sent when the user leaves is still sent (briefly waited for)."""
+    if chat.submit_lock.locked():
+        async with asyncio.timeout(10), chat.submit_lock:
+            pass

@@ -57,9 +57,12 @@ from .chat_screen import (
     key_bindings,
     live,
     prompt_message,
+    settle_submits,
     show_event,
+    tick,
     watch,
 )
+from .chat_wait import start_owner_for, wait_for_next_owner
 from .client import SessionStream, TetherClient, new_input_id
 from .exits import CliError, from_exception
 from .joining import open_session, unfinished_turns
@@ -106,6 +109,7 @@ class Chat:
         self.app: Any = None  # the prompt_toolkit application while the input line is up
         self.asking: Any = None  # the PromptSession of ask()'s questions
         self.approvals: InlineApprovals | None = None
+        self.waiting_owner: asyncio.Task[None] | None = None  # after tether stop
 
     def _new_renderer(self) -> Renderer:
         return Renderer(self.lines, color=use_color(sys.stdout), mine=self.mine)  # type: ignore[arg-type]
@@ -189,6 +193,8 @@ class Chat:
 
     def _failure(self, exc: BaseException) -> None:
         err = from_exception(exc)
+        if err.reason == "owner_stopped":  # on purpose: wait for the next (chat_wait.py)
+            return wait_for_next_owner(self, err)
         if err.code == 3 and err.reason not in ("overloaded", "runtime_draining"):
             self.failed_owner = err  # the owner is gone for good: leave (goodbye says why)
             return self.leave()
@@ -200,6 +206,8 @@ class Chat:
 
     async def submit(self, text: str, input_id: str | None = None) -> None:
         async with self.submit_lock:
+            if self.waiting_owner is not None:
+                await start_owner_for(self)
             created = False
             if self.session_id is None:
                 await self.new_session(text)
@@ -305,11 +313,11 @@ class Chat:
         loop = asyncio.get_running_loop()
         # SIGINT only comes while the terminal is not raw (before the input line is up)
         loop.add_signal_handler(signal.SIGINT, self.on_ctrl_c)
-        ticker = asyncio.ensure_future(self._tick())
+        ticker = asyncio.ensure_future(tick(self))
         try:
             await self._start()
             await self._loop(session)
-            await self._settle_submits()
+            await settle_submits(self)
             self.renderer.end_answer()
             self.lines.emit(self.lines.tail)
             self.lines.tail = ""
@@ -375,23 +383,11 @@ class Chat:
         finally:
             self.app = self.lines.app = None
 
-    async def _tick(self) -> None:
-        """Redraw the status line (spinner, elapsed time) while something runs."""
-        while True:
-            await asyncio.sleep(0.2)
-            if self.running or self.lines.tail or self.renderer.streaming:
-                self.redraw()
-
-    async def _settle_submits(self) -> None:
-        """A prompt being sent when the user leaves is still sent (briefly waited for)."""
-        if self.submit_lock.locked():
-            async with asyncio.timeout(10), self.submit_lock:
-                pass
-
     async def detach_quietly(self) -> None:
-        if self.follower is not None:
-            self.follower.cancel()
-            await asyncio.gather(self.follower, return_exceptions=True)
+        for task in (self.follower, self.waiting_owner):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self.stream is not None:
             self.stream.close()
 

@@ -257,7 +257,8 @@ def test_a_failed_turn_in_the_chat_gets_the_url_and_a_hint(tmp_path):
     assert "missing `/v1`" in text and f"{home}/logs/owner.log" in text, text
 
 
-def test_tether_stop_is_not_undone_by_an_open_chat_or_attach(tmp_path, run_cli):
+def test_tether_stop_is_not_undone_by_an_open_chat_which_waits_for_the_next_owner(tmp_path,
+                                                                                run_cli):
     from clihelp import owner_pid, pid_alive
     from test_session_commands import read_until
 
@@ -279,23 +280,38 @@ def test_tether_stop_is_not_undone_by_an_open_chat_or_attach(tmp_path, run_cli):
             read_until(attach, b"following")
             stopped = run_cli(home, "stop", env=env)
             assert stopped.returncode == 0, stopped
-            # both viewers say the owner stopped, and leave
-            chat.until("owner_stopped")
-            assert chat.proc.wait(timeout=30) == 3
-            chat.term.drain(0.2)
-            assert chat.term.text.count("owner_stopped") == 1, chat.term.text  # said once
+            # attach says the owner stopped and leaves; the chat stays, waiting
             out, _ = attach.communicate(timeout=30)
             assert attach.returncode == 3 and b"owner_stopped" in out, out
+            at = chat.until("this chat waits for the next owner")
+            time.sleep(1.5)
+            assert chat.proc.poll() is None and owner_pid(home) is None, \
+                "the chat left, or started an owner by itself"
+            # any new command starts one, and the open chat follows it there
+            again = run_cli(home, "chat", "-Q", "-q", "after the stop", env=clean_env(home))
+            assert again.returncode == 0 and "ANSWER: after the stop" in again.stdout, again
+            at = chat.until("the chat follows the new owner", after=at)
+            chat.type(b"back again", ENTER)
+            at = chat.until("ANSWER: back again", after=at)
+            # stopped again, the person's own prompt starts the next owner
+            assert run_cli(home, "stop", env=env).returncode == 0
+            at = chat.until("this chat waits for the next owner", after=at)
+            chat.type(b"start it for me", ENTER)
+            at = chat.until("ANSWER: start it for me", after=at)
+            code = chat.leave()
         finally:
             chat.close()
             if attach is not None and attach.poll() is None:
                 attach.kill()
                 attach.communicate()
+        assert code == 0, chat.term.text
         assert not pid_alive(first)
-        assert owner_pid(home) is None, "a viewer started a new owner"
-        # ... while any new command still starts one
-        again = run_cli(home, "chat", "-Q", "-q", "after the stop", env=clean_env(home))
-        assert again.returncode == 0 and "ANSWER: after the stop" in again.stdout, again
+        assert chat.term.text.count("owner_stopped") == 0, chat.term.text  # no error, a note
+        counts = db_rows(home, "SELECT count(*) FROM session_admissions GROUP BY "
+                               "target_session_id ORDER BY count(*)")
+        # the chat's three prompts in its one session, across three owners; the other
+        # session is the finite chat's
+        assert counts == [(1,), (3,)], counts
         run_cli(home, "stop", env=env)
 
 
