@@ -110,6 +110,24 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: store.url in config.yaml, $TETHER_STORE, else state.db)")
     p.set_defaults(func=cmd_serve)
 
+    p = command("service", "start the owner at login: a systemd user unit or launchd agent",
+                description=(
+                    "install: write a systemd user unit (Linux) or launchd agent (macOS) that "
+                    "runs `tether serve --foreground` for this home at login and starts it "
+                    "again when it fails, and enable it where the service manager can be "
+                    "reached. uninstall: disable and remove it. status: the file, the "
+                    "manager's view and the owner. --dry-run prints what would be written "
+                    "and run. docs/service.md has the details."))
+    p.add_argument("action", choices=("install", "uninstall", "status"))
+    p.add_argument("--tcp", metavar="HOST:PORT", help="install: the owner also listens on TCP")
+    p.add_argument("--store", metavar="URL",
+                   help="install: the owner keeps state in this postgresql:// database")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the file and the commands; change nothing")
+    p.add_argument("--platform", choices=("systemd", "launchd"),
+                   help="the service manager (default: launchd on macOS, else systemd)")
+    p.set_defaults(func=_lazy("service_cmd", "cmd_service"))
+
     p = command("stop", "ask the owner to drain and exit; waits until it has")
     p.set_defaults(func=cmd_stop)
 
@@ -192,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reasoning effort: none, low, medium or high")
     p.add_argument("--ignore-rules", action="store_true",
                    help="do not load project rules (AGENTS.md) from the working directory")
+    p.add_argument("--sandbox", metavar="MODE", choices=("workspace-write", "read-only", "off"),
+                   help="the sandbox of this turn's commands: workspace-write, read-only or "
+                        "off; at least as strict as the owner's sandbox.mode")
     p.add_argument("--input-id", metavar="ID",
                    help="idempotency key of the (first) prompt; re-running with the same id "
                         "returns the same turn instead of running it again")
@@ -290,6 +311,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reason", metavar="R", help="why; the agent sees it")
     p.set_defaults(func=_approvals_command("cmd_deny"))
     add_cron_parser(command, _Parser)
+    from .mcp_cmd import add_mcp_parser
+
+    add_mcp_parser(command)
+    p = command("acp", "speak the Agent Client Protocol on stdin/stdout for an editor (Zed, "
+                       "JetBrains, Neovim): a viewer of the owner, which it starts if needed")
+    p.set_defaults(func=_lazy("acp_agent", "cmd_acp"))
 
     p = command("schema", "print the JSON Schema of the whole protocol")
     p.set_defaults(func=cmd_schema)
@@ -358,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
         args, unknown = parser.parse_known_args(argv)
         if args.command == "bench":
             args.rest = [*unknown, *args.rest]
+        elif args.command == "mcp" and unknown[:1] == ["--"]:
+            # `tether mcp add NAME [options] -- COMMAND ARGS`: the server's own argv
+            args.server_command = [*args.server_command, *unknown[1:]]
         elif unknown:
             parser.error(f"unrecognized arguments: {' '.join(unknown)}")
         CONTEXT.command = args.command

@@ -1,14 +1,14 @@
 """``TetherClient``: the async Python client of a tether owner.
 
 One client holds one WebSocket connection: to the owner of a home (found, and
-started if needed, by ``tether.clients.discovery``), or with a bearer token to
-a TCP listener, one of several nodes of a fleet (``tether.clients.nodes``).
+started if needed, by ``tether.clients.discovery``), or with a bearer token to a
+TCP listener, one of several nodes of a fleet (``tether.clients.nodes``; an owner
+there of another protocol is warned about, once: ``ProtocolMismatchWarning``).
 
 - ``call(method, **params)``: one JSON-RPC call; the result dict, or the
   ``tether.rpc.errors.RpcError`` subclass the owner answered (``NotFound``,
   ``AdmissionConflict``, ...). A dropped connection raises ``ConnectionLost``.
-- typed conveniences (``create_session``, ``resume``, ``submit``, ...), each a
-  thin wrapper returning the wire dicts documented in docs/protocol.md.
+- ``create_session``, ``resume``, ``submit``, ...: thin wrappers (docs/protocol.md).
 - ``events(session_id)``: a ``SessionStream`` of the session's events in ``seq``
   order, no gap, no duplicate, re-subscribing by itself after a lost connection
   (``after_seq`` = the last seq it yielded) and after a ``session.replay_gap``.
@@ -25,8 +25,7 @@ Example (see docs/clients.md)::
         receipt = await client.submit_and_wait(snap["session_id"], "Say hi", finite=True)
         print(receipt["result"]["text"])
 
-Events and replies are plain dicts: this module avoids the pydantic models of
-``tether.rpc.models`` (and pydantic), which would double the CLI's start-up time.
+Plain dicts, not ``tether.rpc.models``: pydantic would double the CLI's start-up time.
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ from tether.rpc.errors import RuntimeDraining
 from tether.rpc.home import HomeLayout, resolve_home
 from tether.rpc.protocol import PROTOCOL
 
-from .connection import Connection, ConnectionLost
+from .connection import Connection, ConnectionLost, warn_on_other_protocol
 from .discovery import START_TIMEOUT, OwnerUnavailable, ensure_owner, stopped_on_purpose
 from .nodes import ATTEMPT_ERRORS, MAX_FRAME_BYTES, Failures, Nodes, dial, parse_urls
 from .stream import SessionStream
@@ -134,7 +133,8 @@ class TetherClient:
 
     async def _open(self, url: str | None, budget: float) -> Connection:
         if url is not None:
-            return Connection(await dial(url, self.token), None)
+            await warn_on_other_protocol(conn := Connection(await dial(url, self.token), None))
+            return conn
         assert self.home is not None
         # an owner stopped on purpose is not started again by a client that lost it:
         # a viewer never owns the owner's lifetime (a live new owner is still used)

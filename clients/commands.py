@@ -148,6 +148,8 @@ async def _status(home: Any, desc: dict[str, Any], as_json: bool) -> int:
         where = defaults.get("base_url") or "offline, no endpoint"
         print(f"  provider      {defaults.get('provider')} ({where})")
         print(f"  model         {defaults.get('model')}")
+    if isinstance(info.get("sandbox"), str):  # an older owner does not say
+        print(f"  sandbox       {info['sandbox']}")
     print(f"  capabilities  {', '.join(info.get('capabilities') or [])}")
     if changed := config_changed_since(home, desc.get("started_at")):
         print(f"  note          {changed}")

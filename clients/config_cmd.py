@@ -58,13 +58,16 @@ def cmd_config(args: Any) -> int:
     CONTEXT.home = home = resolve_home(args.home)
     report = check_config(home)
     path = HomeLayout(home).config
+    from tether.daemon.toolsets.sandbox import describe, probe
+
+    boundary = describe(report.config.sandbox, probe())
     if args.json:
         import orjson
 
         print(orjson.dumps({
             "home": str(home), "home_source": home_source(args), "file": str(path),
             "file_exists": path.exists(), "valid": True,
-            "turn_defaults": report.turn_defaults,
+            "turn_defaults": report.turn_defaults, "sandbox": boundary,
             "settings": {s.key: {"value": s.value, "source": s.source}
                          for s in report.settings},
         }).decode())
@@ -74,6 +77,7 @@ def cmd_config(args: Any) -> int:
                                      "none, so defaults and environment only: valid"))
     print(f"turns   {describe_turns(report.turn_defaults)} (when a session and its prompt "
           "name none)")
+    print(f"sandbox {boundary} (commands of an owner started from here)")
     _owner_note(home)
     for name in _FAULT_VARS:
         if os.environ.get(name):
@@ -107,4 +111,7 @@ def _text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, list):
         return ", ".join(value) if value else "[]"
+    if isinstance(value, dict):  # an MCP server: its non-empty keys, key=value
+        return "; ".join(f"{k}={_text(v)}" for k, v in value.items()
+                         if v not in ([], {}, None) and v != {"allow": [], "deny": []})
     return str(value)

@@ -20,14 +20,15 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import WebSocketException
 
 from tether.rpc.envelope import GAP_CLIENT_QUEUE_OVERFLOW, replay_gap
-from tether.rpc.errors import InvalidParams
+from tether.rpc.errors import InvalidParams, RpcError
 from tether.rpc.framing import decode_reply, encode_request
-from tether.rpc.protocol import EVENT_METHOD
+from tether.rpc.protocol import EVENT_METHOD, PROTOCOL
 
 #: the close code of a peer that refused a frame as too big (RFC 6455 §7.4.1)
 CLOSE_TOO_BIG = 1009
 
-__all__ = ["Connection", "ConnectionLost", "Inbox", "MAX_BUFFERED_EVENTS"]
+__all__ = ["Connection", "ConnectionLost", "Inbox", "MAX_BUFFERED_EVENTS",
+           "ProtocolMismatchWarning", "warn_on_other_protocol"]
 
 #: events buffered per session stream before the oldest are dropped for a replay
 #: (a consumer that stops reading must not grow the client's memory without end)
@@ -40,6 +41,32 @@ MAX_BACKLOG_SESSIONS = 64
 
 class ConnectionLost(ConnectionError):
     """The connection to the owner closed (owner restarted or stopped, socket dropped)."""
+
+
+class ProtocolMismatchWarning(RuntimeWarning):
+    """An owner reached over TCP names another protocol than this client's."""
+
+
+_warned: set[str] = set()
+
+
+async def warn_on_other_protocol(conn: Connection) -> None:
+    """Ask the owner at the other end of a TCP connection its protocol (daemon.json says
+    it for the Unix socket) and warn, once per protocol, when it is not this client's:
+    its calls and events may not be what this client expects. The connection is used
+    either way; a connection lost meanwhile is the caller's next call's to find."""
+    import warnings
+
+    try:
+        served = (await conn.request("runtime.describe", {})).get("protocol")
+    except (ConnectionLost, WebSocketException, OSError, RpcError):
+        return
+    if served == PROTOCOL or str(served) in _warned:
+        return
+    _warned.add(str(served))
+    warnings.warn(ProtocolMismatchWarning(
+        f"the owner speaks protocol {served!r}, this client speaks {PROTOCOL!r}: calls and "
+        "events may not be what it expects; install matching versions of tether"), stacklevel=2)
 
 
 class Inbox:

@@ -54,6 +54,9 @@ def _job_options(p: argparse.ArgumentParser, *, editing: bool) -> None:
                    help="reasoning effort")
     p.add_argument("--ignore-rules", action="store_true", default=None,
                    help="do not load project rules (AGENTS.md) from the working directory")
+    p.add_argument("--sandbox", metavar="MODE", choices=("workspace-write", "read-only", "off"),
+                   help="the sandbox of the runs' commands (at least as strict as the "
+                        "owner's sandbox.mode)")
     p.add_argument("--cwd", metavar="DIR",
                    help="working directory of the runs" + ("" if editing else
                                                            " (default: this one)"))
@@ -153,7 +156,7 @@ def _params(args: Any) -> dict[str, Any]:
                            'give it with -q "TEXT" or --query-file PATH')
         out["prompt"] = prompt
     for key in ("schedule", "tz", "provider", "model", "base_url", "toolsets", "max_turns",
-                "reasoning", "ignore_rules", "overlap", "cwd"):
+                "reasoning", "ignore_rules", "sandbox", "overlap", "cwd"):
         if getattr(args, key) is not None:
             out[key] = getattr(args, key)
     if args.missed is not None:

@@ -3,9 +3,14 @@
 The checks, in order: the configuration (as ``tether config check`` reads
 it); the owner (running, with its pid and addresses, or not); its socket (it
 answers ``runtime.describe``, at the CLI's version); its settings (the
-provider and model it runs with are what the configuration here says); and
+provider and model it runs with are what the configuration here says);
+the sandbox (the boundary around the agent's commands: the running owner's,
+else what an owner started here would have; ``warn`` when there is none);
 the model endpoint (``GET {base_url}/models`` with the configured key: a
-server is there, takes the key and serves the model; tether.daemon.probe).
+server is there, takes the key and serves the model; tether.daemon.probe);
+streaming (a small streamed request carrying one tool, then without streaming if
+the server cannot stream it: which ``model.stream`` works); then one line per MCP server of the configuration, with the state the running
+owner reports (a server that failed to start is a FAIL with its error).
 A check that cannot run because an earlier one failed, or has nothing to look
 at, says ``skip``. Exit 0 when nothing failed, 1 otherwise. Never starts an
 owner; imports the daemon's config and httpx, so it is not a fast path.
@@ -31,7 +36,7 @@ DESCRIBE_TIMEOUT = 5.0
 @dataclass
 class Check:
     name: str
-    state: str  # ok | FAIL | skip
+    state: str  # ok | FAIL | warn | skip (warn: works, but less safely; exit 0)
     detail: str
     fix: str = ""
 
@@ -45,9 +50,12 @@ def cmd_doctor(args: Any) -> int:
     desc = _owner(home, checks)
     runtime = _socket(home, desc, checks)
     _settings(report, runtime, checks)
-    _model(report, checks)
+    _sandbox(report, runtime, checks)
+    served = _model(report, checks)
+    _stream(report, served, checks)
+    _mcp(report, runtime, checks)
     tty = sys.stdout.isatty()
-    marks = {"ok": "✓", "FAIL": "✗", "skip": "-"} if tty else {}
+    marks = {"ok": "✓", "FAIL": "✗", "skip": "-", "warn": "!"} if tty else {}
     width = max(len(c.name) for c in checks)
     for c in checks:
         mark = marks.get(c.state, c.state)
@@ -187,14 +195,44 @@ def _settings(report: Any, runtime: dict[str, Any] | None, checks: list[Check]) 
     checks.append(Check("settings", "ok", "the owner uses the configuration here"))
 
 
-def _model(report: Any, checks: list[Check]) -> None:
+#: how to get a sandbox where there is none
+SANDBOX_FIX = ("install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: "
+               "`dnf install bubblewrap`), make sure user namespaces are enabled, then "
+               "`tether stop` so the next owner finds it")
+
+
+def _sandbox(report: Any, runtime: dict[str, Any] | None, checks: list[Check]) -> None:
+    """The boundary around the agent's commands: the running owner's, or the one an
+    owner started from here would have."""
+    said = runtime.get("sandbox") if runtime is not None else None
+    if isinstance(said, str):
+        where = "the owner runs commands in: "
+    elif report is None:
+        checks.append(Check("sandbox", "skip", "the configuration is invalid"))
+        return
+    else:
+        from tether.daemon.toolsets.sandbox import describe, probe
+
+        said, where = describe(report.config.sandbox, probe()), "an owner started here: "
+    if not said.startswith("none"):
+        checks.append(Check("sandbox", "ok", where + said))
+    elif "sandbox.mode is off" in said:
+        checks.append(Check("sandbox", "warn", where + said,
+                            "set sandbox.mode: workspace-write in config.yaml (docs/"
+                            "configuration.md) unless something else contains this owner"))
+    else:
+        checks.append(Check("sandbox", "warn", where + said, SANDBOX_FIX))
+
+
+def _model(report: Any, checks: list[Check]) -> bool:
+    """Whether the configured model is served (so a request to it can be tried)."""
     if report is None:
         checks.append(Check("model", "skip", "the configuration is invalid"))
-        return
+        return False
     defaults = report.turn_defaults
     if defaults["provider"] == "demo":
         checks.append(Check("model", "ok", "provider demo is offline: it needs no endpoint"))
-        return
+        return False
     from tether.daemon.probe import probe_models
     from tether.daemon.settings import endpoint, resolve_turn
 
@@ -207,8 +245,56 @@ def _model(report: Any, checks: list[Check]) -> None:
         checks.append(Check("model", "FAIL", f"provider {turn.provider} has no base_url",
                             "set model.base_url (or OPENAI_BASE_URL) to the server's "
                             "OpenAI-compatible root, e.g. http://127.0.0.1:8000/v1"))
-        return
+        return False
     probe = probe_models(url, turn.api_key, turn.model,
                          connect_timeout=m.connect_timeout_seconds,
                          timeout=min(m.timeout_seconds, 30.0))
     checks.append(Check("model", "ok" if probe.ok else "FAIL", probe.detail, probe.fix))
+    return probe.ok
+
+
+def _stream(report: Any, served: bool, checks: list[Check]) -> None:
+    """A small streamed request with one tool: which model.stream works with the server."""
+    if not served:
+        why = "provider demo streams" if report is not None and \
+            report.turn_defaults["provider"] == "demo" else "no served model to ask"
+        checks.append(Check("stream", "skip", why))
+        return
+    from tether.daemon.probe import probe_streaming
+    from tether.daemon.settings import endpoint, resolve_turn
+
+    m = report.config.model
+    turn = resolve_turn(report.config, {}, {})
+    url = endpoint(turn.provider, turn.base_url)
+    assert url is not None  # _model found the model served there
+    probe = probe_streaming(url, turn.api_key, turn.model, m.stream,
+                            connect_timeout=m.connect_timeout_seconds,
+                            timeout=min(m.timeout_seconds, 60.0))
+    checks.append(Check("stream", "ok" if probe.ok else "FAIL", probe.detail, probe.fix))
+
+
+def _mcp(report: Any, runtime: dict[str, Any] | None, checks: list[Check]) -> None:
+    """One line per configured MCP server, in the state the running owner reports."""
+    names = [s.name for s in report.config.mcp.servers] if report is not None else []
+    reported = {s["name"]: s for s in (runtime or {}).get("mcp_servers") or []}
+    for name in names or list(reported):
+        s = reported.get(name)
+        what = f"mcp:{name}"
+        if s is None:
+            why = "no owner answering" if runtime is None else \
+                "the running owner does not have it (it started before it was added)"
+            checks.append(Check(what, "skip", why))
+        elif s["state"] == "failed":
+            checks.append(Check(what, "FAIL", f"{s['transport']} {s['target']}: {s['error']}",
+                                f"fix mcp.servers.{name} in config.yaml (a stdio server's "
+                                f"stderr is in logs/mcp-{name}.log); `tether mcp tools {name}` "
+                                "tries it again"))
+        elif s["state"] == "ready":
+            checks.append(Check(what, "ok", f"{s['transport']} {s['target']}: ready, "
+                                            f"{len(s['tools'])} tools"))
+        elif s["state"] == "disabled":
+            checks.append(Check(what, "skip", "enabled: false in config.yaml"))
+        else:
+            checks.append(Check(what, "ok", f"{s['transport']} {s['target']}: {s['state']} "
+                                            f"(started when a turn needs it; `tether mcp "
+                                            f"tools {name}` starts it now)"))

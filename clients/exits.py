@@ -5,7 +5,7 @@
     2  usage or invalid input: bad flags, unreadable or empty query, invalid_params,
        admission_conflict, not_found
     3  cannot reach or start the owner, or it refuses service (draining, overloaded,
-       storage_unavailable, internal_error)
+       storage_unavailable, internal_error, forbidden)
 
 Errors are printed as ``tether: <reason>: <detail>`` and ``hint: <one line>`` on
 stderr, never as a traceback (``TETHER_DEBUG=1`` adds one, for developers).
@@ -43,6 +43,8 @@ _RPC: dict[str, tuple[int, str]] = {
                                         "`tether logs` shows the owner's log"),
     "internal_error": (EXIT_OWNER, "a bug in the owner; `tether logs` shows its log, where the "
                                   "error id is"),
+    "forbidden": (EXIT_OWNER, "an agent's own commands may not answer approvals or manage "
+                              "tokens or cron jobs; run it from your own terminal"),
     "unknown_execution": (EXIT_TURN, "a turn was running when the owner crashed; "
                                      "`tether resolve SESSION` records it interrupted and "
                                      "unpauses the session"),

@@ -14,7 +14,7 @@ from .exits import EXIT_USAGE, CliError
 __all__ = ["ChatPlan", "plan_chat", "turn_options", "RECEIPT_POLL_SECONDS"]
 
 #: the CLI's own turn options (flag dest -> wire name), sent only when given
-TURN_FLAGS = ("provider", "model", "base_url", "toolsets", "reasoning", "max_turns")
+TURN_FLAGS = ("provider", "model", "base_url", "toolsets", "reasoning", "max_turns", "sandbox")
 #: while waiting on a turn with no events, check its receipt this often
 RECEIPT_POLL_SECONDS = 5.0
 

@@ -59,8 +59,11 @@ def payload_of(p: PromptSubmitParams) -> dict[str, Any]:
 class AdmissionService:
     def __init__(self, journal: Journal, scheduler: Scheduler, supervisor: Supervisor,
                  turns: TurnRunner, limits: DaemonConfig, *, epoch: int,
-                 place: Callable[[Tx, str], bool] | None = None) -> None:
+                 place: Callable[[Tx, str], bool] | None = None,
+                 sandbox_mode: str = "workspace-write") -> None:
         self._journal = journal
+        #: sandbox.mode: a turn may ask for a stricter sandbox, not a looser one
+        self.sandbox_mode = sandbox_mode
         # in a fleet: whether the session's turns run on this node (its lease);
         # an admission placed elsewhere is only recorded here (fleet/node.py)
         self._place = place
@@ -77,7 +80,7 @@ class AdmissionService:
         total = len(p.text) + sum(len(a.content) for a in p.attachments or ())
         if (refusal := self._too_long(len(p.text), total)) is not None:
             raise refusal
-        check_turn_options(p.provider, p.toolsets, p.base_url)
+        check_turn_options(p.provider, p.toolsets, p.base_url, p.sandbox, self.sandbox_mode)
 
     def _too_long(self, text_chars: int, total_chars: int) -> InvalidParams | None:
         """The refusal of a prompt longer than ``daemon.max_text_chars``, if it is."""

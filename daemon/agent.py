@@ -1,7 +1,8 @@
 """The agent loop: model request → tool calls → tool results → repeat.
 
-Runs until the model answers with text (the turn's result) or ``max_turns``
-model calls were made. The loop knows nothing of sessions or the store: it
+Runs until the model answers with text (the turn's result), calls a client's
+tool (an HTTP request's own ``tools``: the turn ends and the client runs it),
+or ``max_turns`` model calls were made. The loop knows nothing of sessions or the store: it
 reports everything through an ``AgentSink`` (deltas, tool progress, transcript
 additions); engine.py runs it for turns and child agents alike.
 """
@@ -26,15 +27,17 @@ EVENT_RESULT_CHARS = 2000
 @dataclass
 class AgentResult:
     text: str
-    exit_reason: str  # completed | max_turns | failed
+    exit_reason: str  # completed | tool_calls | max_turns | failed
     model: str
     api_calls: int = 0
     usage: dict[str, int] = field(default_factory=dict)
     error: str | None = None
+    #: the client's tools the model called (exit_reason tool_calls): the client runs them
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.exit_reason == "completed"
+        return self.exit_reason in ("completed", "tool_calls")
 
 
 class AgentSink(Protocol):
@@ -65,9 +68,11 @@ def _assistant_message(c: Completion) -> dict[str, Any]:
 
 async def _run_tool(tools: dict[str, Tool], name: str, arguments: str,
                     ctx: ToolContext) -> tuple[str, str | None]:
-    tool = tools.get(name)
+    tool = tools.get(name) or next(
+        (t for t in tools.values() if t.stand_in and t.matches(name)), None)
     if tool is None:
-        err = f"unknown tool {name!r}; available: {', '.join(sorted(tools)) or 'none'}"
+        offered = sorted(n for n, t in tools.items() if not t.stand_in)
+        err = f"unknown tool {name!r}; available: {', '.join(offered) or 'none'}"
         return orjson.dumps({"error": err}).decode(), err
     try:
         args = orjson.loads(arguments or "{}")
@@ -82,21 +87,32 @@ async def _run_tool(tools: dict[str, Tool], name: str, arguments: str,
 
 async def run_agent(*, provider: Provider, model: str, reasoning: str | None,
                     messages: list[dict[str, Any]], tools: dict[str, Tool], max_turns: int,
-                    sink: AgentSink, tool_context: Callable[[str], ToolContext]) -> AgentResult:
+                    sink: AgentSink, tool_context: Callable[[str], ToolContext],
+                    client_tools: list[dict[str, Any]] | None = None,
+                    extras: dict[str, Any] | None = None) -> AgentResult:
     """Run the loop over ``messages`` (history plus the new user message).
 
     Appends what it produces to ``messages`` and reports it to ``sink.record``.
     Provider failures end the loop with exit_reason ``failed``; cancellation
-    propagates to the caller.
+    propagates to the caller. ``client_tools`` (function schemas) are offered
+    beside ``tools``: a call of one ends the loop (exit_reason ``tool_calls``)
+    once the calls of our own tools in the same answer have run. ``extras`` go
+    with every model request (``tool_choice`` with the first only: it asks for
+    the next answer).
     """
-    schemas = [t.schema() for t in tools.values()] or None
+    schemas = [t.schema() for t in tools.values() if not t.stand_in] \
+        + list(client_tools or ()) or None
+    theirs = {s["function"]["name"] for s in client_tools or ()}
     result = AgentResult(text="", exit_reason="max_turns", model=model)
+    extra = dict(extras or {})
     for _ in range(max_turns):
         try:
             completion = await provider.complete(
                 messages=messages, tools=schemas, model=model, reasoning=reasoning,
                 on_delta=sink.delta, on_reasoning=sink.reasoning,
+                **({"extras": extra} if extra else {}),
             )
+            extra.pop("tool_choice", None)
         except ProviderError as exc:
             result.exit_reason = "failed"
             result.error = f"{exc.reason}: {exc.detail}"
@@ -113,6 +129,8 @@ async def run_agent(*, provider: Provider, model: str, reasoning: str | None,
         await sink.record([assistant])
         replies = []
         for call in completion.tool_calls:
+            if call.name in theirs:
+                continue  # the client runs it, after this turn
             await sink.tool_start(call.id, call.name, call.arguments)
             text, error = await _run_tool(tools, call.name, call.arguments,
                                           tool_context(call.id))
@@ -122,6 +140,11 @@ async def run_agent(*, provider: Provider, model: str, reasoning: str | None,
                             "content": text})
         messages.extend(replies)
         await sink.record(replies)
+        if calls := [c for c in assistant["tool_calls"] if c["function"]["name"] in theirs]:
+            result.text = completion.text or ""
+            result.tool_calls = calls
+            result.exit_reason = "tool_calls"
+            break
     else:
         result.error = f"stopped after {max_turns} model calls without a final answer"
     return result

@@ -29,9 +29,13 @@ DeltaCallback = Callable[[str], Awaitable[None]]
 
 
 class Progress:
-    """Whether this attempt already handed text to the caller (then it must not be retried)."""
+    """What this attempt got: ``emitted``, text handed to the caller (then it must not be
+    retried); ``in_stream``, a 2xx event stream began; ``answered``, any text, reasoning or
+    tool call arrived in it (then it must not be asked again without streaming)."""
 
     emitted = False
+    in_stream = False
+    answered = False
 
 
 def _too_large(cap: int) -> AttemptFailed:
@@ -52,9 +56,12 @@ async def read_stream(
     not a chat completion or exceeds ``cap``."""
     decoder = SSEDecoder()
     acc = StreamAccumulator(model)
+    progress.in_stream = True
 
     async def take(data: str) -> None:
         text, reasoning = acc.add(data)
+        if acc.size:
+            progress.answered = True
         with clock.paused():  # the callbacks' time is not the provider's silence
             if reasoning and on_reasoning is not None:
                 progress.emitted = True

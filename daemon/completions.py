@@ -23,6 +23,7 @@ __all__ = [
     "LineSplitter",
     "SSEDecoder",
     "StreamAccumulator",
+    "wire_message",
     "ToolCall",
     "classify_status",
     "malformed",
@@ -369,3 +370,13 @@ def retry_after_seconds(value: str | None) -> float | None:
     except ValueError:
         return None
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def wire_message(message: dict) -> dict:
+    """A transcript message as every server takes it: an assistant message without text
+    (one that only calls tools) says ``"content": ""``, not ``null``. OpenAI takes
+    either; llama-cpp-python's server refuses ``null`` and its tool-calling template
+    needs the key, so neither null nor leaving it out works there."""
+    if message.get("role") != "assistant" or message.get("content") is not None:
+        return message
+    return {**message, "content": ""}

@@ -9,26 +9,21 @@ in memory only and are excluded from ``repr``.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .config_mcp import ConfigError, McpConfig, McpServerConfig, _unknown, mcp_server, parse_mcp
+
 __all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "CronConfig", "HttpConfig",
-           "ApprovalsConfig", "ToolsConfig", "ConfigError", "load_config", "read_config_file",
-           "build_config"]
+           "ApprovalsConfig", "ToolsConfig", "SandboxConfig", "SANDBOX_MODES", "ConfigError",
+           "load_config", "read_config_file", "build_config", "McpConfig", "McpServerConfig",
+           "mcp_server"]
 
 
 #: the smallest daemon.max_db_bytes accepted: room for the schema and a little more
 MIN_DB_BYTES = 256 * 1024
-
-
-class ConfigError(Exception):
-    """config.yaml is unreadable or has bad keys/values: ``errors`` holds every one
-    found (the message is them, one a line)."""
-
-    def __init__(self, message: str, errors: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.errors = errors or [message]
 
 
 @dataclass(frozen=True)
@@ -37,7 +32,9 @@ class ModelConfig:
     base_url: str | None = None
     default: str | None = None
     api_key: str | None = field(default=None, repr=False)
-    stream: bool = True
+    # auto | true | false (stream_mode.py): auto streams, and asks an endpoint that
+    # cannot stream without it
+    stream: str = "auto"
     connect_timeout_seconds: float = 10.0
     timeout_seconds: float = 120.0
     # the whole of one model request, retries included (timeout_seconds bounds silence only)
@@ -106,6 +103,21 @@ class ToolsConfig:
     process_ring_bytes: int = 200_000  # output kept per background process
 
 
+#: sandbox.mode values, loosest first (a turn may ask for a stricter one only)
+SANDBOX_MODES: tuple[str, ...] = ("off", "workspace-write", "read-only")
+#: what sandbox.env_allow may name: a variable, or a prefix ending in ``*``
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?")
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """The operating-system boundary around the agent's commands (docs/tools.md)."""
+
+    mode: str = "workspace-write"  # workspace-write | read-only | off
+    network: bool = False  # commands in the sandbox may use the network
+    env_allow: tuple[str, ...] = ()  # more variables a command sees (NAME or PREFIX_*)
+
+
 @dataclass(frozen=True)
 class CronConfig:
     # false: jobs can be managed and run by hand, but nothing fires on schedule
@@ -126,6 +138,14 @@ class HttpConfig:
     keepalive_seconds: float = 10.0
     retry_after_seconds: int = 1
     models: tuple[str, ...] = ()
+    #: a request's body must be in by then, before it takes an in-flight slot
+    body_timeout_seconds: float = 10.0
+    #: how long after a first attempt an SDK's retry of it (same token, same body,
+    #: ``x-stainless-retry-count`` > 0) is attached to it instead of run again
+    retry_window_seconds: float = 600.0
+    #: how long the turn of an SDK client that went away waits for a retry to
+    #: claim it before it is cancelled
+    retry_claim_seconds: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -135,32 +155,16 @@ class Config:
     daemon: DaemonConfig = DaemonConfig()
     approvals: ApprovalsConfig = ApprovalsConfig()
     tools: ToolsConfig = ToolsConfig()
+    sandbox: SandboxConfig = SandboxConfig()
     cron: CronConfig = CronConfig()
     http: HttpConfig = HttpConfig()
+    mcp: McpConfig = McpConfig()
 
 
 #: top-level sections read by other parts of the owner (SPEC §12), not by Config:
 #: known here so that naming them is not an unknown-key error; their own loaders
 #: check their keys
 OTHER_SECTIONS: tuple[str, ...] = ("approvals", "store")
-
-#: keys people write for another one (the model's name is `model.default`)
-_ALIASES = {"name": "default", "model": "default", "model_name": "default", "url": "base_url",
-            "key": "api_key", "apikey": "api_key", "endpoint": "base_url"}
-
-
-def _unknown(key: Any, known: list[str], where: str) -> ConfigError:
-    """An unknown key, named with the nearest valid one."""
-    import difflib
-
-    text = str(key)
-    near = _ALIASES.get(text.lower()) if _ALIASES.get(text.lower()) in known else None
-    if near is None:
-        close = difflib.get_close_matches(text.lower(), known, n=1, cutoff=0.6)
-        near = close[0] if close else None
-    hint = f"; did you mean `{near}`?" if near else f"; valid keys: {', '.join(known)}"
-    return ConfigError(f"config.yaml: unknown key `{where}{text}`{hint}")
-
 
 def _section(cls: type, raw: Any, name: str, errors: list[str]) -> Any:
     """The section's values; each bad key or value is added to ``errors`` (and
@@ -178,6 +182,15 @@ def _section(cls: type, raw: Any, name: str, errors: list[str]) -> Any:
             errors.append(str(_unknown(key, list(known), f"{name}.")))
             continue
         default = getattr(cls(), key)
+        if cls is ModelConfig and key == "stream":
+            from .stream_mode import normalise_mode
+
+            if (mode := normalise_mode(value)) is None:
+                errors.append(f"config.yaml: `model.stream` must be auto, true or false, "
+                          f"not {value!r}")
+            else:
+                values[key] = mode
+            continue
         if known[key].type == "int | None":  # an optional limit: null means "no limit"
             ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
         elif isinstance(default, bool):
@@ -244,11 +257,26 @@ def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Conf
     daemon = _section(DaemonConfig, raw.get("daemon"), "daemon", errors)
     approvals = _section(ApprovalsConfig, raw.get("approvals"), "approvals", errors)
     tools = _section(ToolsConfig, raw.get("tools"), "tools", errors)
+    raw_sandbox = raw.get("sandbox")
+    if isinstance(raw_sandbox, dict) and raw_sandbox.get("mode") is False:
+        # YAML reads a bare `off` as false: it means the mode named off
+        raw_sandbox = {**raw_sandbox, "mode": "off"}
+    sandbox = _section(SandboxConfig, raw_sandbox, "sandbox", errors)
     cron = _section(CronConfig, raw.get("cron"), "cron", errors)
     http = _section(HttpConfig, raw.get("http"), "http", errors)
+    try:
+        mcp = parse_mcp(raw.get("mcp"))
+    except ConfigError as exc:
+        errors += exc.errors
+        mcp = McpConfig()
     if http.max_concurrent_requests < 1 or http.keepalive_seconds <= 0:
         errors.append("config.yaml: `http.max_concurrent_requests` must be at least 1 "
                       "and `http.keepalive_seconds` more than 0")
+    if min(http.body_timeout_seconds, http.retry_window_seconds,
+           http.retry_claim_seconds) <= 0:
+        errors.append("config.yaml: `http.body_timeout_seconds`, "
+                      "`http.retry_window_seconds` and `http.retry_claim_seconds` "
+                      "must be more than 0")
     if env.get("OPENAI_BASE_URL"):
         model = replace(model, base_url=env["OPENAI_BASE_URL"])
         if "provider" not in (raw.get("model") or {}):
@@ -310,7 +338,12 @@ def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Conf
     if not tools.command_timeout_seconds > 0 or tools.max_processes < 1 \
             or tools.output_chars < 1000 or tools.process_ring_bytes < 1000:
         errors.append("config.yaml: a `tools` limit is too small (see docs/configuration.md)")
+    if sandbox.mode not in SANDBOX_MODES:
+        errors.append("config.yaml: `sandbox.mode` must be workspace-write, read-only or off")
+    if bad := [n for n in sandbox.env_allow if not _ENV_NAME.fullmatch(n)]:
+        errors.append(f"config.yaml: `sandbox.env_allow` takes variable names (or a "
+                      f"prefix ending in *), not {bad[0]!r}")
     if errors:
         raise ConfigError("\n".join(errors), errors)
     return Config(model=model, delegation=delegation, daemon=daemon, cron=cron, http=http,
-                  approvals=approvals, tools=tools)
+                  approvals=approvals, tools=tools, sandbox=sandbox, mcp=mcp)

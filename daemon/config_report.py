@@ -97,7 +97,19 @@ def config_report(path: Path, env: Mapping[str, str]) -> ConfigReport:
     if errors:  # every problem at once, not one per run
         raise ConfigError("\n".join(errors), errors)
     settings = []
+    for server in config.mcp.servers:  # env values and headers may be secrets: names only
+        shown = {"command": " ".join((server.command or "", *server.args)).strip() or None,
+                 "url": shown_url(server.url) if server.url else None,
+                 "env": [k for k, _ in server.env] or None,
+                 "headers": [k for k, _ in server.headers] or None,
+                 "enabled": server.enabled, "timeout_seconds": server.timeout_seconds,
+                 "tools": {"allow": list(server.tools_allow), "deny": list(server.tools_deny)}}
+        settings.append(Setting(f"mcp.servers.{server.name}",
+                                {k: v for k, v in shown.items() if v is not None},
+                                "config.yaml"))
     for section in fields(Config):
+        if section.name == "mcp":
+            continue
         values = getattr(config, section.name)
         for f in fields(values):
             settings.append(Setting(f"{section.name}.{f.name}",

@@ -145,8 +145,10 @@ class DemoProvider:
         reasoning: str | None = None,
         on_delta: DeltaCallback | None = None,
         on_reasoning: DeltaCallback | None = None,
+        extras: dict[str, Any] | None = None,
     ) -> Completion:
-        """Answer per the script; text is streamed to ``on_delta`` in a few chunks."""
+        """Answer per the script; text is streamed to ``on_delta`` in a few chunks
+        (``extras`` are ignored: the script decides)."""
         text, tool_calls = self.plan(messages, tools)
         if text and on_delta is not None:
             pieces = re.findall(r"\S+\s*", text)

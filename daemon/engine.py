@@ -47,7 +47,8 @@ class Engine:
         self._approvals = approvals
 
     async def run(self, run: AgentRun, settings: TurnSettings, messages: list[dict[str, Any]],
-                  sink: EventSink) -> AgentResult:
+                  sink: EventSink, client_tools: list[dict[str, Any]] | None = None,
+                  extras: dict[str, Any] | None = None) -> AgentResult:
         """Run the agent to its answer; ResolveError if no provider fits the settings,
         StorageError if what it reported could not be written."""
         provider = self._providers.for_settings(settings)
@@ -55,12 +56,14 @@ class Engine:
         approvals = self._approvals
 
         def context(call_id: str) -> ToolContext:
-            async def approve(tool: str, kind: str, subject: str) -> Verdict:
+            async def approve(tool: str, kind: str, subject: str, *, sandbox: str = "none",
+                              escalate: bool = False, reason: str | None = None) -> Verdict:
                 if approvals is None:
                     return Verdict(False, "denied: this owner has no approval service")
                 call = ApprovalCall(run.session_id, run.admission_id, call_id, tool, run.cwd,
                                     run.attended)
-                return await approvals.check(call, kind, subject)
+                return await approvals.check(call, kind, subject, sandbox=sandbox,
+                                             escalate=escalate, reason=reason)
 
             return ToolContext(session_id=run.session_id, admission_id=run.admission_id,
                                call_id=call_id, depth=run.depth, settings=settings,
@@ -69,7 +72,9 @@ class Engine:
 
         result = await run_agent(
             provider=provider, model=settings.model, reasoning=settings.reasoning,
-            messages=messages, tools=self._tools.for_agent(settings.toolsets, run.depth),
-            max_turns=settings.max_turns, sink=sink, tool_context=context)
+            messages=messages,
+            tools=await self._tools.offered(settings.toolsets, run.depth, run.session_id),
+            max_turns=settings.max_turns, sink=sink, tool_context=context,
+            client_tools=client_tools, extras=extras)
         await sink.settle()
         return result

@@ -28,6 +28,7 @@ from tether.store import tokens as token_rows
 
 from .admissions import AdmissionService
 from .events import EventBus
+from .peers import guard as peer_guard
 from .server import Call
 from .session_admin import SessionAdmin
 from .sessions import SessionService
@@ -72,6 +73,8 @@ class Identity:
     epoch: int
     #: settings.turn_defaults of the owner's configuration
     turn_defaults: dict[str, str | None]
+    #: the boundary around the agent's commands (toolsets/sandbox.py Sandbox.describe)
+    sandbox: str = "none"
 
 
 def build_dispatcher(*, identity: Identity, db: Store, bus: EventBus,
@@ -79,10 +82,12 @@ def build_dispatcher(*, identity: Identity, db: Store, bus: EventBus,
                      turns: TurnRunner, supervisor: Supervisor,
                      check_results: bool = False,
                      admin: SessionAdmin | None = None,
+                     mcp: Callable[[], list[dict[str, Any]]] | None = None,
                      register: Sequence[Callable[[Dispatcher], None]] = ()) -> Dispatcher:
     """The dispatcher with every method's handler; ``register`` adds the handlers a
     feature keeps in its own package (cron/handlers.py)."""
-    d = Dispatcher(check_results=check_results, translate=translate)
+    # the agent's own processes may not answer approvals, mint tokens, schedule jobs
+    d = Dispatcher(check_results=check_results, translate=translate, guard=peer_guard)
 
     @d.register("runtime.describe")
     async def describe(p: m.RuntimeDescribeParams, call: Call) -> dict[str, Any]:
@@ -90,7 +95,8 @@ def build_dispatcher(*, identity: Identity, db: Store, bus: EventBus,
                 "instance_id": identity.instance_id, "epoch": identity.epoch,
                 "pid": os.getpid(), "capabilities": CAPABILITIES,
                 "providers": list(PROVIDER_NAMES), "toolsets": list(TOOLSETS),
-                "turn_defaults": identity.turn_defaults}
+                "turn_defaults": identity.turn_defaults, "sandbox": identity.sandbox,
+                "mcp_servers": mcp() if mcp is not None else []}
 
     @d.register("ping")
     async def ping(p: m.PingParams, call: Call) -> dict[str, Any]:

@@ -158,11 +158,15 @@ def digest(payload_json: str) -> str:
     return hashlib.sha256(payload_json.encode()).hexdigest()
 
 
-def result_json(text: str, usage: dict[str, Any], error: str | None) -> str:
-    """The stored result of a terminal admission (``error`` only when there is one)."""
+def result_json(text: str, usage: dict[str, Any], error: str | None,
+                tool_calls: list[dict[str, Any]] | None = None) -> str:
+    """The stored result of a terminal admission (``error`` only when there is one;
+    ``tool_calls``, the calls of an HTTP client's tools that ended the turn, likewise)."""
     result: dict[str, Any] = {"text": text, "usage": usage}
     if error:
         result["error"] = error
+    if tool_calls:
+        result["tool_calls"] = tool_calls
     return orjson.dumps(result).decode()
 
 

@@ -18,7 +18,7 @@ from tether.store import admissions, messages, sessions
 from .journal import Tx
 from .ledger import Event, IllegalTransition, outcomes, result_json, sources
 from .scheduler import Scheduler
-from .transcript import user_text
+from .transcript import input_messages
 
 __all__ = ["start", "settle", "orphan", "start_payload", "START_TEXT_CHARS"]
 
@@ -33,8 +33,8 @@ def start(tx: Tx, view: Scheduler, session_id: str, admission_id: str,
     session = sessions.get(tx.conn, session_id)
     assert session is not None  # admissions reference their session
     payload = orjson.loads(row["payload_json"])
-    messages.append(tx.conn, session_id, [{"role": "user", "content": user_text(payload),
-                                           "admission_id": admission_id}], tx.now)
+    messages.append(tx.conn, session_id, [{**m, "admission_id": admission_id}
+                                          for m in input_messages(payload)], tx.now)
     tx.event(session_id, "message.start", start_payload(admission_id, row, payload),
              admission_id)
     tx.event(session_id, "session.info", view.view(session_id))
@@ -59,13 +59,13 @@ def start_payload(admission_id: str, row: dict[str, Any],
 
 def settle(tx: Tx, view: Scheduler, session_id: str, admission_id: str, event: Event,
            outcome: str, *, text: str = "", usage: dict[str, Any] | None = None,
-           error: str | None = None) -> bool:
+           error: str | None = None, tool_calls: list[dict[str, Any]] | None = None) -> bool:
     """→ terminal/``outcome`` by ``event``, announced with ``message.complete`` and
     ``session.info``; False (and nothing written) if the row's status does not
     allow ``event`` (it was settled already, say)."""
     if outcome not in outcomes(event):
         raise IllegalTransition(f"{event.value} cannot record {outcome!r}")
-    body = result_json(text, usage or {}, error)
+    body = result_json(text, usage or {}, error, tool_calls)
     if not admissions.finish(tx.conn, admission_id, outcome, body, tx.now, sources(event)):
         return False
     complete: dict[str, Any] = {"admission_id": admission_id, "outcome": outcome, "text": text}

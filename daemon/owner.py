@@ -34,6 +34,7 @@ import httpx
 from tether.rpc.protocol import PROTOCOL
 from tether.store import StorageError
 from tether.store import runtime as runtime_rows
+from tether.store import sessions as session_rows
 
 from . import faults
 from .admissions import AdmissionService
@@ -53,6 +54,7 @@ from .fleet.node import FleetNode
 from .handlers import Identity, build_dispatcher
 from .home import Home
 from .journal import Journal
+from .mcp.manager import McpManager, mcp_handlers
 from .provider import Provider
 from .providers import Providers
 from .recovery import recover
@@ -65,9 +67,9 @@ from .supervisor import Supervisor
 from .tcp_listener import TcpListener, register_listen_method
 from .tokens import TokenService, register_token_methods
 from .tools import ToolRegistry
-from .toolsets.env import scrubbed_env
 from .toolsets.files import file_tools
 from .toolsets.processes import ProcessTable
+from .toolsets.sandbox import Sandbox, probe, store_credentials
 from .toolsets.terminal import process_tool, terminal_tool
 from .turns import TurnRunner
 from .viewer import ViewerPages
@@ -136,16 +138,21 @@ async def run_owner(home: Home, *, tcp: str | None = None, config: Config | None
         os.close(lock_fd)
 
 
+async def session_exists(db: Any, session_id: str) -> bool:
+    return await db.read(lambda c: session_rows.get(c, session_id) is not None)
+
+
 def _http_frontend(journal: Journal, bus: EventBus, admissions_svc: AdmissionService,
-                   config: Config, tokens: TokenService,
-                   supervisor: Supervisor) -> HttpFrontend:
+                   config: Config, tokens: TokenService, supervisor: Supervisor,
+                   tools: ToolRegistry) -> HttpFrontend:
     """The HTTP endpoint served on the TCP port beside the WebSocket protocol: the
     OpenAI-compatible API and the viewer page; its bearer tokens are checked as
     the WebSocket listener checks them."""
     from .http import HttpFrontend
 
     return HttpFrontend(journal, bus, admissions_svc, config, tokens.check,
-                        lambda: supervisor.draining, ViewerPages(tokens).answer)
+                        lambda: supervisor.draining, ViewerPages(tokens).answer,
+                        tool_names=tools.names())
 
 
 async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None,
@@ -168,8 +175,14 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             await recover(journal, epoch, scheduler, dcfg.unknown_policy)
         loop = asyncio.get_running_loop()
         async with httpx.AsyncClient() as http, asyncio.TaskGroup() as tasks:
+            # every command runs in the sandbox, with an allowlisted environment
+            # (docs/tools.md): the owner's home, secrets and store are out of reach
+            sandbox = Sandbox(config.sandbox, probe(), home=home.root,
+                              hidden_files=store_credentials(store.url, os.environ),
+                              secrets=(config.model.api_key, config.delegation.api_key))
+            log.info("sandbox: %s", sandbox.describe())
             identity = Identity(version=tether_version(), instance_id=instance_id, epoch=epoch,
-                                turn_defaults=turn_defaults(config))
+                                turn_defaults=turn_defaults(config), sandbox=sandbox.describe())
             supervisor = Supervisor(tasks)
             fleet = FleetNode(journal, scheduler, supervisor, node_id=identity.instance_id,
                               epoch=epoch, lease_seconds=store.lease_seconds,
@@ -186,21 +199,24 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                                stop_elsewhere=fleet.stop_elsewhere if fleet else None)
             admissions_svc = AdmissionService(journal, scheduler, supervisor, turns, dcfg,
                                               epoch=epoch,
-                                              place=fleet.place if fleet else None)
-            sessions = SessionService(journal, bus, scheduler, supervisor)
+                                              place=fleet.place if fleet else None,
+                                              sandbox_mode=config.sandbox.mode)
+            sessions = SessionService(journal, bus, scheduler, supervisor,
+                                      sandbox_mode=config.sandbox.mode)
             children = ChildRunner(engine, journal, supervisor, config)
             background = BackgroundDelegations(children, journal, supervisor, config,
                                                admissions_svc.admit, epoch=epoch)
             tools.add(delegate_task_tool(children, background, config.delegation))
-            # commands never see the owner's secrets (docs/tools.md)
-            command_env = scrubbed_env(os.environ, (config.model.api_key,
-                                                    config.delegation.api_key))
             processes = ProcessTable(journal, supervisor, admissions_svc.admit, config.tools,
-                                     command_env, epoch=epoch)
+                                     sandbox, epoch=epoch)
             tools.add(terminal_tool(processes, config.tools))
             tools.add(process_tool(processes))
-            for tool in file_tools(config.tools):
+            for tool in file_tools(config.tools, home=str(home.root)):  # refused to them
                 tools.add(tool)
+            mcp = McpManager(config.mcp, env=os.environ, logs=home.logs,
+                             media=home.root / "mcp-media", version=identity.version,
+                             output_chars=config.tools.output_chars)
+            tools.add_dynamic("mcp", mcp.tools)
             cron = CronService(journal, admissions_svc.admit, supervisor, config,
                                **({"max_sleep": FLEET_SLEEP_SECONDS} if fleet else {}))
             cron_jobs = CronJobs(journal, cron, config)
@@ -209,9 +225,11 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             port: list[TcpListener] = []  # made once the listeners are
             dispatcher = build_dispatcher(identity=identity, db=db, bus=bus, sessions=sessions,
                                           admissions=admissions_svc, turns=turns,
-                                          supervisor=supervisor,
+                                          supervisor=supervisor, mcp=mcp.describe_all,
                                           register=[cron_handlers(cron_jobs, cron),
                                                     approval_handlers(approvals),
+                                                    mcp_handlers(mcp, partial(
+                                                        session_exists, db)),
                                                     partial(register_token_methods,
                                                             tokens=tokens),
                                                     partial(register_listen_method,
@@ -237,9 +255,14 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                     home.write_descriptor({**descriptor, "tcp_url": url})
                     log.info("listening on %s too, as asked (runtime.listen_tcp)", url)
 
-            port.append(TcpListener(listeners, lambda: _http_frontend(
-                journal, bus, admissions_svc, config, tokens, supervisor),
-                allow_remote=dcfg.tcp_allow_remote, opened=listening))
+            def make_api() -> HttpFrontend:
+                api = _http_frontend(journal, bus, admissions_svc, config, tokens, supervisor,
+                                     tools)
+                tokens.on_revoke.append(api.app.drop_token)
+                return api
+
+            port.append(TcpListener(listeners, make_api, allow_remote=dcfg.tcp_allow_remote,
+                                    opened=listening))
             if tcp:
                 await port[0].open(tcp)
             for sig in STOP_SIGNALS:
@@ -277,10 +300,12 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             await turns.stop_all(dcfg.grace_seconds)
             await background.stop_all()
             await processes.stop_all()
+            await mcp.close()
             if fleet is not None:
                 with contextlib.suppress(StorageError):
                     await fleet.leave()  # its queued sessions go to the other nodes
             home.remove_runtime_files()
+            tokens.close()
             # together: on Python 3.12+ closing the port waits for its HTTP connections too
             await asyncio.gather(listeners.close(), port[0].close())
             for sig in STOP_SIGNALS:

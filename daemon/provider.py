@@ -5,7 +5,9 @@
 providers.py turns a turn's settings into a `Provider`. This module is the
 HTTP shell (requests and retries); answers.py reads an answer off the response as it
 arrives, and parsing it, with no I/O, is completions.py, whose `Completion`, `ToolCall`,
-`SSEDecoder` and `parse_completion` are importable from here too.
+`SSEDecoder` and `parse_completion` are importable from here too. Whether a request
+streams is ``stream`` (auto | true | false): with auto, a server that cannot stream a
+request is asked again without streaming, and remembered (stream_mode.py).
 
 Every failure a caller can see is a `ProviderError` (provider_errors.py, with the table
 of its reasons); httpx exceptions are translated there and nowhere else. Each attempt
@@ -38,6 +40,7 @@ from .completions import (
     ToolCall,
     malformed,
     parse_completion,
+    wire_message,
 )
 from .provider_errors import (
     BUILD_FAILURES,
@@ -64,6 +67,7 @@ __all__ = [
 ]
 
 from .retry_notice import announce_retry
+from .stream_mode import STREAM_MODES, CannotStream, StreamMemory, normalise_mode, stream_failure
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +97,11 @@ class Provider(Protocol):
         reasoning: str | None = None,
         on_delta: DeltaCallback | None = None,
         on_reasoning: DeltaCallback | None = None,
+        extras: dict[str, Any] | None = None,
     ) -> Completion:
-        """Return the model's answer; text and reasoning are also passed, in order, to the callbacks."""
+        """Return the model's answer; text and reasoning are also passed, in order, to the
+        callbacks. ``extras`` are more fields of the request (an HTTP client's
+        ``response_format``, ``tool_choice``); a provider that cannot send them ignores them."""
         ...
 
 
@@ -137,7 +144,8 @@ class OpenAIProvider:
         name: str,
         base_url: str,
         api_key: str | None,
-        stream: bool = True,
+        stream: bool | str = True,
+        stream_memory: StreamMemory | None = None,
         connect_timeout: float = 10,
         read_timeout: float = 120,
         request_timeout: float = REQUEST_TIMEOUT,
@@ -155,7 +163,12 @@ class OpenAIProvider:
         self.name = name
         self.base_url = base_url.rstrip("/")
         self.url = f"{self.base_url}/chat/completions"
-        self.stream = stream
+        mode = normalise_mode(stream)
+        if mode is None:
+            raise ValueError(f"stream must be one of {', '.join(STREAM_MODES)}, not {stream!r}")
+        #: auto | true | false (stream_mode.py)
+        self.stream_mode = mode
+        self._memory = stream_memory if stream_memory is not None else StreamMemory()
         self.max_retries = max_retries
         self._client = client
         self._api_key = api_key or None
@@ -174,20 +187,36 @@ class OpenAIProvider:
         )
 
     def __repr__(self) -> str:
-        return f"OpenAIProvider(name={self.name!r}, url={self.url!r}, stream={self.stream})"
+        return (f"OpenAIProvider(name={self.name!r}, url={self.url!r}, "
+                f"stream={self.stream_mode})")
+
+    def streams(self, model: str) -> bool:
+        """Whether the next request for ``model`` asks for a stream."""
+        if self.stream_mode == "auto":
+            return self._memory.streams(self.base_url, model)
+        return self.stream_mode == "true"
 
     def request_body(
-        self, *, messages: list[dict], tools: list[dict] | None, model: str, reasoning: str | None
+        self, *, messages: list[dict], tools: list[dict] | None, model: str, reasoning: str | None,
+        stream: bool | None = None,
+        extras: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The JSON body `complete` sends (exposed so callers and tests can inspect it)."""
-        body: dict[str, Any] = {"model": model, "messages": messages, "stream": self.stream}
+        """The JSON body `complete` sends (exposed so callers and tests can inspect it);
+        ``stream`` None is what `streams` says."""
+        if stream is None:
+            stream = self.streams(model)
+        body: dict[str, Any] = {"model": model, "messages": [wire_message(m) for m in messages],
+                                "stream": stream}
         if tools:
             body["tools"] = tools
             body["tool_choice"] = "auto"
-        if self.stream:
+        if stream:
             body["stream_options"] = {"include_usage": True}
         if reasoning and reasoning != "none":
             body["reasoning_effort"] = reasoning
+        for key, value in (extras or {}).items():
+            if key != "tool_choice" or tools:  # a tool_choice needs tools to choose from
+                body[key] = value
         return body
 
     async def complete(
@@ -199,35 +228,82 @@ class OpenAIProvider:
         reasoning: str | None = None,
         on_delta: DeltaCallback | None = None,
         on_reasoning: DeltaCallback | None = None,
+        extras: dict[str, Any] | None = None,
     ) -> Completion:
         """Request one completion, retrying transient failures; raise `ProviderError` on failure.
 
         Text and reasoning reach ``on_delta``/``on_reasoning`` in order: per chunk when
         streamed, or once in full when the server answered with a plain JSON body. Exceptions
-        raised by the callbacks propagate unchanged.
+        raised by the callbacks propagate unchanged. With ``stream`` auto, a streamed request
+        the server cannot stream (stream_mode.py) is asked once more without streaming.
         """
-        body = orjson.dumps(
-            self.request_body(messages=messages, tools=tools, model=model, reasoning=reasoning)
-        )
+        stream = self.streams(model)
+        request = {"messages": messages, "tools": tools, "model": model, "reasoning": reasoning,
+                   "extras": extras}
+        try:
+            return await self._request(request, stream, on_delta, on_reasoning)
+        except CannotStream as failed:
+            first = scrub_key(failed.failure.what, self._api_key)
+            if failed.failure.body:
+                first += f": {scrub_key(failed.failure.body, self._api_key)}"
+        log.warning("provider %s: the streamed request for %s failed before any answer (%s); "
+                    "asking again without streaming", self.name, model, first)
+        try:
+            completion = await self._request(request, False, on_delta, on_reasoning,
+                                             after_broken_stream=True)
+        except ProviderError as exc:
+            raise ProviderError(
+                exc.reason, f"{exc.detail}; asked without streaming after the streamed "
+                f"request failed ({first})", status=exc.status, retryable=exc.retryable,
+            ) from None
+        self._memory.remember(self.base_url, model, first)
+        return completion
+
+    async def _request(
+        self,
+        request: dict[str, Any],
+        stream: bool,
+        on_delta: DeltaCallback | None,
+        on_reasoning: DeltaCallback | None,
+        after_broken_stream: bool = False,
+    ) -> Completion:
+        """One request with its retries; `CannotStream` when ``stream`` auto should ask
+        again without streaming. ``after_broken_stream``: the server may close the
+        connection a failed stream was read on after it went back to the pool, so a
+        connection error of the first attempt is asked again at once, uncounted."""
+        model = request["model"]
+        body = orjson.dumps(self.request_body(**request, stream=stream))
         headers = {
             "Content-Type": "application/json",
-            "Accept": "text/event-stream" if self.stream else "application/json",
+            "Accept": "text/event-stream" if stream else "application/json",
         }
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._request_timeout
         attempts = self.max_retries + 1
-        for attempt in range(1, attempts + 1):
+        attempt = 0
+        while True:
+            attempt += 1
             progress = Progress()
             clock = RequestClock(
                 silence=self._read_timeout, deadline=deadline, request_timeout=self._request_timeout
             )
             try:
                 return await self._attempt(
-                    body, headers, model, on_delta, on_reasoning, progress, clock
+                    body, headers, model, on_delta, on_reasoning, progress, clock, stream
                 )
             except AttemptFailed as failure:
+                if stream and self.stream_mode == "auto" and stream_failure(
+                        failure, in_stream=progress.in_stream,
+                        answered=progress.answered or progress.emitted):
+                    raise CannotStream(failure) from None
+                if after_broken_stream and failure.reason == "connection_error":
+                    after_broken_stream = False
+                    attempt -= 1
+                    log.info("provider %s: %s, on the connection the failed stream left; "
+                             "asking on a new one", self.name, failure.what)
+                    continue
                 delay = self._delay(attempt, failure.retry_after)
                 spare = deadline - loop.time() - delay
                 if (why_not := self._why_not_retry(failure, attempt, progress, spare)) is not None:
@@ -244,7 +320,6 @@ class OpenAIProvider:
                     "attempt": attempt + 1, "attempts": attempts, "delay_seconds": delay,
                     "reason": failure.reason, "detail": attempt_detail(failure, self._api_key)})
                 await asyncio.sleep(delay)
-        raise AssertionError("unreachable: the loop returns or raises")
 
     async def _attempt(
         self,
@@ -255,6 +330,7 @@ class OpenAIProvider:
         on_reasoning: DeltaCallback | None,
         progress: Progress,
         clock: RequestClock,
+        stream: bool,
     ) -> Completion:
         try:
             request = self._client.build_request(
@@ -270,7 +346,7 @@ class OpenAIProvider:
                     if not 200 <= response.status_code < 300:
                         raise await status_failure(response, clock.heard, self._api_key)
                     ctype = response.headers.get("content-type", "").lower()
-                    if "event-stream" in ctype or ("json" not in ctype and self.stream):
+                    if "event-stream" in ctype or ("json" not in ctype and stream):
                         return await read_stream(
                             response, model, on_delta, on_reasoning, progress, clock,
                             cap=self._max_response_bytes,

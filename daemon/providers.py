@@ -20,6 +20,7 @@ from .config import Config
 from .demo import DemoProvider
 from .provider import OPENAI_BASE_URL, OpenAIProvider, Provider
 from .settings import ResolveError, TurnSettings
+from .stream_mode import StreamMemory
 
 __all__ = ["Providers", "make_provider"]
 
@@ -69,6 +70,8 @@ class Providers:
         self._http = http
         self._overrides = dict(overrides or {})
         self._config_path = config_path
+        #: endpoints and models found unable to stream (model.stream auto), for the owner's life
+        self.stream_memory = StreamMemory()
 
     def for_settings(self, settings: TurnSettings) -> Provider:
         """The provider to use; ResolveError if the settings cannot make one."""
@@ -78,7 +81,7 @@ class Providers:
         try:
             return make_provider(
                 settings.provider, client=self._http, base_url=settings.base_url,
-                api_key=settings.api_key, stream=m.stream,
+                api_key=settings.api_key, stream=m.stream, stream_memory=self.stream_memory,
                 connect_timeout=m.connect_timeout_seconds, read_timeout=m.timeout_seconds,
                 request_timeout=m.request_timeout_seconds, max_retries=m.max_retries, backoff_base=m.retry_backoff_seconds,
                 config_path=self._config_path,

@@ -4,6 +4,8 @@ Two listeners share one connection handler: the Unix socket ``daemon.sock``
 (mode 0600, peer uid checked with SO_PEERCRED) and an optional loopback TCP
 listener that requires a bearer token and checks the Origin of browsers. On
 both, the endpoint is ``/``; a client may offer the ``tether.v1`` subprotocol.
+Each request's ``Call`` carries the connection's peer (peers.py), by which the
+dispatcher refuses the agent's own processes a few methods (``forbidden``).
 
 Per connection: one receive loop, one task per request, and the connection's
 ``Viewer`` outbox, so replies and events leave in the order they were queued
@@ -31,8 +33,6 @@ import asyncio
 import ipaddress
 import logging
 import os
-import socket
-import struct
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -51,6 +51,7 @@ from tether.rpc.dispatch import Dispatcher
 
 from .events import EventBus, Viewer
 from .http.port import HeadRouter
+from .peers import Peer, tcp_peer, unix_peer
 
 __all__ = ["Call", "Listeners", "SUBPROTOCOL", "TOKEN_PREFIX", "parse_hostport", "tcp_address",
            "ws_options"]
@@ -77,6 +78,8 @@ class Call:
 
     viewer: Viewer
     transport: str  # "unix" | "tcp"
+    #: the process at the other end (peers.py: the agent's own are refused some methods)
+    peer: Peer | None = None
     #: run once the reply is queued (a snapshot's subscription starts flowing then)
     after_reply: list[Callable[[], None]] = field(default_factory=list)
 
@@ -114,13 +117,12 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _peer_uid(conn: ServerConnection) -> int | None:
-    sock = conn.transport.get_extra_info("socket")
-    if sock is None or not hasattr(socket, "SO_PEERCRED"):
-        return None
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", raw)
-    return uid
+def _peer(conn: ServerConnection, transport: str) -> tuple[Peer, int | None]:
+    """The connection's peer, and (Unix socket) its uid."""
+    if transport == "unix":
+        return unix_peer(conn.transport.get_extra_info("socket"))
+    return tcp_peer(conn.transport.get_extra_info("sockname"),
+                    conn.transport.get_extra_info("peername")), None
 
 
 
@@ -233,7 +235,7 @@ class Listeners:
         return None
 
     def _check_unix(self, conn: ServerConnection, request: Request) -> Response | None:
-        uid = _peer_uid(conn)
+        _, uid = _peer(conn, "unix")
         if uid is not None and uid != os.getuid():
             log.warning("refused a Unix-socket peer with uid %s", uid)
             return self._refuse(conn, HTTPStatus.FORBIDDEN, "forbidden: peer is another user")
@@ -267,12 +269,13 @@ class Listeners:
             self._by_token[conn] = token_id
         return refused
 
-    def drop_token(self, token_id: str) -> int:
-        """Close (1008) every connection let in with ``token_id``; how many there were."""
+    def drop_token(self, token_id: str, why: str = "revoked") -> int:
+        """Close (1008, "token revoked" or "token expired") every connection let in
+        with ``token_id``; how many there were."""
         conns = [c for c, t in self._by_token.items() if t == token_id]
         for conn in conns:
             self._by_token.pop(conn, None)
-            asyncio.ensure_future(conn.close(1008, "token revoked"))
+            asyncio.ensure_future(conn.close(1008, f"token {why}"))
         return len(conns)
 
     @staticmethod
@@ -310,6 +313,7 @@ class Listeners:
 
     async def _handle(self, conn: ServerConnection, transport: str) -> None:
         self.connections.add(conn)
+        peer, _ = _peer(conn, transport)
         write_now = self._fast_writer(conn)
         viewer = Viewer(self.viewer_queue, self.max_subscriptions, write_now)
         sender = asyncio.create_task(self._send_loop(conn, viewer, write_now),
@@ -328,7 +332,7 @@ class Listeners:
                 # the peer's writes stall, instead of its replies piling up here.
                 while len(in_flight) + viewer.replies >= MAX_IN_FLIGHT and not viewer.closed:
                     await viewer.wait_room()
-                task = asyncio.create_task(self._request(frame, viewer, transport))
+                task = asyncio.create_task(self._request(frame, viewer, transport, peer))
                 in_flight.add(task)
                 task.add_done_callback(done)
         except ConnectionClosed:
@@ -342,8 +346,9 @@ class Listeners:
             viewer.close()
             sender.cancel()
 
-    async def _request(self, frame: str | bytes, viewer: Viewer, transport: str) -> None:
-        call = Call(viewer=viewer, transport=transport)
+    async def _request(self, frame: str | bytes, viewer: Viewer, transport: str,
+                       peer: Peer | None = None) -> None:
+        call = Call(viewer=viewer, transport=transport, peer=peer)
         if isinstance(frame, bytes):
             reply = self.dispatcher.refuse_binary(frame)  # text frames only
         else:

@@ -102,7 +102,9 @@ def _same_session(found: dict[str, Any], request_id: str, digest: str) -> str:
 
 class SessionService:
     def __init__(self, journal: Journal, bus: EventBus, scheduler: Scheduler,
-                 supervisor: Supervisor) -> None:
+                 supervisor: Supervisor, *, sandbox_mode: str = "workspace-write") -> None:
+        #: sandbox.mode: a session's default sandbox may not be looser
+        self.sandbox_mode = sandbox_mode
         self._journal = journal
         self._db = journal.db
         self._bus = bus
@@ -119,7 +121,7 @@ class SessionService:
 
     async def create(self, p: SessionCreateParams, viewer: Viewer | None) -> tuple[dict, Any]:
         """Create (or find by request_id) a session; returns (snapshot, release)."""
-        check_turn_options(p.provider, p.toolsets, p.base_url)
+        check_turn_options(p.provider, p.toolsets, p.base_url, p.sandbox, self.sandbox_mode)
         options = {k: v for k in TURN_OPTION_FIELDS if (v := getattr(p, k)) is not None}
         params = p.model_dump(exclude={"request_id"}, exclude_none=True)
         digest = ledger.digest(ledger.encode_payload(params))

@@ -14,7 +14,7 @@ from typing import Any
 from tether.rpc.errors import InvalidParams
 from tether.rpc.names import PROVIDER_NAMES, TOOLSETS
 
-from .config import Config
+from .config import SANDBOX_MODES, Config
 from .provider import OPENAI_BASE_URL, base_url_problem
 
 __all__ = ["TurnSettings", "resolve_turn", "resolve_child", "ResolveError",
@@ -39,10 +39,14 @@ class TurnSettings:
     reasoning: str | None
     max_turns: int
     ignore_rules: bool
+    #: the sandbox mode the turn asked for (None: the configured one); never looser
+    #: than sandbox.mode (toolsets/sandbox.py clamps it)
+    sandbox: str | None = None
 
 
 def check_turn_options(provider: str | None, toolsets: list[str] | None,
-                       base_url: str | None = None) -> None:
+                       base_url: str | None = None, sandbox: str | None = None,
+                       configured_sandbox: str = "workspace-write") -> None:
     """Refuse, at session.create / prompt.submit, options no turn could run with.
 
     Caught here, a typo is an ``invalid_params`` the user sees at once, with
@@ -60,6 +64,13 @@ def check_turn_options(provider: str | None, toolsets: list[str] | None,
     if base_url is not None and (why := base_url_problem(base_url)):
         raise InvalidParams(f"base_url {base_url[:100]!r} {why}",
                             fields=[{"loc": "base_url", "msg": why, "type": "value_error"}])
+    if sandbox is not None and SANDBOX_MODES.index(sandbox) < \
+            SANDBOX_MODES.index(configured_sandbox):
+        why = (f"sandbox {sandbox} is looser than the owner's sandbox.mode "
+               f"{configured_sandbox}; a turn may only make it stricter "
+               f"({' < '.join(SANDBOX_MODES)})")
+        raise InvalidParams(why, fields=[{"loc": "sandbox", "msg": "looser than sandbox.mode",
+                                          "type": "value_error"}])
 
 
 def _pick(key: str, *layers: dict[str, Any]) -> Any:
@@ -113,6 +124,7 @@ def resolve_turn(config: Config, session_options: dict[str, Any],
         reasoning=_pick("reasoning", turn_options, session_options),
         max_turns=_pick("max_turns", turn_options, session_options) or config.daemon.max_turns,
         ignore_rules=bool(_pick("ignore_rules", turn_options, session_options)),
+        sandbox=_pick("sandbox", turn_options, session_options),
     )
 
 
@@ -154,4 +166,5 @@ def resolve_child(config: Config, parent: TurnSettings, toolsets: tuple[str, ...
         reasoning=parent.reasoning,
         max_turns=min(parent.max_turns, d.child_max_turns),
         ignore_rules=parent.ignore_rules,
+        sandbox=parent.sandbox,
     )

@@ -3,11 +3,13 @@
 The Unix socket is the user's own door; tokens are how anything else (a TCP
 client, a browser page) gets in. ``TokenService`` is the one place that mints
 and checks them; the listener asks it at every TCP handshake and it tells the
-listener to close the connections of a token the user revokes.
+listener to close the connections of a token the user revokes, or that expires
+while they are open (a timer per token seen with an expiry).
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections.abc import Callable
@@ -32,8 +34,12 @@ UNIX_ONLY = {"loc": "", "msg": "accepted over the Unix socket only", "type": "tr
 class TokenService:
     def __init__(self, db: Store) -> None:
         self._db = db
-        #: called with a revoked token's id (the listener closes its connections)
-        self.on_revoke: list[Callable[[str], int]] = []
+        #: called with the id of a token that was revoked or has expired, and which
+        #: of the two ("revoked", "expired"): the listeners close its connections
+        #: and streams, and say how many there were
+        self.on_revoke: list[Callable[[str, str], int]] = []
+        #: the expiry timers of tokens seen with an ``expires_at``
+        self._expiry: dict[str, asyncio.TimerHandle] = {}
 
     async def create(self, label: str | None, ttl_seconds: float | None = None,
                      once: bool = False) -> dict[str, Any]:
@@ -54,13 +60,38 @@ class TokenService:
             raise NotFound(f"no token {token_id!r}",
                            fields=[{"loc": "token_id", "msg": "no such token",
                                     "type": "not_found"}])
-        closed = sum(hook(token_id) for hook in self.on_revoke)
-        return {"revoked": True, "closed_connections": closed}
+        timer = self._expiry.pop(token_id, None)
+        if timer is not None:
+            timer.cancel()
+        return {"revoked": True, "closed_connections": self._drop(token_id, "revoked")}
+
+    def _drop(self, token_id: str, why: str) -> int:
+        return sum(hook(token_id, why) for hook in self.on_revoke)
 
     async def check(self, token: str) -> str | None:
-        """The id of ``token`` if it is a valid bearer token now, else None."""
+        """The id of ``token`` if it is a valid bearer token now, else None.
+
+        A token with an expiry gets a timer (once) that closes what it opened
+        when that moment comes, as a revoke would."""
         digest, now = token_hash(token), time.time()
-        return await self._db.read(lambda c: token_rows.valid_id(c, digest, now))
+        found = await self._db.read(lambda c: token_rows.valid(c, digest, now))
+        if found is None:
+            return None
+        token_id, expires_at = found
+        if expires_at is not None and token_id not in self._expiry:
+            self._expiry[token_id] = asyncio.get_running_loop().call_later(
+                max(0.0, expires_at - time.time()), self._expired, token_id)
+        return token_id
+
+    def _expired(self, token_id: str) -> None:
+        self._expiry.pop(token_id, None)
+        self._drop(token_id, "expired")
+
+    def close(self) -> None:
+        """Cancel the expiry timers (the owner stops)."""
+        for timer in self._expiry.values():
+            timer.cancel()
+        self._expiry.clear()
 
     async def exchange(self, once: str) -> dict[str, Any] | None:
         """Trade a one-time token for a fresh bearer token (None: not a live one-time token)."""

@@ -13,21 +13,30 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .approvals.policy import Verdict
 from .settings import TOOLSETS, TurnSettings
 
-__all__ = ["Tool", "ToolContext", "ToolRegistry", "Emit", "Approve", "Verdict"]
+__all__ = ["Tool", "ToolContext", "ToolRegistry", "Emit", "Approve", "Verdict", "DynamicTools"]
 
 #: write one event into the calling agent's session (in order with its other events)
 Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
-#: ask whether this call may run a command / write a path: ``approve(tool, kind, subject)``
-#: with kind ``command`` or ``file``; may wait for a person (daemon/approvals)
-Approve = Callable[[str, str, str], Awaitable[Verdict]]
 
 
-async def no_approval(tool: str, kind: str, subject: str) -> Verdict:
+class Approve(Protocol):
+    """Ask whether this call may run a command / write a path: ``approve(tool, kind,
+    subject)`` with kind ``command`` or ``file``; may wait for a person
+    (daemon/approvals). A command names the ``sandbox`` it will run in
+    (``workspace-write``, ``read-only`` or ``none``) and whether it asks to
+    ``escalate`` out of it, with the model's ``reason``."""
+
+    def __call__(self, tool: str, kind: str, subject: str, *, sandbox: str = "none",
+                 escalate: bool = False, reason: str | None = None) -> Awaitable[Verdict]: ...
+
+
+async def no_approval(tool: str, kind: str, subject: str, *, sandbox: str = "none",
+                      escalate: bool = False, reason: str | None = None) -> Verdict:
     """The approval capability of a context built without one: nothing risky runs."""
     return Verdict(False, "denied: no approval service is available to this agent")
 
@@ -62,10 +71,23 @@ class Tool:
     run: Callable[[dict[str, Any], ToolContext], Awaitable[str]]
     #: offered only to agents shallower than this depth (None: at any depth)
     max_depth: int | None = None
+    #: a stand-in: a name ending in ``*`` answers calls of any name with that prefix
+    #: that no offered tool has (an MCP server that is down explains itself);
+    #: stand-ins are never offered to the model
+    stand_in: bool = False
+
+    def matches(self, name: str) -> bool:
+        """Whether a call of ``name`` reaches this stand-in."""
+        return self.stand_in and name.startswith(self.name.rstrip("*"))
 
     def schema(self) -> dict[str, Any]:
         return {"type": "function", "function": {
             "name": self.name, "description": self.description, "parameters": self.parameters}}
+
+
+#: the tools of a toolset whose list changes while the owner runs (MCP servers):
+#: asked at the start of every agent run, with its session and depth
+DynamicTools = Callable[[str, int], Awaitable[dict[str, Tool]]]
 
 
 class ToolRegistry:
@@ -73,6 +95,24 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self._toolsets: dict[str, dict[str, Tool]] = {name: {} for name in TOOLSETS}
+        self._dynamic: dict[str, DynamicTools] = {}
+
+    def add_dynamic(self, toolset: str, source: DynamicTools) -> None:
+        """Let ``source(session_id, depth)`` give ``toolset``'s tools at each agent run."""
+        if toolset not in self._toolsets:
+            raise ValueError(f"unknown toolset {toolset!r}")
+        self._dynamic[toolset] = source
+
+    async def offered(self, toolsets: tuple[str, ...], depth: int,
+                      session_id: str = "") -> dict[str, Tool]:
+        """`for_agent` plus the dynamic toolsets' tools of this moment."""
+        out = self.for_agent(toolsets, depth)
+        for name in toolsets:
+            source = self._dynamic.get(name)
+            if source is not None:
+                for tool in (await source(session_id, depth)).values():
+                    out.setdefault(tool.name, tool)
+        return out
 
     def add(self, tool: Tool) -> Tool:
         tools = self._toolsets.get(tool.toolset)
@@ -82,6 +122,10 @@ class ToolRegistry:
             raise ValueError(f"tool {tool.name} registered twice")
         tools[tool.name] = tool
         return tool
+
+    def names(self) -> frozenset[str]:
+        """Every tool's name (an HTTP client's own tools may not take one)."""
+        return frozenset(name for tools in self._toolsets.values() for name in tools)
 
     def for_agent(self, toolsets: tuple[str, ...], depth: int) -> dict[str, Tool]:
         """The tools an agent with ``toolsets`` at ``depth`` may call."""

@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-__all__ = ["SYSTEM_PROMPT", "UNFINISHED_TOOL_CALL", "chat_history", "user_text",
-           "rules_message", "turn_messages"]
+__all__ = ["SYSTEM_PROMPT", "UNFINISHED_TOOL_CALL", "chat_history", "client_request",
+           "input_messages", "user_text", "rules_message", "turn_messages"]
 
 RULES_FILES = ("AGENTS.md", ".tether/rules.md")
 RULES_MAX_BYTES = 64 * 1024
@@ -78,6 +78,29 @@ def user_text(payload: dict[str, Any]) -> str:
     for a in payload.get("attachments") or ():
         text += f"\n\n[attachment {a['name']} ({a.get('mime_type', 'text/plain')})]\n{a['content']}"
     return text
+
+
+def input_messages(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """What an admission adds to the transcript when its turn starts: the user
+    message, or the results of an HTTP client's tools (``tool_results``: the
+    client ran the calls that ended the previous turn)."""
+    results = payload.get("tool_results")
+    if results:
+        return [{"role": "tool", "tool_call_id": r["tool_call_id"], "content": r["content"]}
+                for r in results]
+    return [{"role": "user", "content": user_text(payload)}]
+
+
+def client_request(payload: dict[str, Any]) -> dict[str, Any]:
+    """What an HTTP client's request adds to its turn's model requests: its own
+    tools, and ``response_format`` / ``tool_choice`` (engine.run's keywords)."""
+    out: dict[str, Any] = {}
+    if payload.get("client_tools"):
+        out["client_tools"] = payload["client_tools"]
+    extras = {k: payload[k] for k in ("response_format", "tool_choice") if payload.get(k)}
+    if extras:
+        out["extras"] = extras
+    return out
 
 
 def rules_message(cwd: str | None) -> dict[str, Any] | None:

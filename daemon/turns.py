@@ -33,7 +33,7 @@ from .scheduler import Scheduler
 from .settings import ResolveError, resolve_turn
 from .sink import EventSink
 from .supervisor import Supervisor
-from .transcript import turn_messages
+from .transcript import client_request, turn_messages
 
 __all__ = ["TurnRunner"]
 
@@ -202,7 +202,8 @@ class TurnRunner:
                              attended=not payload.get("finite"))
             # the model's retries are shown to viewers as model.retry events
             RETRY_LISTENER.set(lambda info: sink.event("model.retry", info))
-            result = await self._engine.run(agent, settings, msgs, sink)
+            result = await self._engine.run(agent, settings, msgs, sink,
+                                            **client_request(payload))
             outcome = "completed" if result.ok else "failed"
             error = result.error
         except ResolveError as exc:
@@ -218,7 +219,9 @@ class TurnRunner:
             sink.flush()
         text = result.text if result is not None else "".join(sink.streamed)
         usage = result.usage if result is not None else {}
-        await self._finish(sid, aid, Event.FINISH, outcome, text=text, usage=usage, error=error)
+        calls = result.tool_calls if result is not None else None
+        await self._finish(sid, aid, Event.FINISH, outcome, text=text, usage=usage, error=error,
+                           tool_calls=calls)
 
     async def _start(self, sid: str, aid: str) -> tuple[dict, dict, list] | None:
         """Mark the admission started; (row, session, transcript), or None if it no
@@ -249,7 +252,8 @@ class TurnRunner:
 
     async def _finish(self, sid: str, aid: str, event: Event, outcome: str, *,
                       text: str = "", usage: dict[str, Any] | None = None,
-                      error: str | None = None) -> None:
+                      error: str | None = None,
+                      tool_calls: list[dict[str, Any]] | None = None) -> None:
         if (run := self.running.get(sid)) is not None and run.admission_id == aid:
             # from here on a stop (interrupt, cancel) must not cut the retries short:
             # that would leave the admission started, and the next owner calls it unknown
@@ -262,6 +266,7 @@ class TurnRunner:
         with contextlib.suppress(StorageError):
             await self._journal_for(sid).persist(
                 lambda tx: outcomes.settle(tx, self._scheduler, sid, aid, event, outcome,
-                                           text=text, usage=usage, error=error),
+                                           text=text, usage=usage, error=error,
+                                           tool_calls=tool_calls),
                 f"the outcome of {aid} ({outcome})",
                 give_up=lambda n: sup.draining and n >= FINISH_ATTEMPTS_WHILE_DRAINING)

@@ -38,7 +38,7 @@ for _module, _names in {
         "event_envelope", "replay_gap",
     ),
     "errors": (
-        "ERRORS", "AdmissionConflict", "InternalError", "InvalidParams", "InvalidRequest",
+        "ERRORS", "AdmissionConflict", "Forbidden", "InternalError", "InvalidParams", "InvalidRequest",
         "MethodNotFound", "NotFound", "Overloaded", "ParseError", "RpcError",
         "RuntimeDraining", "StorageUnavailable", "UnknownExecution",
     ),

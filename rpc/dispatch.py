@@ -33,7 +33,7 @@ from .framing import encode_error, encode_result
 from .methods import METHODS, Method
 from .models import Model
 
-__all__ = ["MAX_BATCH", "MAX_FIELD_ERRORS", "Dispatcher", "Handler", "Refine"]
+__all__ = ["MAX_BATCH", "MAX_FIELD_ERRORS", "Dispatcher", "Guard", "Handler", "Refine"]
 
 log = logging.getLogger("tether.rpc")
 
@@ -41,6 +41,8 @@ MAX_BATCH = 100  # requests per batch frame; more is invalid_request, not a part
 MAX_FIELD_ERRORS = 20  # validation problems listed in invalid_params data.fields
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
+#: asked before a request of a known method runs: an error to refuse it with, or None
+Guard = Callable[[str, Any], RpcError | None]
 #: asked for a better refusal when a request's params fail validation (see register)
 Refine = Callable[[dict[str, Any]], RpcError | None]
 H = TypeVar("H", bound=Handler)
@@ -67,6 +69,9 @@ class Dispatcher:
     failures by raising ``RpcError`` subclasses; any other exception becomes
     ``internal_error`` with an ``error_id`` and its traceback is logged, never sent.
 
+    ``guard(method, ctx)``, when given, is asked before the params of a request
+    are even validated; an error it returns is the reply, and nothing runs.
+
     ``translate`` maps a foreign exception a handler let through (the store's,
     say) to the ``RpcError`` it means on the wire; None leaves it a bug.
 
@@ -82,8 +87,10 @@ class Dispatcher:
         max_batch: int = MAX_BATCH,
         check_results: bool = False,
         translate: Callable[[Exception], RpcError | None] | None = None,
+        guard: Guard | None = None,
     ) -> None:
         self._methods = dict(methods)
+        self._guard = guard
         self._translate = translate
         self._routes: dict[str, _Route] = {}
         self._max_batch = max_batch
@@ -210,6 +217,10 @@ class Dispatcher:
             if notification:
                 return None
             return encode_error(rid, self._not_found(name))
+        if self._guard is not None:
+            refused = self._guard(name, ctx)
+            if refused is not None:
+                return None if notification else encode_error(rid, refused)
 
         if type(params) is list:
             if notification:

@@ -35,6 +35,7 @@ EVENT_TYPES: tuple[str, ...] = (
     "reasoning.delta",
     "tool.start",
     "tool.complete",
+    "tool.progress",
     "subagent.start",
     "subagent.complete",
     "delegation.dispatched",

@@ -14,7 +14,8 @@ and the stable snake_case ``reason`` that clients switch on (SPEC §2)::
     ├── RuntimeDraining            -32010  runtime_draining     owner is shutting down
     ├── UnknownExecution           -32011  unknown_execution    session paused on an unknown admission
     ├── Overloaded                 -32012  overloaded           a bound was hit
-    └── StorageUnavailable         -32013  storage_unavailable  SQLite failed
+    ├── StorageUnavailable         -32013  storage_unavailable  SQLite failed
+    └── Forbidden                  -32003  forbidden            not for this caller (an agent's own process)
 
 On the wire an error is ``{"code", "message": reason, "data": {"reason", "detail",
 **extras}}``; ``RpcError.to_wire()`` builds it and ``RpcError.from_wire()`` turns
@@ -30,6 +31,7 @@ from typing import Any, ClassVar
 __all__ = [
     "ERRORS",
     "AdmissionConflict",
+    "Forbidden",
     "InternalError",
     "InvalidParams",
     "InvalidRequest",
@@ -199,3 +201,11 @@ class Overloaded(RpcError):
 class StorageUnavailable(RpcError):
     code = -32013
     reason = "storage_unavailable"
+
+
+class Forbidden(RpcError):
+    """The caller may not use this method: its process descends from one of the
+    owner's tool processes (an agent may not answer its own approval prompts)."""
+
+    code = -32003
+    reason = "forbidden"

@@ -57,6 +57,14 @@ from .models_cron import (
     CronRunsResult,
     CronUpdateParams,
 )
+from .models_mcp import (
+    McpAttachParams,
+    McpAttachResult,
+    McpListParams,
+    McpListResult,
+    McpServerInfo,
+    McpToolsParams,
+)
 from .models_sessions import (
     SessionDeleteParams,
     SessionDeleteResult,
@@ -249,6 +257,12 @@ METHODS: dict[str, Method] = _table(
         SessionPruneResult,
         "Delete empty sessions (no message, admission or child) older than older_than_seconds.",
     ),
+    Method("mcp.list", McpListParams, McpListResult,
+           "The configured MCP servers, their state and their tools (starts none)."),
+    Method("mcp.tools", McpToolsParams, McpServerInfo,
+           "Start one MCP server if it is not running, and list its state and tools."),
+    Method("mcp.attach", McpAttachParams, McpAttachResult,
+           "Give one session MCP servers of the caller's (an editor's); Unix socket only."),
     Method(
         "session.lookup",
         SessionLookupParams,

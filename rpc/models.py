@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
+from .models_base import Model
+from .models_mcp import McpServerInfo
 from .protocol import MAX_ATTACHMENTS, MAX_ID_CHARS, MAX_SEQ, MAX_TEXT_CHARS
 
 __all__ = [
@@ -62,18 +64,14 @@ __all__ = [
 Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
 Timestamp = float  # unix seconds
 ToolsetName = Annotated[str, Field(max_length=64, description=(
-    "terminal, files or delegation (runtime.describe lists them)"))]
+    "terminal, files, delegation or mcp (runtime.describe lists them)"))]
 
 Reasoning = Literal["none", "low", "medium", "high"]
+SandboxMode = Literal["workspace-write", "read-only", "off"]
 Status = Literal["queued", "started", "unknown", "terminal"]
 Outcome = Literal["completed", "failed", "cancelled", "interrupted"]
 Role = Literal["user", "assistant", "tool", "system"]
 
-
-class Model(BaseModel):
-    """Base of every wire model: unknown keys are rejected and nothing is coerced."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 # --------------------------------------------------------------------------- params
@@ -95,10 +93,11 @@ class TurnOptions(Model):
     reasoning: Reasoning | None = None
     max_turns: Annotated[int, Field(ge=1, le=200)] | None = None
     ignore_rules: bool | None = None
+    sandbox: SandboxMode | None = None  # never looser than the owner's sandbox.mode
 
 
 TURN_OPTION_FIELDS: tuple[str, ...] = ("provider", "model", "base_url", "toolsets", "reasoning",
-                                       "max_turns", "ignore_rules")
+                                       "max_turns", "ignore_rules", "sandbox")
 
 
 class RuntimeDescribeParams(Model):
@@ -214,6 +213,9 @@ class RuntimeDescribeResult(Model):
     providers: list[str]
     toolsets: list[str]
     turn_defaults: TurnDefaults
+    sandbox: str  # the boundary around commands, e.g. "bubblewrap 0.8.0, workspace-write, …"
+    #: the configured MCP servers, their state and the tools they offer (docs/mcp.md)
+    mcp_servers: list[McpServerInfo] = []
 
 
 class PingResult(Model):
@@ -303,6 +305,7 @@ class Event(Model):
     tool.start             call_id, name, arguments, subject? (command or path)
     tool.complete          call_id, name, result (str, truncated), error?,
                            summary? (one short line)
+    tool.progress          call_id, name, progress, total?, message? (an MCP call)
     subagent.start         delegation_id?, task_index, goal, child_session_id
     subagent.complete      delegation_id?, task_index, status, summary,
                            child_session_id
@@ -379,8 +382,7 @@ class SessionSummary(Model):
     message_count: int
     running: bool
     parent_session_id: str | None = None
-    #: the working directory the session's tools run in
-    cwd: str | None = None
+    cwd: str | None = None  # the session's working directory
 
 
 class SessionListResult(Model):

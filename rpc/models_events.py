@@ -88,6 +88,17 @@ class ToolCompletePayload(Payload):
         "unified diff of a file edit, the last lines of a command's output")
 
 
+class ToolProgressPayload(Payload):
+    """A running tool call reported progress (an MCP server's progress notifications,
+    at most about two a second per call, and always the one that reaches ``total``)."""
+
+    call_id: str
+    name: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
 class SubagentStartPayload(Payload):
     """A delegated task's child session started (``delegation_id`` only for background)."""
 
@@ -210,6 +221,7 @@ EVENT_PAYLOADS: dict[str, type[Payload]] = {
     "reasoning.delta": ReasoningDeltaPayload,
     "tool.start": ToolStartPayload,
     "tool.complete": ToolCompletePayload,
+    "tool.progress": ToolProgressPayload,
     "subagent.start": SubagentStartPayload,
     "subagent.complete": SubagentCompletePayload,
     "delegation.dispatched": DelegationDispatchedPayload,

@@ -12,7 +12,7 @@ __all__ = ["PROVIDER_NAMES", "TOOLSETS", "AUTOMATED_SOURCES"]
 #: the ``provider`` values session.create and prompt.submit accept
 PROVIDER_NAMES: tuple[str, ...] = ("custom", "openai", "demo")
 #: the ``toolsets`` values they accept (runtime.describe lists them too)
-TOOLSETS: tuple[str, ...] = ("terminal", "files", "delegation")
+TOOLSETS: tuple[str, ...] = ("terminal", "files", "delegation", "mcp")
 #: session sources no person typed into (scheduled runs, the HTTP endpoint, helper
 #: agents): left out of ``session.lookup {last}`` and of the lists people read
 AUTOMATED_SOURCES: tuple[str, ...] = ("cron", "api", "delegation")

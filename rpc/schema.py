@@ -55,7 +55,7 @@ SOMETIMES_ABSENT: frozenset[tuple[str, str]] = frozenset({
     ("SubagentCompletePayload", "delegation_id"),
     # a cron job's stored options hold only the options that were given
     *(("TurnOptions", f) for f in ("provider", "model", "base_url", "toolsets", "reasoning",
-                                   "max_turns", "ignore_rules")),
+                                   "max_turns", "ignore_rules", "sandbox")),
 })
 
 #: data keys always sent with an error of each reason

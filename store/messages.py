@@ -9,7 +9,7 @@ import orjson
 from . import sessions
 from .conn import Conn, serialise_session
 
-__all__ = ["append", "list_for"]
+__all__ = ["append", "list_for", "tail"]
 
 
 def append(conn: Conn, session_id: str, messages: list[dict[str, Any]],
@@ -51,4 +51,15 @@ def list_for(conn: Conn, session_id: str) -> list[dict[str, Any]]:
         raw = m.pop("tool_calls_json")
         m["tool_calls"] = orjson.loads(raw) if raw else None
         out.append(m)
+    return out
+
+
+def tail(conn: Conn, session_id: str, count: int) -> list[dict[str, Any]]:
+    """The session's last ``count`` messages (role, tool_calls, tool_call_id), in order."""
+    rows = conn.execute(
+        "SELECT role, tool_calls_json, tool_call_id FROM messages WHERE session_id = ? "
+        "ORDER BY idx DESC LIMIT ?", (session_id, count))
+    out = [{"role": r[0], "tool_calls": orjson.loads(r[1]) if r[1] else None,
+            "tool_call_id": r[2]} for r in rows]
+    out.reverse()
     return out

@@ -217,7 +217,20 @@ ALTER TABLE tokens ADD COLUMN expires_at REAL;
 ALTER TABLE tokens ADD COLUMN once INTEGER NOT NULL DEFAULT 0
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+# the HTTP endpoint's conversations: a client's own key (X-Tether-Conversation,
+# X-OpenWebUI-Chat-Id) mapped to one session per token; docs/http.md
+_V6 = """
+CREATE TABLE api_conversations (
+    token_id         TEXT NOT NULL,
+    conversation_key TEXT NOT NULL,
+    session_id       TEXT NOT NULL REFERENCES sessions(session_id),
+    created_at       REAL NOT NULL,
+    PRIMARY KEY (token_id, conversation_key)
+);
+CREATE INDEX api_conversations_session ON api_conversations(session_id)
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

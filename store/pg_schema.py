@@ -236,7 +236,20 @@ CREATE TABLE turn_stops (
 )
 """
 
-PG_MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+# the HTTP endpoint's conversations: a client's own key (X-Tether-Conversation,
+# X-OpenWebUI-Chat-Id) mapped to one session per token
+_V3 = """
+CREATE TABLE api_conversations (
+    token_id         TEXT NOT NULL,
+    conversation_key TEXT NOT NULL,
+    session_id       TEXT NOT NULL REFERENCES sessions(session_id),
+    created_at       DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (token_id, conversation_key)
+);
+CREATE INDEX api_conversations_session ON api_conversations(session_id)
+"""
+
+PG_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
 
 #: the advisory lock key migrations hold (any fixed number; "tether" in ASCII)

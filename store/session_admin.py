@@ -51,7 +51,8 @@ def busy(conn: Conn, ids: list[str]) -> tuple[int, int, int]:
 _CHILD_TABLES = (("events", "session_id"), ("messages", "session_id"),
                  ("approvals", "session_id"), ("approval_rules", "session_id"),
                  ("processes", "session_id"), ("session_admissions", "target_session_id"),
-                 ("async_delegations", "origin_session_id"))
+                 ("async_delegations", "origin_session_id"),
+                 ("api_conversations", "session_id"))
 #: PostgreSQL only (the fleet): leases go with their session (ON DELETE CASCADE)
 _PG_CHILD_TABLES = (("turn_stops", "session_id"),)
 

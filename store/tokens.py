@@ -11,7 +11,7 @@ from typing import Any
 
 from .conn import Conn
 
-__all__ = ["consume_once", "insert", "list_all", "revoke", "valid_id"]
+__all__ = ["consume_once", "insert", "list_all", "revoke", "valid", "valid_id"]
 
 
 def insert(conn: Conn, token_id: str, token_hash: str, label: str | None,
@@ -37,10 +37,17 @@ def revoke(conn: Conn, token_id: str) -> bool:
 
 def valid_id(conn: Conn, token_hash: str, now: float) -> str | None:
     """The id of the bearer token with this hash, if it is one and has not expired."""
+    found = valid(conn, token_hash, now)
+    return None if found is None else found[0]
+
+
+def valid(conn: Conn, token_hash: str, now: float) -> tuple[str, float | None] | None:
+    """(id, expires_at) of the bearer token with this hash, if it is one and has
+    not expired."""
     row = conn.execute(
-        "SELECT token_id FROM tokens WHERE token_hash = ? AND once = 0 "
+        "SELECT token_id, expires_at FROM tokens WHERE token_hash = ? AND once = 0 "
         "AND (expires_at IS NULL OR expires_at > ?)", (token_hash, now)).fetchone()
-    return None if row is None else str(row[0])
+    return None if row is None else (str(row[0]), None if row[1] is None else float(row[1]))
 
 
 def consume_once(conn: Conn, token_hash: str, now: float) -> bool:

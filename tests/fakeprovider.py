@@ -2,11 +2,11 @@
 
 Tests script the model with a handler function: it receives each parsed request body and
 returns a reply (`Message`, `Status`, `Stall`, `RawSSE`, `Drip`, `Held`, or a plain
-assistant-message dict).
-Each request runs on its own thread, so a handler may block (on a `threading.Barrier`, say)
-while other requests proceed. The server answers in the shape the request asked for: SSE
-chunks when ``stream`` is true, one JSON body otherwise. ``GET /v1/models`` lists ``models``
-(401 to a key other than ``api_key``, if set); other paths are 404s, as on a real server.
+assistant-message dict). Each request runs on its own thread, so a handler may block (on
+a `threading.Barrier`, say) while other requests proceed. The server answers in the shape
+the request asked for: SSE chunks when ``stream`` is true, one JSON body otherwise. ``GET
+/v1/models`` lists ``models`` (401 to a key other than ``api_key``, if set); other paths
+are 404s, as on a real server. fakeservers.py wraps handlers to answer as real servers do.
 
     with FakeProvider(lambda req: text_reply("hi")) as fake:
         provider = OpenAIProvider(client, name="custom", base_url=fake.url, api_key=None)
@@ -59,9 +59,12 @@ class Stall:
 
 @dataclass
 class RawSSE:
-    """``data`` sent verbatim as a ``text/event-stream`` body."""
+    """``data`` sent verbatim as a ``text/event-stream`` body; ``drop_next``: the next
+    request on the connection is read and left unanswered, its connection closed (the
+    client sees a server that closed a kept-alive connection behind its back)."""
 
     data: bytes
+    drop_next: bool = False
 
 
 @dataclass
@@ -105,19 +108,9 @@ def text_reply(text: str) -> Message:
 
 def tool_call_reply(name: str, arguments: dict, call_id: str = "call_1") -> Message:
     """An assistant answer with one function call."""
-    return Message(
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": name, "arguments": json.dumps(arguments)},
-                }
-            ],
-        }
-    )
+    call = {"id": call_id, "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments)}}
+    return Message({"role": "assistant", "content": None, "tool_calls": [call]})
 
 
 def _words(value: Any) -> int:
@@ -125,15 +118,11 @@ def _words(value: Any) -> int:
 
 
 def _default_usage(request: dict, message: dict) -> dict:
-    prompt = sum(
-        _words(m.get("content")) for m in request.get("messages") or [] if isinstance(m, dict)
-    )
+    messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
+    prompt = sum(_words(m.get("content")) for m in messages)
     completion = _words(message.get("content"))
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
 
 
 def _split(text: str, parts: int) -> list[str]:
@@ -185,8 +174,17 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
 
+    drop_next = False
+
+    def handle_one_request(self) -> None:
+        if self.drop_next:
+            self.rfile.readline(65537)
+            self.close_connection = True
+            return
+        super().handle_one_request()
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        pass  # keep test output clean; failures are recorded in FakeProvider.errors
+        """Quiet: failures are recorded in FakeProvider.errors."""
 
     def do_GET(self) -> None:
         fake = self.server.fake
@@ -220,8 +218,8 @@ class _Handler(BaseHTTPRequestHandler):
                 reply = Message(reply)
             self._reply(request, reply)
             fake._record_answer()
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True  # the client gave up (e.g. its read timeout)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout)
+            self.close_connection = True
         except Exception:
             fake._record_error(traceback.format_exc())
             try:
@@ -277,6 +275,7 @@ class _Handler(BaseHTTPRequestHandler):
             if reply.data:
                 self._chunk(reply.data)
             self._chunk(b"")
+            self.drop_next = reply.drop_next
         elif isinstance(reply, Drip):
             self._start_chunked("text/event-stream")
             while not self.server.fake._stopping.wait(reply.interval):

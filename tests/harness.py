@@ -301,3 +301,19 @@ async def owner_session(tmp_path: Path, handler: Callable[[dict], Any], /, **con
             async with await Peer.connect(home) as peer:
                 sid = (await peer.result("session.create"))["session_id"]
                 yield home, provider, owner, peer, sid
+
+
+def sandbox_missing() -> str | None:
+    """Why no bubblewrap sandbox can be made here, or None. Tests that need one skip
+    for it, except in CI (``CI`` set), where they fail instead: .ci/run installs it."""
+    import pytest
+
+    from tether.daemon.toolsets.sandbox import probe
+
+    found = probe()
+    if found.ok:
+        return None
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must run the sandbox tests ({found.why}): .ci/run installs "
+                    "bubblewrap")
+    return found.why

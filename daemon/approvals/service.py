@@ -80,24 +80,42 @@ class ApprovalService:
 
     # -- deciding ---------------------------------------------------------
 
-    async def _decide(self, call: ApprovalCall, kind: str, subject: str) -> Decision:
+    async def _decide(self, call: ApprovalCall, kind: str, subject: str, sandbox: str,
+                      escalate: bool) -> Decision:
         stored = await self._journal.db.read(lambda c: rows.rules_for(c, call.session_id))
         allow = self._allow + [Rule(r["kind"], r["pattern"],
                                     "session" if r["session_id"] else "always", r["rule_id"])
                                for r in stored]
-        req = Request(kind, subject, call.cwd, call.attended)  # type: ignore[arg-type]
+        req = Request(kind, subject, call.cwd, call.attended,  # type: ignore[arg-type]
+                      sandbox=sandbox, escalate=escalate)
         return decide(req, mode=self._config.mode, unattended=self._config.unattended,
                       allow=allow, deny=self._deny)
 
-    async def check(self, call: ApprovalCall, kind: str, subject: str) -> Verdict:
-        """May ``call`` run ``subject`` (a command) / write it (a path)? Asks a person
-        when the policy says so, and waits; CancelledError if the turn is stopped."""
-        decision = await self._decide(call, kind, subject)
+    async def check(self, call: ApprovalCall, kind: str, subject: str, *,
+                    sandbox: str = "none", escalate: bool = False,
+                    reason: str | None = None) -> Verdict:
+        """May ``call`` run ``subject`` (a command, in ``sandbox``; outside it when it
+        asks to ``escalate``, for the model's ``reason``) / write it (a path)? Asks a
+        person when the policy says so, and waits; CancelledError if the turn is
+        stopped."""
+        decision = await self._decide(call, kind, subject, sandbox, escalate)
+        if escalate and decision.action == "allow" and self._config.mode in ("ask", "auto"):
+            # an escalation always needs a person in these modes (SPEC §13), whatever
+            # a rule or the read-only list would say of the command inside the sandbox
+            decision = Decision("ask", "it asks to run outside the sandbox")
+        if escalate and decision.action == "ask" and not call.attended:
+            return Verdict(False, "denied: it asks to run outside the sandbox, which needs a "
+                                  "person, and nobody can answer on this turn")
         if decision.action == "allow":
             return Verdict(True, decision.reason)
         if decision.action == "deny":
             return Verdict(False, decision.reason)
-        return await self._ask(call, kind, subject, decision.reason)
+        why = decision.reason
+        if escalate:
+            said = " ".join((reason or "").split())[:500]
+            # first: a prompt shown shortened still says what is asked, and why
+            why = f"to run OUTSIDE the sandbox (escalation); the model says: {said} — {why}"
+        return await self._ask(call, kind, subject, why)
 
     async def _ask(self, call: ApprovalCall, kind: str, subject: str, why: str) -> Verdict:
         approval_id = "apr_" + secrets.token_hex(10)

@@ -14,6 +14,7 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, unix_serve
 from websockets.exceptions import ConnectionClosed
@@ -53,7 +54,8 @@ class InstantProvider:
 
     async def complete(self, *, messages: list[dict], tools: list[dict] | None, model: str,
                        reasoning: str | None = None, on_delta: DeltaCallback | None = None,
-                       on_reasoning: DeltaCallback | None = None) -> Completion:
+                       on_reasoning: DeltaCallback | None = None,
+                       extras: dict[str, Any] | None = None) -> Completion:
         last = messages[-1].get("content") if messages else None
         chunks = 1
         if isinstance(last, str) and last.startswith(STREAM_PREFIX):

@@ -90,9 +90,9 @@ class CronJobs:
         if deliver is not None and (why := check_target(deliver)) is not None:
             raise _bad("deliver", why)
 
-    @staticmethod
-    def _check_options(p: Any) -> None:
-        check_turn_options(p.provider, p.toolsets, p.base_url)
+    def _check_options(self, p: Any) -> None:
+        check_turn_options(p.provider, p.toolsets, p.base_url, getattr(p, "sandbox", None),
+                           self._config.sandbox.mode)
 
     # -- create / update --------------------------------------------------
 

@@ -29,7 +29,8 @@ log = logging.getLogger("tether.http")
 class HttpFrontend:
     def __init__(self, journal: Journal, bus: EventBus, admission_service: AdmissionService,
                  config: Config, token_id: Callable[[str], Awaitable[str | None]],
-                 draining: Callable[[], bool], pages: Pages | None = None) -> None:
+                 draining: Callable[[], bool], pages: Pages | None = None,
+                 tool_names: frozenset[str] = frozenset()) -> None:
         import uvicorn  # only an owner with a TCP listener pays for it
         from uvicorn.server import ServerState
 
@@ -37,7 +38,8 @@ class HttpFrontend:
             m for m in (config.model.default, *config.http.models) if m and m != DEFAULT_MODEL))
         limits = ApiLimits(config=config.http, models=models,
                            max_text_chars=config.daemon.max_text_chars,
-                           allowed_origins=config.daemon.tcp_allowed_origins)
+                           allowed_origins=config.daemon.tcp_allowed_origins,
+                           tool_names=tool_names)
         turns = ApiTurns(journal, bus, admission_service, config.http)
         self.app = ApiApp(turns, token_id, limits, draining, pages)
         self._uv = uvicorn.Config(
@@ -63,6 +65,7 @@ class HttpFrontend:
 
     async def close(self, timeout: float = 3.0) -> None:
         """Finish responses in flight (bounded by ``timeout``), then close."""
+        self.app.attempts.close()
         for conn in list(self._state.connections):
             conn.shutdown()
         with contextlib.suppress(TimeoutError):

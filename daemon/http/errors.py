@@ -7,6 +7,7 @@ becomes an HTTP one.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -23,7 +24,19 @@ from tether.rpc.errors import (
 )
 from tether.store import StorageError
 
-__all__ = ["ApiError", "from_exception"]
+__all__ = ["ApiError", "from_exception", "redact"]
+
+#: what names a server in a message: a URL, or a host (name or address) with a port
+_WHERE = re.compile(r"""[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'"<>)\]]*[^\s'"<>)\].,:;]"""
+                    r"|\[[0-9a-fA-F:.]+\](?::\d+)?"
+                    r"|\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"
+                    r"|\b[a-zA-Z0-9.-]+:\d{2,5}\b")
+
+
+def redact(message: str) -> str:
+    """``message`` without the addresses it names: API clients are not told
+    where the owner's model server is (the owner's log has the full text)."""
+    return _WHERE.sub("<model server>", message)
 
 
 class ApiError(Exception):
@@ -50,7 +63,7 @@ def from_exception(exc: BaseException, retry_after: int) -> ApiError:
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, StorageError):
-        return ApiError(503, f"storage unavailable: {exc.detail}", type_="server_error",
+        return ApiError(503, f"storage unavailable: {redact(exc.detail)}", type_="server_error",
                         code="storage_unavailable",
                         headers={"Retry-After": str(retry_after)})
     if not isinstance(exc, RpcError):
@@ -60,10 +73,12 @@ def from_exception(exc: BaseException, retry_after: int) -> ApiError:
         return ApiError(400, message, code="invalid_params")
     if isinstance(exc, NotFound):
         return ApiError(404, message, code="not_found")
+    # a 409 is the same whenever it is asked again: the SDKs are told not to retry
     if isinstance(exc, AdmissionConflict):
-        return ApiError(409, message, code="idempotency_conflict")
+        return ApiError(409, message, code="idempotency_conflict",
+                        headers={"x-should-retry": "false"})
     if isinstance(exc, UnknownExecution):
-        return ApiError(409, message, code="session_paused")
+        return ApiError(409, message, code="session_paused", headers={"x-should-retry": "false"})
     if isinstance(exc, Overloaded):
         return ApiError(429, message, type_="rate_limit_error", code="overloaded",
                         headers={"Retry-After": str(retry_after)})

@@ -11,7 +11,8 @@ from typing import Any
 
 import orjson
 
-__all__ = ["completion_id", "completion", "chunk", "event", "comment", "DONE", "usage_of"]
+__all__ = ["completion_id", "completion", "chunk", "event", "comment", "DONE", "usage_of",
+           "tool_call_deltas"]
 
 DONE = b"data: [DONE]\n\n"
 
@@ -29,15 +30,27 @@ def usage_of(receipt: dict[str, Any]) -> dict[str, int]:
             "total_tokens": int(raw.get("total_tokens", prompt + done))}
 
 
-def completion(receipt: dict[str, Any], model: str, created: int) -> dict[str, Any]:
+def completion(receipt: dict[str, Any], model: str, created: int,
+               tool_calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The whole answer; with ``tool_calls`` (the client's tools the model called)
+    it ends with ``finish_reason: "tool_calls"``."""
     text = (receipt.get("result") or {}).get("text") or ""
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if tool_calls:
+        message = {"role": "assistant", "content": text or None, "tool_calls": tool_calls}
     return {
         "id": completion_id(receipt["admission_id"]), "object": "chat.completion",
         "created": created, "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                     "finish_reason": "stop", "logprobs": None}],
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": "tool_calls" if tool_calls else "stop",
+                     "logprobs": None}],
         "usage": usage_of(receipt),
     }
+
+
+def tool_call_deltas(tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The delta of a stream's chunk that carries the calls whole, each with its index."""
+    return {"tool_calls": [{"index": i, **call} for i, call in enumerate(tool_calls)]}
 
 
 def chunk(admission_id: str, model: str, created: int, delta: dict[str, Any] | None,

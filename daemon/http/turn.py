@@ -8,7 +8,10 @@
   ``api:<token_id>:<key>`` and its digest the body's, so a retry finds it and a
   changed body is a conflict;
 - with it: the stored session, the last user message appended (the body's
-  history is ignored).
+  history is ignored);
+- with a conversation key (``X-Tether-Conversation``): the session this token's
+  key names, or, the first time, a fresh one (as without a header) that the
+  key names from then on, created with the mapping in one transaction.
 
 The admission's principal is ``api:<token_id>``, its input id the key (or a
 fresh one), ``finite: true`` (delegate_task joins inline), and its payload
@@ -20,6 +23,7 @@ marks while nothing is said, and the terminal receipt last.
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -27,8 +31,8 @@ from typing import Any
 
 import orjson
 
-from tether.rpc.errors import AdmissionConflict, NotFound
-from tether.store import admissions, events, messages, sessions
+from tether.rpc.errors import AdmissionConflict, InvalidParams, NotFound
+from tether.store import admissions, conversations, events, messages, sessions
 
 from .. import ledger
 from ..admissions import AdmissionService
@@ -39,6 +43,12 @@ from ..sessions import new_session_id
 from .request import DEFAULT_MODEL, ChatRequest
 
 __all__ = ["ApiTurns", "Opened", "Delta", "KeepAlive", "Done"]
+
+log = logging.getLogger("tether.http")
+
+#: the conversation key under which a client tool call's session is found: a
+#: header's key has no spaces, so none can be taken for one of these
+CALL_KEY = "tool call "
 
 #: events a follower may be behind before it is told of a gap (then it polls)
 FOLLOW_QUEUE = 10_000
@@ -51,12 +61,24 @@ SETTLED = (ledger.Status.TERMINAL.value, ledger.Status.UNKNOWN.value)
 BUSY_EVENTS = ("tool.start", "subagent.start", "delegation.dispatched")
 
 
+def response_id(admission_id: str) -> str:
+    """A response's id (/v1/responses) is its admission's."""
+    return "resp_" + admission_id.removeprefix("adm_")
+
+
+def admission_of(resp_id: str) -> str | None:
+    """The admission id of a response id (None: not one of ours)."""
+    tail = resp_id.removeprefix("resp_")
+    return "adm_" + tail if tail != resp_id and tail.isalnum() else None
+
+
 @dataclass(frozen=True)
 class Opened:
     session_id: str
     admission_id: str
     receipt: dict[str, Any]  # as admitted (terminal already on a replay of a finished one)
     replayed: bool
+    token_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -83,34 +105,43 @@ class ApiTurns:
         self._config = config
 
     async def open(self, token_id: str, key: str | None, req: ChatRequest,
-                   session_id: str | None) -> Opened:
+                   session_id: str | None, conversation: str | None = None) -> Opened:
         principal = f"api:{token_id}"
         input_id = key if key is not None else "http_" + secrets.token_hex(12)
-        if session_id is None:
+        if req.tool_results and conversation is None and session_id is None:
+            # the session whose turn ended with these calls, if it was ours
+            session_id = await self._session_of_calls(token_id, req)
+        if conversation is not None:
+            session_id = await self._fresh_session(token_id, None, req, conversation)
+        elif session_id is None:
             session_id = await self._fresh_session(token_id, key, req)
         else:
             await self.exists(session_id)
+        if req.tool_results:
+            await self._check_pending(session_id, req)
         options = {"model": req.model} if req.model != DEFAULT_MODEL else {}
         payload = ledger.canonical_payload(req.prompt, True, options,
-                                           extra={"request_digest": req.digest})
-        sid = session_id
-        # a retry is told so (Idempotency-Replayed); a concurrent duplicate may
-        # both miss this read, and is still answered by the one row the ledger keeps
-        before = None if key is None else await self._journal.db.lookup(
-            lambda c: admissions.find(c, principal, sid, input_id))
+                                           extra=req.payload_extra())
+        made: list[bool] = []  # filled in the unit that inserts a new row, only
         receipt = await self._admissions.admit(principal, session_id, input_id,
-                                               ledger.encode_payload(payload))
-        return Opened(session_id, receipt["admission_id"], receipt, before is not None)
+                                               ledger.encode_payload(payload),
+                                               extra_unit=lambda tx: made.append(True))
+        # a key's every answer but the one that admitted it is a replay, however
+        # close together the duplicates came
+        return Opened(session_id, receipt["admission_id"], receipt, not made, token_id)
 
-    async def _fresh_session(self, token_id: str, key: str | None,
-                             req: ChatRequest) -> str:
+    async def _fresh_session(self, token_id: str, key: str | None, req: ChatRequest,
+                             conversation: str | None = None) -> str:
         request_id = f"api:{token_id}:{key}" if key is not None else None
         new_id = new_session_id()
-        title = " ".join(req.prompt.split())[:80]
+        title = " ".join(req.prompt.split())[:80] or "tool results"
         options = {"model": req.model} if req.model != DEFAULT_MODEL else {}
         history = req.history
 
         def unit(tx: Tx) -> str:
+            if conversation is not None and (
+                    named := conversations.get(tx.conn, token_id, conversation)) is not None:
+                return named
             if request_id is not None:
                 found = sessions.get_by_request(tx.conn, request_id)
                 if found is not None:
@@ -122,14 +153,81 @@ class ApiTurns:
                             params_digest=req.digest, parent_session_id=None, source="api",
                             title=title, cwd=None, options=options, now=tx.now)
             messages.append(tx.conn, new_id, history, tx.now)
+            if conversation is not None:
+                conversations.insert(tx.conn, token_id, conversation, new_id, tx.now)
             return new_id
 
         return await self._journal.write(unit)
+
+    async def _session_of_calls(self, token_id: str, req: ChatRequest) -> str | None:
+        """The one session these tool results' calls came from (None: not ours)."""
+        keys = [CALL_KEY + r["tool_call_id"] for r in req.tool_results]
+        found = await self._journal.db.lookup(
+            lambda c: {conversations.get(c, token_id, k) for k in keys})
+        return found.pop() if len(found) == 1 and None not in found else None
+
+    async def _check_pending(self, session_id: str, req: ChatRequest) -> None:
+        """Tool results must answer calls the session is waiting on."""
+        rows = await self._journal.db.lookup(lambda c: messages.tail(c, session_id, 64))
+        answered: set[str] = set()
+        pending: set[str] = set()
+        for row in reversed(rows):
+            if row["role"] == "tool":
+                answered.add(row["tool_call_id"])
+                continue
+            if row["role"] == "assistant" and row["tool_calls"]:
+                pending = {c["id"] for c in row["tool_calls"]} - answered
+            break
+        if not {r["tool_call_id"] for r in req.tool_results} <= pending:
+            raise InvalidParams(f"session {session_id} is not waiting on these tool results "
+                                "(tool_call_id); its last answer called no such tool")
+
+    async def remember_calls(self, token_id: str, session_id: str,
+                             calls: list[dict[str, Any]]) -> None:
+        """Calls of the client's tools that ended a turn: the request that brings
+        their results continues this session (``_session_of_calls``)."""
+        def unit(tx: Tx) -> None:
+            for call in calls:
+                conversations.put(tx.conn, token_id, CALL_KEY + call["id"], session_id, tx.now)
+
+        await self._journal.write(unit)
+
+    async def client_calls(self, opened: Opened) -> list[dict[str, Any]]:
+        """The calls of the client's tools that ended this settled turn, if any."""
+        aid = opened.admission_id
+        row = await self._journal.db.lookup(lambda c: admissions.get(c, aid))
+        result = orjson.loads(row["result_json"]) if row and row["result_json"] else {}
+        return list(result.get("tool_calls") or ())
+
+    async def response_row(self, token_id: str, resp_id: str) -> dict[str, Any]:
+        """The admission row of one of this token's responses; NotFound if there
+        is none (another token's is not found either)."""
+        aid = admission_of(resp_id)
+        row = None if aid is None else await self._journal.db.lookup(
+            lambda c: admissions.get(c, aid))
+        if row is None or row["principal_id"] != f"api:{token_id}":
+            raise NotFound(f"no response {resp_id!r}")
+        return row
+
+    async def session_of_response(self, token_id: str, resp_id: str) -> str:
+        """The session a previous response ran in (``previous_response_id``)."""
+        return str((await self.response_row(token_id, resp_id))["target_session_id"])
+
+    async def cancel_admission(self, row: dict[str, Any]) -> None:
+        """Stop a response's turn (``POST /v1/responses/{id}/cancel``); a settled
+        one stays as it is."""
+        await self._admissions.cancel(row["target_session_id"], row["admission_id"])
 
     async def exists(self, session_id: str) -> None:
         found = await self._journal.db.lookup(lambda c: sessions.get(c, session_id))
         if found is None:
             raise NotFound(f"no session {session_id!r}")
+
+    async def side_effects(self, opened: Opened) -> bool:
+        """Whether the turn did anything besides talking: ran a tool, started a child."""
+        sid, aid = opened.session_id, opened.admission_id
+        return bool(await self._journal.db.lookup(
+            lambda c: events.of_admission(c, sid, aid, BUSY_EVENTS)))
 
     async def receipt(self, opened: Opened) -> dict[str, Any]:
         return await self._admissions.receipt(opened.session_id, opened.admission_id, None)
@@ -137,6 +235,14 @@ class ApiTurns:
     async def cancel(self, opened: Opened) -> None:
         """Stop the turn nobody can fetch any more (its client went away)."""
         await self._admissions.cancel(opened.session_id, opened.admission_id)
+
+    async def cancel_quietly(self, opened: Opened) -> None:
+        """``cancel``, for a client that is gone: nobody to tell if it fails (the
+        turn may have ended meanwhile, or the store may be failing)."""
+        try:
+            await self.cancel(opened)
+        except Exception as exc:  # noqa: BLE001 - logged, and nobody else to tell
+            log.info("could not cancel %s: %s", opened.admission_id, exc)
 
     async def follow(self, opened: Opened) -> AsyncIterator[Delta | KeepAlive | Done]:
         """The turn's text as it is committed, then its terminal receipt."""

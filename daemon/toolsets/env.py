@@ -1,30 +1,34 @@
-"""The environment a command runs with: the owner's, minus anything secret.
+"""The environment a command runs with: an allowlist of the owner's, never the rest.
 
-The owner's environment may hold API keys and tokens (``OPENAI_API_KEY``, a
-cloud CLI's credentials, tether's own settings); a command the model runs must
-never see them: it could print them into the transcript, or send them away.
-A variable is dropped when its name looks secret, or when its value is one of
-the keys the owner was configured with (whatever the variable is called).
+The owner's environment holds API keys, tokens and passwords under names no
+list can foresee (``DB_PASS``, ``MYAPP_PW``); a command the model runs could
+print them into the transcript or send them away. So a command sees only the
+variables named here (``PATH``, ``HOME``, ``LANG``, ``LC_*``, ``TERM``, ``TZ``,
+``USER``, ``SHELL``) and those the owner's configuration adds
+(``sandbox.env_allow``: names, or prefixes ending in ``*``). As a second
+guard, an allowed variable is dropped all the same when its value contains one
+of the keys the owner was configured with.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ["scrubbed_env", "SECRET_NAME"]
+__all__ = ["command_env", "ALLOWED"]
 
-#: names that carry credentials, by convention
-SECRET_NAME = re.compile(
-    r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION_ID|"
-    r"PRIVATE|DSN|CONNECTION_STRING)"
-    r"|^(OPENAI_|ANTHROPIC_|AWS_|AZURE_|GOOGLE_|GCP_|GH_|GITHUB_|GITLAB_|HF_|HUGGING|TETHER_|"
-    r"DATABASE_URL$|PG(PASSWORD|PASS)$|SSH_AUTH_SOCK$|GPG_AGENT)",
-    re.IGNORECASE)
+#: the variables every command sees (a name ending in ``*`` is a prefix)
+ALLOWED: tuple[str, ...] = ("PATH", "HOME", "LANG", "LC_*", "TERM", "TZ", "USER", "SHELL")
 
 
-def scrubbed_env(environ: Mapping[str, str], secrets: Iterable[str | None] = ()) -> dict[str, str]:
-    """``environ`` without secret-looking names and without the given secret values."""
+def _allowed(name: str, patterns: Iterable[str]) -> bool:
+    return any(name.startswith(p[:-1]) if p.endswith("*") else name == p for p in patterns)
+
+
+def command_env(environ: Mapping[str, str], allow: Iterable[str] = (),
+                secrets: Iterable[str | None] = ()) -> dict[str, str]:
+    """The variables of ``environ`` that ``ALLOWED`` or ``allow`` name, minus any whose
+    value holds one of ``secrets``."""
+    patterns = (*ALLOWED, *allow)
     values = {s for s in secrets if s}
     return {k: v for k, v in environ.items()
-            if not SECRET_NAME.search(k) and not any(s in v for s in values)}
+            if _allowed(k, patterns) and not any(s in v for s in values)}

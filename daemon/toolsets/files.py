@@ -1,27 +1,36 @@
 """The ``files`` toolset: read_file, write_file, edit_file, search_files, list_dir.
 
-Paths resolve against the session's working directory. Reading never asks;
-every write goes through the approval check (ToolContext.approve, kind
-``file``, subject the resolved absolute path, symlinks followed), where a write
-outside the working directory always needs an answer or a rule. Results are
-JSON with a short ``summary`` that viewers show.
+Paths resolve with paths.py: beneath the session's working directory a symlink
+is followed only while it stays beneath (``openat2`` ``RESOLVE_BENEATH``, or an
+``O_NOFOLLOW`` walk); a path outside it is used as named, never through a
+symlink at its last component; the owner's home is refused outright
+(``forbidden``), never asked. Reading (read_file, search_files, list_dir) never
+asks, outside the working directory too. Every write goes through the approval
+check (ToolContext.approve, kind ``file``, subject the resolved absolute path),
+where a write outside the working directory always needs an answer or a rule;
+the write itself is a fresh temp file renamed over the name (paths.write_atomic).
+Results are JSON with a short ``summary`` that viewers show; a refusal carries
+``refused`` (``escape``, ``link`` or ``forbidden``). docs/tools.md has the rules.
 """
 
 from __future__ import annotations
 
 import asyncio
 import fnmatch
+import io
 import os
 import re
 import shutil
+import stat
 from typing import Any
 
 import orjson
 
 from ..config import ToolsConfig
 from ..tools import Tool, ToolContext
+from .paths import Place, Refused, locate, open_dir, open_read, write_atomic
 
-__all__ = ["file_tools", "resolve"]
+__all__ = ["file_tools"]
 
 MAX_WRITE_CHARS = 5_000_000
 SEARCH_MATCHES = 200
@@ -35,16 +44,12 @@ def _json(obj: dict[str, Any]) -> str:
     return orjson.dumps(obj).decode()
 
 
-def _error(message: str) -> str:
-    return _json({"error": message, "summary": message[:120]})
+def _error(message: str, **extra: Any) -> str:
+    return _json({"error": message, **extra, "summary": message[:120]})
 
 
-def resolve(ctx: ToolContext, path: Any) -> str:
-    """``path`` made absolute against the session's cwd (ValueError if not a path)."""
-    if not isinstance(path, str) or not path or "\0" in path:
-        raise ValueError("path must be a non-empty string")
-    base = ctx.cwd or os.path.expanduser("~")
-    return os.path.realpath(os.path.join(base, os.path.expanduser(path)))
+def _refused(tool: str, exc: Refused) -> str:
+    return _error(f"{tool}: {exc}", refused=exc.kind)
 
 
 def _string(args: dict[str, Any], key: str, *, empty: bool = True) -> str:
@@ -54,51 +59,63 @@ def _string(args: dict[str, Any], key: str, *, empty: bool = True) -> str:
     return value
 
 
-def _read_text(path: str, limit: int) -> str:
-    with open(path, "rb") as f:
+def _read_text(place: Place, limit: int) -> str:
+    with os.fdopen(open_read(place), "rb") as f:
         data = f.read(limit + 1)
     if b"\0" in data[:8192]:
-        raise ValueError(f"{path} looks like a binary file")
+        raise ValueError(f"{place.shown} looks like a binary file")
     if len(data) > limit:
-        raise ValueError(f"{path} is larger than {limit} bytes; edit it another way")
+        raise ValueError(f"{place.shown} is larger than {limit} bytes; edit it another way")
     return data.decode("utf-8", "replace")
 
 
-def _write_text(path: str, text: str) -> None:
-    tmp = f"{path}.tether-{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    if os.path.exists(path):
-        shutil.copymode(path, tmp)
-    os.replace(tmp, path)
+def _is_dir(place: Place) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(place.name, dir_fd=place.dir_fd,
+                                    follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
-def file_tools(config: ToolsConfig) -> list[Tool]:
+def _denied(what: str, verdict: Any) -> str:
+    return _json({"error": f"not {what}: {verdict.reason}", "denied": True,
+                  "approval_id": verdict.approval_id,
+                  "summary": f"not {what}: " + verdict.reason[:100]})
+
+
+def file_tools(config: ToolsConfig, *, home: str | None = None) -> list[Tool]:
+    """The file tools; ``home`` is the owner's home, which they refuse (forbidden)."""
+
     async def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
         try:
-            path = resolve(ctx, args.get("path"))
             offset = args.get("offset", 1)
             limit = args.get("limit", config.read_lines)
             if not isinstance(offset, int) or offset < 1 or not isinstance(limit, int) \
                     or limit < 1:
                 raise ValueError("offset and limit must be positive integers (lines)")
             limit = min(limit, config.read_lines)
-            if os.path.isdir(path):
-                raise ValueError(f"{path} is a directory (use list_dir)")
-            with open(path, "rb") as f:
-                if b"\0" in f.read(8192):
-                    raise ValueError(f"{path} looks like a binary file")
+            with locate(ctx.cwd, args.get("path"), home=home) as place:
+                path = place.shown
+                fd = open_read(place)
             out: list[str] = []
             chars, total, last = 0, 0, offset - 1
-            with open(path, encoding="utf-8", errors="replace") as f:
-                for number, line in enumerate(f, 1):
+            with os.fdopen(fd, "rb") as raw:
+                if b"\0" in raw.read(8192):
+                    raise ValueError(f"{path} looks like a binary file")
+                raw.seek(0)
+                text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+                for number, line in enumerate(text, 1):
                     total = number
                     if number < offset or len(out) >= limit or chars >= config.read_chars:
                         continue
-                    text = f"{number:6d}\t{line.rstrip(chr(10))}"
-                    out.append(text)
-                    chars += len(text) + 1
+                    shown = f"{number:6d}\t{line.rstrip(chr(10))}"
+                    out.append(shown)
+                    chars += len(shown) + 1
                     last = number
+        except Refused as exc:
+            return _refused("read_file", exc)
+        except IsADirectoryError as exc:
+            return _error(f"read_file: {exc.filename} is a directory (use list_dir)")
         except (OSError, ValueError) as exc:
             return _error(f"read_file: {exc}")
         content = "\n".join(out)
@@ -110,57 +127,67 @@ def file_tools(config: ToolsConfig) -> list[Tool]:
 
     async def write_file(args: dict[str, Any], ctx: ToolContext) -> str:
         try:
-            path = resolve(ctx, args.get("path"))
             content = _string(args, "content")
             if len(content) > MAX_WRITE_CHARS:
                 raise ValueError(f"content is longer than {MAX_WRITE_CHARS} characters")
-            if os.path.isdir(path):
-                raise ValueError(f"{path} is a directory")
-        except ValueError as exc:
+            place = locate(ctx.cwd, args.get("path"), home=home, missing_ok=True)
+        except Refused as exc:
+            return _refused("write_file", exc)
+        except (OSError, ValueError) as exc:
             return _error(f"write_file: {exc}")
-        verdict = await ctx.approve("write_file", "file", path)
-        if not verdict.allowed:
-            return _json({"error": f"not written: {verdict.reason}", "denied": True,
-                          "approval_id": verdict.approval_id,
-                          "summary": "not written: " + verdict.reason[:100]})
-        existed = os.path.exists(path)
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            _write_text(path, content)
-        except OSError as exc:
-            return _error(f"write_file: {exc}")
+        with place:
+            path = place.shown
+            if not place.name or (not place.rest and _is_dir(place)):
+                return _error(f"write_file: {path} is a directory")
+            verdict = await ctx.approve("write_file", "file", path)
+            if not verdict.allowed:
+                return _denied("written", verdict)
+            try:
+                place.make_dirs()
+                existed = write_atomic(place, content.encode())
+            except OSError as exc:
+                return _error(f"write_file: {exc}")
         return _json({"path": path, "created": not existed, "chars": len(content),
                       "summary": f"{'created' if not existed else 'wrote'} {path} "
                                  f"({len(content)} characters)"})
 
     async def edit_file(args: dict[str, Any], ctx: ToolContext) -> str:
         try:
-            path = resolve(ctx, args.get("path"))
             old = _string(args, "old", empty=False)
             new = _string(args, "new")
             replace_all = args.get("replace_all", False)
             if not isinstance(replace_all, bool):
                 raise ValueError("replace_all must be a boolean")
-            text = _read_text(path, MAX_WRITE_CHARS)
+            place = locate(ctx.cwd, args.get("path"), home=home)
+        except Refused as exc:
+            return _refused("edit_file", exc)
         except (OSError, ValueError) as exc:
             return _error(f"edit_file: {exc}")
-        count = text.count(old)
-        if count == 0:
-            return _error(f"edit_file: the old text was not found in {path} (it must match "
-                          "exactly, whitespace included); read the file and try again")
-        if count > 1 and not replace_all:
-            return _error(f"edit_file: the old text occurs {count} times in {path}; include "
-                          "more surrounding lines so it is unique, or set replace_all")
-        verdict = await ctx.approve("edit_file", "file", path)
-        if not verdict.allowed:
-            return _json({"error": f"not edited: {verdict.reason}", "denied": True,
-                          "approval_id": verdict.approval_id,
-                          "summary": "not edited: " + verdict.reason[:100]})
-        after = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-        try:
-            _write_text(path, after)
-        except OSError as exc:
-            return _error(f"edit_file: {exc}")
+        with place:
+            path = place.shown
+            try:
+                text = _read_text(place, MAX_WRITE_CHARS)
+            except Refused as exc:
+                return _refused("edit_file", exc)
+            except (OSError, ValueError) as exc:
+                return _error(f"edit_file: {exc}")
+            count = text.count(old)
+            if count == 0:
+                return _error(f"edit_file: the old text was not found in {path} (it must "
+                              "match exactly, whitespace included); read the file and try "
+                              "again")
+            if count > 1 and not replace_all:
+                return _error(f"edit_file: the old text occurs {count} times in {path}; "
+                              "include more surrounding lines so it is unique, or set "
+                              "replace_all")
+            verdict = await ctx.approve("edit_file", "file", path)
+            if not verdict.allowed:
+                return _denied("edited", verdict)
+            after = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+            try:
+                write_atomic(place, after.encode())
+            except OSError as exc:
+                return _error(f"edit_file: {exc}")
         line = text[:text.index(old)].count("\n") + 1
         return _json({"path": path, "replacements": count if replace_all else 1,
                       "first_line": line, "summary": f"edited {path} at line {line}",
@@ -169,17 +196,29 @@ def file_tools(config: ToolsConfig) -> list[Tool]:
     async def search_files(args: dict[str, Any], ctx: ToolContext) -> str:
         try:
             pattern = _string(args, "pattern", empty=False)
-            root = resolve(ctx, args.get("path", "."))
             glob = args.get("glob")
             if glob is not None and not isinstance(glob, str):
                 raise ValueError("glob must be a string")
             regex = re.compile(pattern)
-        except (ValueError, re.error) as exc:
+            with locate(ctx.cwd, args.get("path", "."), home=home) as place:
+                root = place.shown
+                if place.name:  # a file: it must be one we may read
+                    try:
+                        os.close(open_read(place))
+                    except IsADirectoryError:
+                        pass
+        except Refused as exc:
+            return _refused("search_files", exc)
+        except (OSError, ValueError, re.error) as exc:
             return _error(f"search_files: {exc}")
         if shutil.which("rg"):
             matches = await _ripgrep(pattern, root, glob)
         else:
             matches = await asyncio.to_thread(_python_search, regex, root, glob)
+        if home:  # the owner's home may lie beneath the searched directory
+            inner = os.path.realpath(home).rstrip("/") + "/"
+            matches = [m for m in matches if not os.path.realpath(m.split(":", 1)[0])
+                       .startswith(inner)]
         more = len(matches) > SEARCH_MATCHES
         matches = matches[:SEARCH_MATCHES]
         return _json({"matches": matches, "truncated": more,
@@ -188,19 +227,26 @@ def file_tools(config: ToolsConfig) -> list[Tool]:
 
     async def list_dir(args: dict[str, Any], ctx: ToolContext) -> str:
         try:
-            path = resolve(ctx, args.get("path", "."))
-            with os.scandir(path) as it:
-                entries = sorted(it, key=lambda e: e.name)
+            with locate(ctx.cwd, args.get("path", "."), home=home) as place:
+                path = place.shown
+                fd = open_dir(place)
+            try:
+                with os.scandir(fd) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+                out = []
+                for e in entries[:LIST_ENTRIES]:
+                    try:
+                        is_dir = e.is_dir(follow_symlinks=False)
+                        size = None if is_dir else e.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        is_dir, size = False, None
+                    out.append({"name": e.name + ("/" if is_dir else ""), "size": size})
+            finally:
+                os.close(fd)
+        except Refused as exc:
+            return _refused("list_dir", exc)
         except (OSError, ValueError) as exc:
             return _error(f"list_dir: {exc}")
-        out = []
-        for e in entries[:LIST_ENTRIES]:
-            try:
-                is_dir = e.is_dir()
-                size = None if is_dir else e.stat().st_size
-            except OSError:
-                is_dir, size = False, None
-            out.append({"name": e.name + ("/" if is_dir else ""), "size": size})
         return _json({"path": path, "entries": out, "truncated": len(entries) > LIST_ENTRIES,
                       "summary": f"{len(entries)} entries in {path}"})
 
@@ -258,8 +304,8 @@ def _python_search(regex: re.Pattern[str], root: str, glob: str | None) -> list[
                       or fnmatch.fnmatch(os.path.relpath(os.path.join(folder, f), root), glob)]
     for path in paths:
         try:
-            if os.path.getsize(path) > SEARCH_FILE_BYTES:
-                continue
+            if os.path.islink(path) or os.path.getsize(path) > SEARCH_FILE_BYTES:
+                continue  # a symlink may lead anywhere; ripgrep skips them too
             with open(path, "rb") as f:
                 data = f.read()
         except OSError:

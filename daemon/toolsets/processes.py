@@ -1,8 +1,8 @@
 """Managed processes: commands the terminal tool runs, in their own process group.
 
-``spawn`` starts a shell command in a new session (so its whole process group
-can be ended at once) with the scrubbed environment; ``kill_group`` ends the
-group (SIGTERM, then SIGKILL). `ProcessTable` keeps the background ones: each
+A command runs inside the sandbox the terminal tool chose (sandbox.py) and is
+started, read and ended whole by launch.py. `ProcessTable` keeps the
+background ones: each
 has a durable ``processes`` row, a bounded output ring, and a watcher that
 records its exit. With ``notify_on_complete`` (interactive turns only: the tool
 asks ``ToolContext.late_delivery``), the exit is delivered exactly once into
@@ -22,7 +22,6 @@ import logging
 import os
 import secrets
 import signal
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,41 +36,20 @@ from ..delegation.background import Admit
 from ..journal import Journal, Tx, recover_deliveries, until_stored
 from ..ledger import TURN_OPTION_KEY, encode_payload
 from ..supervisor import Supervisor
+from . import lineage
+from .launch import collect, end, kill_now, spawn
 from .output import Ring
+from .sandbox import Sandbox
 
-__all__ = ["ProcessTable", "Managed", "spawn", "kill_group", "NOTICE_MARKER"]
+__all__ = ["ProcessTable", "Managed", "NOTICE_MARKER", "KILL_SECONDS"]
 
 log = logging.getLogger("tether.processes")
 
 #: how a process notice opens (the renderer and the model recognise it)
 NOTICE_MARKER = "[process notice]"
 TAIL_CHARS = 2000
-KILL_GRACE_SECONDS = 2.0
-
-
-async def spawn(command: str, cwd: str, env: Mapping[str, str], *,
-                stdin: bool = False) -> asyncio.subprocess.Process:
-    """Start ``command`` under /bin/sh in a new session (its own process group)."""
-    return await asyncio.create_subprocess_shell(
-        command, cwd=cwd, env=dict(env), start_new_session=True,
-        stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-
-
-async def kill_group(proc: asyncio.subprocess.Process) -> None:
-    """End the process and everything in its group: SIGTERM, then SIGKILL."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        if sig == signal.SIGKILL:
-            break
-        try:
-            await asyncio.wait_for(asyncio.shield(proc.wait()), KILL_GRACE_SECONDS)
-        except TimeoutError:
-            continue
-        # the leader is gone; SIGKILL what it left in the group all the same
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+#: `process kill` returns within this, whatever the process's pipes do
+KILL_SECONDS = 5.0
 
 
 def _start_time(pid: int) -> str | None:
@@ -93,6 +71,8 @@ class Managed:
     notify: bool
     proc: asyncio.subprocess.Process
     ring: Ring
+    boundary: str  # workspace-write | read-only | none (sandbox.py)
+    workspace: str  # what it may write in the sandbox: the session's cwd
     done: asyncio.Event = field(default_factory=asyncio.Event)
     exit_code: int | None = None
     state: str = "running"
@@ -101,17 +81,18 @@ class Managed:
     def status(self) -> dict[str, Any]:
         return {"process_id": self.process_id, "command": self.command, "cwd": self.cwd,
                 "pid": self.proc.pid, "state": self.state, "exit_code": self.exit_code,
-                "notify_on_complete": self.notify, "output_bytes": self.ring.written}
+                "notify_on_complete": self.notify, "output_bytes": self.ring.written,
+                "sandbox": self.boundary}
 
 
 class ProcessTable:
     def __init__(self, journal: Journal, supervisor: Supervisor, admit: Admit,
-                 config: ToolsConfig, env: Mapping[str, str], *, epoch: int) -> None:
+                 config: ToolsConfig, sandbox: Sandbox, *, epoch: int) -> None:
         self._journal = journal
         self._supervisor = supervisor
         self._admit = admit
         self._config = config
-        self.env = env
+        self.sandbox = sandbox
         self._epoch = epoch
         self._live: dict[str, Managed] = {}
         self._watchers: dict[str, asyncio.Task[None]] = {}
@@ -129,16 +110,17 @@ class ProcessTable:
         return [r for r in found if process_id is None or r["process_id"] == process_id]
 
     async def start(self, session_id: str, admission_id: str | None, command: str, cwd: str,
-                    notify: bool) -> Managed:
+                    notify: bool, boundary: str, workspace: str) -> Managed:
         """Record the process, start it, and watch it; ValueError if too many run.
 
+        It runs in ``cwd`` within ``boundary``, where only ``workspace`` may be written.
         Once begun, a start completes even if the calling turn is stopped meanwhile:
         a recorded process is always started and watched (its notice still comes)."""
         return await asyncio.shield(self._start(session_id, admission_id, command, cwd,
-                                                notify))
+                                                notify, boundary, workspace))
 
     async def _start(self, session_id: str, admission_id: str | None, command: str, cwd: str,
-                     notify: bool) -> Managed:
+                     notify: bool, boundary: str, workspace: str) -> Managed:
         running = sum(1 for p in self._live.values() if p.state == "running")
         if running >= self._config.max_processes:
             raise ValueError(f"{running} background processes are running already "
@@ -151,7 +133,8 @@ class ProcessTable:
             tx.conn, process_id=process_id, session_id=session_id, admission_id=admission_id,
             command=command, cwd=cwd, notify=notify, owner_epoch=epoch, now=tx.now))
         try:
-            proc = await spawn(command, cwd, self.env, stdin=True)
+            proc = await spawn(self.sandbox.argv(command, cwd, boundary, workspace=workspace),
+                               cwd, self.sandbox.env, stdin=True)
         except OSError as exc:
             why = f"could not start: {exc}"
             await self._journal.persist(lambda tx: rows.finish(
@@ -164,7 +147,7 @@ class ProcessTable:
         await self._journal.persist(lambda tx: rows.set_pid(tx.conn, process_id, proc.pid,
                                                             started), f"the pid of {process_id}")
         p = Managed(process_id, session_id, admission_id, command, cwd, notify, proc,
-                    Ring(self._config.process_ring_bytes))
+                    Ring(self._config.process_ring_bytes), boundary, workspace)
         self._live[process_id] = p
         task = self._supervisor.spawn(self._watch(p), f"process:{process_id}")
         self._watchers[process_id] = task
@@ -172,18 +155,16 @@ class ProcessTable:
         return p
 
     async def _watch(self, p: Managed) -> None:
-        assert p.proc.stdout is not None
         try:
-            while data := await p.proc.stdout.read(65536):
-                p.ring.write(data)
-            p.exit_code = await p.proc.wait()
+            p.exit_code = await collect(p.proc, p.ring.write)
         except asyncio.CancelledError:
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
-            await kill_group(p.proc)
+            await end(p.proc)
             p.ending = p.ending or "lost"
             p.exit_code = p.proc.returncode
         p.state = p.ending or "exited"
         p.done.set()
+        lineage.unregister(p.proc.pid)
         tail = p.ring.tail(TAIL_CHARS)
         try:
             await self._journal.persist(
@@ -199,10 +180,20 @@ class ProcessTable:
             log.exception("could not record/deliver the exit of process %s", p.process_id)
 
     async def kill(self, p: Managed) -> None:
-        if p.state == "running":
-            p.ending = "killed"
-            await kill_group(p.proc)
-            await p.done.wait()
+        """End ``p`` and everything it started; returns within KILL_SECONDS."""
+        if p.state != "running":
+            return
+        p.ending = "killed"
+        await end(p.proc, grace=min(2.0, KILL_SECONDS / 3))
+        try:
+            await asyncio.wait_for(asyncio.shield(p.done.wait()), KILL_SECONDS / 3)
+        except TimeoutError:
+            # its watcher is stuck on the pipes: stopping it records the end
+            watcher = self._watchers.get(p.process_id)
+            if watcher is not None:
+                watcher.cancel()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(p.done.wait()), KILL_SECONDS / 3)
 
     async def deliver(self, process_id: str) -> None:
         """Deliver a finished process's notice into its session, exactly once."""
@@ -261,8 +252,7 @@ class ProcessTable:
         for p in self._live.values():
             if p.state == "running":
                 p.ending = "lost"
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(p.proc.pid, signal.SIGKILL)
+                kill_now(p.proc)
         tasks = list(self._watchers.values())
         if tasks:
             await asyncio.wait(tasks, timeout=10)

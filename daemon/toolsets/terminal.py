@@ -1,13 +1,17 @@
 """The ``terminal`` and ``process`` tools (toolset ``terminal``).
 
-``terminal {command, workdir?, timeout_s?, background?, notify_on_complete?}``
-runs a shell command in the session's working directory, after the approval
-check (ToolContext.approve), with the owner's secrets scrubbed from its
-environment. In the foreground it waits, up to its timeout (then the whole
-process group is killed), and returns the exit code and the output capped for
-the model. ``background: true`` starts a managed process (processes.py) and
-returns its id at once; ``notify_on_complete`` also delivers a notice when it
-ends — only where somebody can receive it: on a turn without late delivery
+``terminal {command, workdir?, timeout_s?, background?, notify_on_complete?,
+escalate?, reason?}`` runs a shell command in the session's working directory,
+after the approval check (ToolContext.approve, told the sandbox it will run in
+and whether it asks for an escalation), inside the sandbox (sandbox.py) with
+the allowlisted environment (env.py). ``escalate: true`` (with a ``reason``)
+asks to run it outside the sandbox: a person must approve it. In the
+foreground it waits, up to its timeout (then it is ended with everything it
+started), and returns the exit code and the output capped for the model, with
+a hint when the sandbox refused something. ``background: true`` starts a
+managed process (processes.py) and returns its id at once;
+``notify_on_complete`` also delivers a notice when it ends — only where
+somebody can receive it: on a turn without late delivery
 (``ToolContext.late_delivery`` False: finite turns, child agents) the call is
 refused and nothing is started or recorded.
 
@@ -26,12 +30,16 @@ import orjson
 
 from ..config import ToolsConfig
 from ..tools import Tool, ToolContext
+from . import lineage
+from .launch import collect, end, spawn
 from .output import Capture
-from .processes import Managed, ProcessTable, kill_group, spawn
+from .processes import KILL_SECONDS, Managed, ProcessTable
+from .sandbox import NONE, Sandbox, refusal
 
 __all__ = ["terminal_tool", "process_tool", "NOTIFY_REFUSED", "workdir_of"]
 
 MAX_COMMAND_CHARS = 65_536
+MAX_REASON_CHARS = 2000
 MAX_WAIT_SECONDS = 600.0
 NOTIFY_REFUSED = (
     "notify_on_complete is not available on this turn: nobody can receive a notice after "
@@ -78,6 +86,15 @@ TERMINAL_PARAMETERS: dict[str, Any] = {
             "type": "boolean",
             "description": "with background: deliver a notice into this session when it "
                            "ends (interactive sessions only)"},
+        "escalate": {
+            "type": "boolean",
+            "description": "run it OUTSIDE the sandbox, with network access and writes beyond "
+                           "the working directory; a person must always approve it (never "
+                           "on unattended turns). Use only when the sandbox refused something "
+                           "this task really needs"},
+        "reason": {"type": "string",
+                   "description": "with escalate: why it must run outside the sandbox "
+                                  "(shown to the person asked)"},
     },
     "required": ["command"],
 }
@@ -103,70 +120,101 @@ def terminal_tool(table: ProcessTable, config: ToolsConfig) -> Tool:
         if notify and not ctx.late_delivery:
             # the channel capability (SPEC §12): asked once, here; nothing recorded
             return _error(NOTIFY_REFUSED, refused="notify_unsupported")
+        escalate, reason = args.get("escalate", False), args.get("reason")
+        if not isinstance(escalate, bool):
+            return _error("terminal: escalate must be a boolean")
+        if reason is not None and (not isinstance(reason, str)
+                                   or len(reason) > MAX_REASON_CHARS):
+            return _error(f"terminal: reason must be a string of at most {MAX_REASON_CHARS} "
+                          "characters")
+        if escalate and not (reason or "").strip():
+            return _error("terminal: escalate: true needs a reason (why it must run outside "
+                          "the sandbox)")
         try:
             cwd = workdir_of(ctx, args.get("workdir"))
+            workspace = workdir_of(ctx, None)  # the sandbox's writable directory
         except ValueError as exc:
             return _error(f"terminal: {exc}")
         if not os.path.isdir(cwd):
             return _error(f"terminal: working directory {cwd} does not exist")
-        verdict = await ctx.approve("terminal", "command", command)
+        sandbox = table.sandbox
+        boundary = sandbox.boundary(ctx.settings.sandbox)
+        verdict = await ctx.approve("terminal", "command", command, sandbox=boundary,
+                                    escalate=escalate, reason=reason if escalate else None)
         if not verdict.allowed:
             return _json({"error": f"the command was not run: {verdict.reason}",
                           "denied": True, "approval_id": verdict.approval_id,
                           "summary": "not run: " + verdict.reason[:100]})
+        # an approved escalation runs outside; the environment stays the allowlist
+        run_in = NONE if escalate else boundary
         if background:
             try:
-                p = await table.start(ctx.session_id, ctx.admission_id, command, cwd, notify)
+                p = await table.start(ctx.session_id, ctx.admission_id, command, cwd, notify,
+                                      run_in, workspace)
             except ValueError as exc:
                 return _error(f"terminal: {exc}")
             return _json({"process_id": p.process_id, "pid": p.proc.pid, "state": "running",
-                          "notify_on_complete": notify,
+                          "notify_on_complete": notify, "sandbox": run_in,
                           "hint": "a notice arrives as a new turn when it ends" if notify
                           else "use process poll, log or wait to follow it",
                           "summary": f"started {p.process_id} in the background"})
-        return _json(await _foreground(table, command, cwd, timeout, config.output_chars))
+        out = await _foreground(sandbox, command, cwd, workspace, run_in, timeout,
+                                config.output_chars)
+        if "sandbox_refused" in out and not ctx.attended:
+            out["sandbox_refused"] += (" (on this turn nobody can approve an escalation: it "
+                                       "would be denied)")
+        return _json(out)
 
+    if table.sandbox.boundary() == NONE:
+        where = ("There is no sandbox on this machine: risky commands need the user's "
+                 "approval. ")
+    else:
+        where = ("It runs in a sandbox: the filesystem is read-only except the working "
+                 "directory and a private /tmp, there is no network, and the environment "
+                 "holds only basic variables; the result says when the sandbox refused "
+                 "something. escalate: true with a reason runs it outside the sandbox "
+                 "(network, writes beyond the workspace) and always needs a person's "
+                 "approval. Risky commands may need the user's approval too. ")
     return Tool(name="terminal", toolset="terminal", run=run, parameters=TERMINAL_PARAMETERS,
                 description=(
                     "Run a shell command in the session's working directory and return its "
-                    "exit code and output (long output keeps its start and end). Risky "
-                    "commands may need the user's approval. background: true starts it and "
-                    "returns a process id (see the process tool)."))
+                    "exit code and output (long output keeps its start and end). " + where
+                    + "background: true starts it and returns a process id (see the process "
+                    "tool)."))
 
 
-async def _foreground(table: ProcessTable, command: str, cwd: str, timeout: float,
-                      limit: int) -> dict[str, Any]:
+async def _foreground(sandbox: Sandbox, command: str, cwd: str, workspace: str, boundary: str,
+                      timeout: float, limit: int) -> dict[str, Any]:
     started = time.monotonic()
     try:
-        proc = await spawn(command, cwd, table.env)
-    except OSError as exc:
+        proc = await spawn(sandbox.argv(command, cwd, boundary, workspace=workspace), cwd,
+                           sandbox.env)
+    except (OSError, ValueError) as exc:
         return {"error": f"could not start the command: {exc}", "summary": "could not start"}
     capture = Capture(limit)
-
-    async def pump() -> int:
-        assert proc.stdout is not None
-        while data := await proc.stdout.read(65536):
-            capture.feed(data)
-        return await proc.wait()
-
     timed_out = False
     exit_code: int | None
     try:
-        exit_code = await asyncio.wait_for(pump(), timeout)
+        exit_code = await asyncio.wait_for(collect(proc, capture.feed), timeout)
     except TimeoutError:
         timed_out = True
-        await kill_group(proc)
+        await end(proc, grace=min(2.0, KILL_SECONDS / 3))
         exit_code = proc.returncode
     except asyncio.CancelledError:
         # the turn is being stopped: the command goes with it
-        await asyncio.shield(kill_group(proc))
+        await asyncio.shield(end(proc))
+        lineage.unregister(proc.pid)
         raise
+    lineage.unregister(proc.pid)
     output = capture.text()
     out: dict[str, Any] = {"exit_code": exit_code, "output": output,
-                           "duration_seconds": round(time.monotonic() - started, 3)}
+                           "duration_seconds": round(time.monotonic() - started, 3),
+                           "sandbox": boundary}
     if timed_out:
         out["timed_out"] = True
-        out["note"] = f"killed after {timeout:g} s (its whole process group)"
+        out["note"] = f"killed after {timeout:g} s (with everything it started)"
+    elif hint := refusal(boundary, sandbox.config.network, exit_code, output, workspace):
+        out["sandbox_refused"] = hint
     out["summary"] = _summary(exit_code, timed_out, output)
     return out
 
@@ -224,8 +272,8 @@ def process_tool(table: ProcessTable) -> Tool:
 
 async def _act(table: ProcessTable, p: Managed, action: str, args: dict[str, Any]) -> dict[str, Any]:
     if action == "poll":
-        return {**p.status(), "recent_output": p.ring.tail(2000),
-                "summary": f"{p.process_id} {p.state}"}
+        return _hinted(table, p, {**p.status(), "recent_output": p.ring.tail(2000),
+                                  "summary": f"{p.process_id} {p.state}"})
     if action == "log":
         offset, limit = args.get("offset"), args.get("limit", 20_000)
         if offset is not None and (not isinstance(offset, int) or offset < 0):
@@ -247,9 +295,9 @@ async def _act(table: ProcessTable, p: Managed, action: str, args: dict[str, Any
             await asyncio.wait_for(p.done.wait(), min(float(timeout), MAX_WAIT_SECONDS))
         except TimeoutError:
             pass
-        return {**p.status(), "recent_output": p.ring.tail(2000),
-                "summary": f"{p.process_id} {p.state}"
-                + (f" (exit {p.exit_code})" if p.state != "running" else "")}
+        return _hinted(table, p, {**p.status(), "recent_output": p.ring.tail(2000),
+                                  "summary": f"{p.process_id} {p.state}"
+                                  + (f" (exit {p.exit_code})" if p.state != "running" else "")})
     if action == "kill":
         await table.kill(p)
         return {**p.status(), "summary": f"{p.process_id} {p.state}"}
@@ -268,3 +316,11 @@ async def _act(table: ProcessTable, p: Managed, action: str, args: dict[str, Any
         return {"error": f"process write: {p.process_id} closed its input"}
     return {"process_id": p.process_id, "written": len(data.encode()),
             "summary": f"wrote {len(data)} characters"}
+
+
+def _hinted(table: ProcessTable, p: Managed, out: dict[str, Any]) -> dict[str, Any]:
+    """``out`` with the sandbox's hint when the process ended refused by it."""
+    if p.state == "exited" and (hint := refusal(p.boundary, table.sandbox.config.network,
+                                                p.exit_code, p.ring.tail(4000), p.workspace)):
+        out["sandbox_refused"] = hint
+    return out

@@ -1,3 +1,7 @@
+// The tether client, for Node and browsers alike: typed calls, resilient event
+// streams, retry-safe prompts. It knows nothing of sockets: a `Dial` opens one
+// (node.ts: ws over the Unix socket or TCP; browser.ts: the page's WebSocket).
+import { PROTOCOL, } from "./protocol.js";
 /** An error reply of the owner: `reason` names it, `data` carries what it says. */
 export class TetherError extends Error {
     code;
@@ -126,6 +130,12 @@ export class Connection {
         this.closers.clear();
     }
 }
+/** The warning the client gives when an owner speaks another protocol. */
+export function protocolMismatchMessage(served, expected = PROTOCOL) {
+    return `tether-client: the owner speaks protocol ${JSON.stringify(served)}, this client was `
+        + `built for ${JSON.stringify(expected)}: calls and events may not match its types; `
+        + "install a tether-client of the owner's version";
+}
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 /** The owner crashed while running this admission: whether the turn's effects
  *  happened is unknown, and the session waits until someone settles it
@@ -158,13 +168,38 @@ export class TetherClient {
     redial = null;
     closedByUser = false;
     retrySeconds;
+    onMismatch;
+    warned = new Set();
     constructor(dial, conn, options) {
         this.dial = dial;
         this.conn = conn;
         this.retrySeconds = options.retrySeconds ?? 30;
+        this.onMismatch = options.onProtocolMismatch === undefined
+            ? (served, expected) => console.warn(protocolMismatchMessage(served, expected))
+            : options.onProtocolMismatch;
+        this.checkProtocol(conn);
     }
     static async open(dial, options = {}) {
         return new TetherClient(dial, new Connection(await dial()), options);
+    }
+    /** Ask a new connection's owner its protocol (each connection: failover may land on
+     *  another node); a mismatch goes to `onProtocolMismatch`, once per protocol. */
+    checkProtocol(conn) {
+        const report = this.onMismatch;
+        if (report === null)
+            return;
+        conn.call("runtime.describe").then((d) => {
+            const served = typeof d?.protocol === "string" ? d.protocol : String(d?.protocol);
+            if (served === PROTOCOL || this.warned.has(served))
+                return;
+            this.warned.add(served);
+            try {
+                report(served, PROTOCOL);
+            }
+            catch (err) {
+                console.error("tether-client: onProtocolMismatch threw:", err);
+            }
+        }, () => { }); // a connection lost meanwhile: the next one is checked
     }
     /** The current connection (dialling again if it was lost). */
     async connection() {
@@ -190,6 +225,7 @@ export class TetherClient {
         for (;;) {
             try {
                 this.conn = new Connection(await this.dial());
+                this.checkProtocol(this.conn);
                 return this.conn;
             }
             catch (err) {

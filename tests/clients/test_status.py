@@ -5,7 +5,7 @@ import os
 import time
 
 from fakeprovider import FakeProvider, text_reply
-from harness import OwnerProcess, clean_env, write_config
+from harness import OwnerProcess, clean_env, sandbox_missing, write_config
 
 
 def _lines(out: str) -> dict[str, str]:
@@ -29,6 +29,8 @@ def test_status_names_the_provider_and_model_of_the_running_owner(tmp_path, run_
     fields = _lines(shown.stdout)
     assert fields["provider"] == f"custom ({fake.url})"
     assert fields["model"] == "test-model"
+    assert fields["sandbox"].endswith(", workspace-write, network off") \
+        if sandbox_missing() is None else fields["sandbox"].startswith("none — ")
     assert "note" not in fields
     runtime = json.loads(as_json.stdout)["runtime"]
     assert runtime["turn_defaults"] == {"provider": "custom", "model": "test-model",

@@ -126,3 +126,68 @@ def test_typescript_client_suite(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     assert "# fail 0" in out, out[-3000:]
+
+
+def _readme_examples() -> list[str]:
+    """The TypeScript blocks of the package's README, in order."""
+    import re
+
+    text = (PACKAGE / "README.md").read_text(encoding="utf-8")
+    return re.findall(r"```ts\n(.*?)```", text, re.S)
+
+
+@pytest.mark.timeout(300)
+def test_the_packed_tarball_installs_imports_and_compiles_strictly(tmp_path):
+    """`npm pack` ships what an import needs; a fresh project installs the tarball,
+    imports it at run time, and compiles the README's examples with ``tsc --strict``."""
+    import json
+    import tarfile
+
+    npm = shutil.which("npm")
+    if npm is None or not (PACKAGE / "node_modules").is_dir():
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the TypeScript tests: .ci/run installs node and runs npm ci")
+        pytest.skip("node/npm or clients/typescript/node_modules missing (run npm ci there)")
+
+    def run(*cmd: str, cwd: Path) -> str:
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=240,
+                              check=False)
+        assert proc.returncode == 0, f"{' '.join(cmd)}:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+        return proc.stdout
+
+    packed = json.loads(run(npm, "pack", "--json", "--pack-destination", str(tmp_path),
+                            cwd=PACKAGE))
+    tarball = tmp_path / packed[0]["filename"]
+    with tarfile.open(tarball) as tar:
+        names = set(tar.getnames())
+        license_text = tar.extractfile("package/LICENSE").read().decode()  # type: ignore[union-attr]
+    shipped = {n.removeprefix("package/") for n in names}
+    for module in ("index", "core", "node", "browser", "protocol"):
+        assert {f"dist/{module}.js", f"dist/{module}.d.ts"} <= shipped, sorted(shipped)
+    assert {"package.json", "README.md", "LICENSE"} <= shipped
+    assert not [n for n in shipped if n.startswith(("src/", "test/", "node_modules/"))]
+    assert license_text == (PACKAGE.parents[1] / "LICENSE").read_text(encoding="utf-8")
+
+    project = tmp_path / "consumer project"
+    project.mkdir()
+    (project / "package.json").write_text(json.dumps(
+        {"name": "consumer", "version": "1.0.0", "private": True, "type": "module"}))
+    run(npm, "install", "--prefer-offline", "--no-audit", "--no-fund", str(tarball), cwd=project)
+    imported = run("node", "--input-type=module", "-e",
+                   "const m = await import('tether-client');"
+                   "const b = await import('tether-client/browser');"
+                   "console.log(typeof m.connect, typeof b.connectBrowser, m.PROTOCOL)",
+                   cwd=project)
+    assert imported.split() == ["function", "function", "tether/1"]
+
+    examples = _readme_examples()
+    assert len(examples) >= 6  # connect, submit, stream, approvals, failover, versions
+    for n, code in enumerate(examples):
+        (project / f"example{n}.ts").write_text(code, encoding="utf-8")
+    (project / "tsconfig.json").write_text(json.dumps({"compilerOptions": {
+        "target": "ES2022", "module": "NodeNext", "moduleResolution": "NodeNext",
+        "lib": ["ES2022"], "strict": True, "noEmit": True, "skipLibCheck": False,
+        "types": ["node"], "typeRoots": [str(PACKAGE / "node_modules" / "@types")]},
+        "include": ["*.ts"]}))
+    run(str(PACKAGE / "node_modules" / ".bin" / "tsc"), "-p", "tsconfig.json", "--strict",
+        cwd=project)

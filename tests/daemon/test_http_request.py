@@ -72,10 +72,41 @@ def test_bad_bodies_are_refused_with_a_code(body, code):
     assert refusal(body).code == code
 
 
-def test_a_requests_own_tools_are_refused_with_the_reason():
-    err = refusal({"model": "tether", "messages": [{"role": "user", "content": "x"}],
-                   "tools": [{"type": "function", "function": {"name": "f"}}]})
-    assert err.code == "unsupported_parameter" and "brings its own tools" in err.message
+TOOL = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+CALL = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+
+
+def test_a_requests_own_tools_and_their_results_are_taken():
+    asked = {"role": "user", "content": "find it"}
+    req = parse({"model": "tether", "messages": [asked], "tools": [TOOL],
+                 "tool_choice": "required", "response_format": {"type": "json_object"}})
+    assert req.client_tools == (TOOL,)
+    assert req.extras == {"tool_choice": "required", "response_format": {"type": "json_object"}}
+    answered = parse({"model": "tether", "tools": [TOOL], "messages": [
+        asked, {"role": "assistant", "content": None, "tool_calls": [CALL]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "found"}]})
+    assert answered.prompt == ""
+    assert answered.tool_results == ({"tool_call_id": "call_1", "content": "found"},)
+    assert answered.history[-1]["tool_calls"] == [CALL]
+    # tool_choice "none": the client's tools are not offered
+    assert parse({"model": "tether", "messages": [asked], "tools": [TOOL],
+                  "tool_choice": "none"}).client_tools == ()
+
+
+@pytest.mark.parametrize(("extra", "said"), [
+    ({"tools": [TOOL], "tool_choice": {"type": "function", "function": {"name": "other"}}},
+     "not one of the request's tools"),
+    ({"tools": [TOOL, TOOL]}, "same name"),
+    ({"tools": [{"type": "function", "function": {"name": "read_file"}}]}, "tether's own"),
+    ({"tool_choice": "required"}, "no `tools`"),
+    ({"functions": [{"name": "f"}]}, "send `tools`"),
+    ({"response_format": {"type": "json_schema"}}, "needs `json_schema`"),
+])
+def test_client_tools_that_cannot_be_served_are_refused(extra, said):
+    body = {"model": "tether", "messages": [{"role": "user", "content": "x"}], **extra}
+    with pytest.raises(ApiError) as exc:
+        parse_chat_request(orjson.dumps(body), MODELS, 1000, frozenset({"read_file"}))
+    assert said in exc.value.message
 
 
 HEAD = (b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -125,3 +156,46 @@ async def test_a_head_split_across_reads_is_routed_once_whole():
         assert (transport.protocol is http) is not websocket
         router.connection_lost(None)
         assert not transport.aborted
+
+
+def test_json_nested_deeper_than_the_limit_is_refused():
+    deep = b'{"model": "tether", "x": ' + b"[" * 200 + b"]" * 200 + b"}"
+    assert refusal(deep).code == "invalid_json"
+    assert "deeper" in refusal(deep).message
+
+
+@pytest.mark.parametrize("message", [
+    "connecting to provider at http://10.1.2.3:8000/v1/chat/completions timed out",
+    "is the server running at llm.internal:8000?",
+    "POST https://api.example.com/v1/chat/completions: 500",
+    "connection to [fd00::1]:9000 failed",
+])
+def test_addresses_are_taken_out_of_messages_to_api_clients(message):
+    from tether.daemon.http.errors import redact
+
+    shown = redact(message)
+    assert "<model server>" in shown
+    assert not any(part in shown for part in ("10.1.2.3", "llm.internal", "example.com",
+                                              "fd00", "8000", "9000"))
+
+
+def test_n_null_or_1_and_no_op_values_are_accepted_and_ignored_names_kept():
+    body = {"model": "tether", "messages": [{"role": "user", "content": "x"}]}
+    for extra in ({"n": None}, {"n": 1}, {"tools": []}, {"tool_choice": "none"},
+                  {"response_format": {"type": "text"}}, {"modalities": ["text"]}):
+        assert parse({**body, **extra}).ignored == ()
+    req = parse({**body, "top_k": 3, "prompt_cache_key": "k", "seed": None,
+                 "stream_options": {"include_usage": True, "include_obfuscation": False}})
+    assert req.ignored == ("prompt_cache_key", "top_k")  # a null one is not named
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    ({"model": "tether", "messages": [{"role": "bot", "content": "x"}]}, "messages[0].role:"),
+    ({"model": "tether", "messages": [{"role": "user", "content": 5}]},
+     "messages[0].content: must be a string or a list of text parts"),
+    ({"model": "tether", "messages": [{"role": "user", "content": "x"}], "stream": 1},
+     "stream:"),
+    ({"messages": [{"role": "user", "content": "x"}]}, "model: is required"),
+])
+def test_a_refusal_names_the_field_at_fault(body, said):
+    assert said in refusal(body).message

@@ -1,8 +1,8 @@
-"""The tools' pure parts: output capping, the output ring, the scrubbed environment."""
+"""The tools' pure parts: output capping, the output ring, the command environment."""
 
 from __future__ import annotations
 
-from tether.daemon.toolsets.env import scrubbed_env
+from tether.daemon.toolsets.env import command_env
 from tether.daemon.toolsets.output import Capture, Ring, cap
 
 
@@ -40,11 +40,14 @@ def test_ring_keeps_the_newest_bytes_with_offsets():
     assert r.tail(3) == "ddd"
 
 
-def test_the_environment_loses_secrets_by_name_and_by_value():
-    env = {"PATH": "/bin", "HOME": "/h", "LANG": "C", "OPENAI_API_KEY": "sk-1",
+def test_the_environment_is_an_allowlist_with_the_configured_keys_dropped_by_value():
+    env = {"PATH": "/bin", "HOME": "/h", "LANG": "C", "LC_ALL": "C.UTF-8", "OPENAI_API_KEY": "sk-1",
            "GITHUB_TOKEN": "g", "MY_PASSWORD": "p", "AWS_ACCESS_KEY_ID": "a",
-           "TETHER_HOME": "/t", "SSH_AUTH_SOCK": "/s", "EDITOR": "vi",
-           "INNOCENT_NAME": "contains sk-configured-key inside", "DB_PASSWD": "x",
-           "HTTP_AUTHORIZATION": "Bearer y"}
-    out = scrubbed_env(env, ["sk-configured-key", None])
-    assert out == {"PATH": "/bin", "HOME": "/h", "LANG": "C", "EDITOR": "vi"}
+           "TETHER_HOME": "/t", "SSH_AUTH_SOCK": "/s", "EDITOR": "vi", "DB_PASS": "x",
+           "MYAPP_PW": "y", "CARGO_HOME": "/c", "MYAPP_DIR": "/m", "MYAPP_PWX": "z",
+           "TERM": "contains sk-configured-key inside", "HTTP_AUTHORIZATION": "Bearer y"}
+    assert command_env(env, (), ["sk-configured-key", None]) == {
+        "PATH": "/bin", "HOME": "/h", "LANG": "C", "LC_ALL": "C.UTF-8"}
+    # names and prefixes the owner's configuration adds (sandbox.env_allow)
+    out = command_env(env, ("CARGO_HOME", "MYAPP_D*"), ["sk-configured-key"])
+    assert set(out) == {"PATH", "HOME", "LANG", "LC_ALL", "CARGO_HOME", "MYAPP_DIR"}

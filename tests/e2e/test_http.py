@@ -61,7 +61,8 @@ def scene(tmp_path):
     model = Model()
     with FakeProvider(model) as provider:
         write_config(home, provider.url, http={"max_concurrent_requests": 2,
-                                               "keepalive_seconds": 0.2})
+                                               "keepalive_seconds": 0.2,
+                                               "retry_claim_seconds": 0.5})
         with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
             yield owner, provider, model
             model.gate.set()
@@ -169,6 +170,7 @@ async def test_an_idempotent_retry_is_answered_from_the_ledger(scene):
             extra_headers=key)
     assert exc.value.status_code == 409
     assert exc.value.body["code"] == "idempotency_conflict"
+    assert exc.value.response.headers["x-should-retry"] == "false"  # the SDKs give up
     assert len(provider.requests) == 1
 
     # the same key under another token is another request
@@ -207,8 +209,8 @@ async def test_refusals_use_openais_error_envelope(scene):
     with pytest.raises(openai.BadRequestError) as exc:
         await api.chat.completions.create(
             model="tether", messages=[{"role": "user", "content": "x"}],
-            tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
-    assert "brings its own tools" in exc.value.body["message"]
+            functions=[{"name": "f", "parameters": {}}])
+    assert "send `tools`" in exc.value.body["message"]
     with pytest.raises(openai.BadRequestError):
         await api.chat.completions.create(model="gpt-none",
                                           messages=[{"role": "user", "content": "x"}])
@@ -245,6 +247,7 @@ async def test_past_the_concurrency_bound_a_request_gets_429(scene):
 
 
 async def test_a_streamed_client_that_leaves_without_a_key_interrupts_its_turn(scene):
+    """Once no retry claimed it within http.retry_claim_seconds (test_http_retries.py)."""
     owner, provider, model = scene
     api = client(owner, await mint(owner))
     stream = await api.chat.completions.create(

@@ -23,6 +23,8 @@ from harness import OwnerProcess, Peer, clean_env, until, write_config
 jsonschema = pytest.importorskip("jsonschema")
 
 CHILD = "CHILD_TASK"
+#: the MCP server of the MCP tests (tool.progress, mcp.list, mcp.tools)
+MCP_DEMO = str(Path(__file__).resolve().parents[1] / "mcp" / "mcpdemo.py")
 #: prompts whose first request fails once, so the owner announces its retry
 _flaky: set[str] = set()
 
@@ -38,6 +40,8 @@ def model(req: dict) -> Any:
     if users[-1] == "flaky" and "flaky" not in _flaky:
         _flaky.add("flaky")
         return Status(503)
+    if users[-1] == "count with mcp":
+        return tool_call_reply("mcp__demo__count", {"to": 2}, "m1")
     if users[-1] == "run a command":
         return tool_call_reply("terminal", {"command": "touch schema-check"}, "t1")
     if users[-1] == "run in the background":
@@ -90,7 +94,8 @@ async def test_every_reply_and_event_of_real_traffic_validates(tmp_path):
     home = tmp_path / "home"
     checker = Checker(schema_from_cli(home))
     with FakeProvider(model) as fake:
-        write_config(home, fake.url)
+        write_config(home, fake.url, mcp={"servers": {"demo": {
+            "command": sys.executable, "args": [MCP_DEMO]}}}, approvals={"unattended": "allow"})
         with OwnerProcess(home):
             async with await Peer.connect(home) as peer:
 
@@ -119,6 +124,14 @@ async def test_every_reply_and_event_of_real_traffic_validates(tmp_path):
                 await peer.wait_terminal(sid, r["admission_id"])
                 await until(lambda: any(e["type"] == "delegation.complete"
                                         for e in peer.events), what="the delivery")
+                # an MCP tool with progress: tool.progress; the mcp.* methods
+                r = (await call("prompt.submit", session_id=sid, input_id="mcp",
+                                text="count with mcp", finite=True))["result"]
+                await peer.wait_terminal(sid, r["admission_id"])
+                await call("mcp.list")
+                await call("mcp.tools", server="demo")
+                await call("mcp.attach", session_id=sid, servers=[
+                    {"name": "extra", "command": sys.executable, "args": [MCP_DEMO]}])
                 # a transient model failure: model.retry
                 r = (await call("prompt.submit", session_id=sid, input_id="flaky",
                                 text="flaky", finite=True))["result"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from fakeprovider import FakeProvider
 from harness import OwnerProcess, Peer, clean_env, write_config
 from toolscript import ScriptedModel, tool_results
@@ -26,8 +27,9 @@ async def test_edit_a_file_and_run_a_command_end_to_end(tmp_path):
     with FakeProvider(model) as provider:
         # mode auto: writes inside the cwd and non-dangerous commands need no answer
         write_config(home, provider.url, model={"api_key": SECRET},
-                     approvals={"mode": "auto"})
-        env = clean_env(home, MY_SERVICE_TOKEN=TOKEN, HARMLESS_SETTING="visible-value")
+                     approvals={"mode": "auto"}, sandbox={"env_allow": ["HARMLESS_*"]})
+        env = clean_env(home, MY_SERVICE_TOKEN=TOKEN, HARMLESS_SETTING="visible-value",
+                        DB_PASS="hunter2-db", MYAPP_PW="hunter2-app")
         with OwnerProcess(home, env=env):
             async with await Peer.connect(home) as peer:
                 sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
@@ -58,10 +60,11 @@ async def test_edit_a_file_and_run_a_command_end_to_end(tmp_path):
     assert edit["diff"] == completes[1]["preview"]  # the model sees what it changed too
     assert completes[2]["preview"] == "alpha\nBETA\ngamma\ndone-42"
     assert "preview" not in completes[0]  # a read shows nothing more
-    # the command ran in the session's cwd, without the owner's secrets
+    # the command ran in the session's cwd, with an allowlist of the owner's environment
     [printed] = tool_results(model, "env")
     assert f"PWD={work}" in printed["output"] or str(work) in printed["output"]
-    assert "HARMLESS_SETTING=visible-value" in printed["output"]
+    assert "HARMLESS_SETTING=visible-value" in printed["output"]  # sandbox.env_allow
+    assert "hunter2" not in printed["output"]  # DB_PASS, MYAPP_PW: no name a denylist knows
     assert SECRET not in printed["output"] and TOKEN not in printed["output"]
     assert "OPENAI" not in printed["output"] and "TETHER_HOME" not in printed["output"]
     assert SECRET not in json.dumps(events)
@@ -174,7 +177,7 @@ async def test_toolsets_offer_the_tools_they_name(tmp_path):
                 bad = await peer.call("session.create", toolsets=["shell"])
     offered = [sorted(t["function"]["name"] for t in req.get("tools") or [])
                for req in model.requests]
-    assert described["toolsets"] == ["terminal", "files", "delegation"]
+    assert described["toolsets"] == ["terminal", "files", "delegation", "mcp"]
     assert offered == [
         sorted(["terminal", "process", "read_file", "write_file", "edit_file", "search_files",
                 "list_dir", "delegate_task"]),
@@ -183,3 +186,34 @@ async def test_toolsets_offer_the_tools_they_name(tmp_path):
         [],
     ]
     assert bad["error"]["message"] == "invalid_params"
+
+
+@pytest.mark.sqlite_only("the file tools' rules, not the store")
+async def test_the_owners_home_and_process_are_refused_to_the_file_tools(tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    home = tmp_path / "home"
+    config = str(home / "config.yaml")
+    model = ScriptedModel({"peek": [
+        ("read_file", {"path": config}),
+        ("write_file", {"path": config, "content": "model: {}\n"}),
+        ("edit_file", {"path": config, "old": "api_key", "new": "x"}),
+        ("read_file", {"path": "/proc/self/environ"}),
+        ("search_files", {"pattern": "sk-", "path": str(home)}),
+    ]})
+    with FakeProvider(model) as provider:
+        write_config(home, provider.url, model={"api_key": SECRET}, approvals={"mode": "ask"})
+        before = (home / "config.yaml").read_text()
+        with OwnerProcess(home, env=clean_env(home, OPENAI_API_KEY=SECRET)):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
+                r = await peer.result("prompt.submit", session_id=sid, input_id="p",
+                                      text="peek at the owner")
+                done = await peer.wait_terminal(sid, r["admission_id"])
+                events = await peer.all_events(sid)
+    assert done["outcome"] == "completed"
+    results = tool_results(model, "peek")
+    assert [res.get("refused") for res in results] == ["forbidden"] * 5, results
+    assert not [e for e in events if e["type"] == "approval.requested"]  # never asked
+    assert (home / "config.yaml").read_text() == before
+    assert SECRET not in json.dumps(events) and SECRET not in json.dumps(results)

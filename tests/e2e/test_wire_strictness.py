@@ -98,7 +98,7 @@ async def test_every_invalid_params_names_its_fields_over_tcp(owner):
 async def test_runtime_describe_lists_providers_and_toolsets(owner):
     async with await Peer.connect(owner.home) as peer:
         described = await peer.result("runtime.describe")
-    assert described["toolsets"] == ["terminal", "files", "delegation"]
+    assert described["toolsets"] == ["terminal", "files", "delegation", "mcp"]
     assert set(described["providers"]) == {"custom", "openai", "demo"}
 
 

@@ -587,3 +587,27 @@ async def test_refine_replaces_a_validation_error_only_when_it_answers(ctx):
     short = error_of(await call(d, ctx, req("prompt.submit", {"text": "x"})))
     assert short["message"] == "invalid_params" and "session_id" in short["data"]["detail"]
     assert seen == [{"text": "x" * 11}, {"text": "x"}]
+
+
+async def test_a_guard_refuses_before_anything_runs_or_is_validated(ctx):
+    from tether.rpc import Forbidden
+
+    seen = []
+
+    def guard(method, c):
+        seen.append(method)
+        return Forbidden("not for you", method=method) if method == "prompt.submit" else None
+
+    d = build(guard=guard)
+    # refused even with params that would not validate, and the handler never runs
+    err = error_of(await call(d, ctx, req("prompt.submit", {"bogus": 1})))
+    assert (err["code"], err["message"], err["data"]["method"]) == (-32003, "forbidden",
+                                                                     "prompt.submit")
+    batch = await call(d, ctx, [req("ping", id=1), req("prompt.submit", {}, id=2),
+                                {"jsonrpc": "2.0", "method": "prompt.submit"}])
+    assert [r.get("result") or r["error"]["message"] for r in batch] == [{"pong": True},
+                                                                         "forbidden"]
+    assert ctx.calls == ["ping"]
+    # unknown methods are not the guard's business
+    assert error_of(await call(d, ctx, req("no.such")))["message"] == "method_not_found"
+    assert "no.such" not in seen

@@ -20,6 +20,7 @@ SPEC_TABLE = [
     ("UnknownExecution", "unknown_execution", -32011),
     ("Overloaded", "overloaded", -32012),
     ("StorageUnavailable", "storage_unavailable", -32013),
+    ("Forbidden", "forbidden", -32003),
 ]
 
 

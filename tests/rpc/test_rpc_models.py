@@ -143,6 +143,7 @@ def test_event_types_are_spec_section_6():
         "reasoning.delta",
         "tool.start",
         "tool.complete",
+        "tool.progress",  # issue 23: an MCP server's progress notifications
         "subagent.start",
         "subagent.complete",
         "delegation.dispatched",

@@ -34,7 +34,7 @@ def test_schema_covers_every_method_event_and_error():
         assert set(event["required"]) == {"session_id", "seq", "type", "payload", "admission_id"}
     assert [(e["code"], e["reason"]) for e in schema["errors"]] == [
         (c.code, r) for r, c in ERRORS.items()]
-    assert len(schema["errors"]) == 11
+    assert len(schema["errors"]) == 12
     invalid = deref(schema, next(e for e in schema["errors"] if e["reason"] == "invalid_params")
                     ["data"])
     assert {"reason", "detail", "fields"} <= set(invalid["required"])

@@ -17,7 +17,7 @@ DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 def test_public_names_are_pinned():
     assert sorted(rpc.__all__) == sorted(
         """
-        ERRORS AdmissionConflict InternalError InvalidParams InvalidRequest MethodNotFound
+        ERRORS AdmissionConflict Forbidden InternalError InvalidParams InvalidRequest MethodNotFound
         NotFound Overloaded ParseError RpcError RuntimeDraining StorageUnavailable
         UnknownExecution EVENT_TYPES MAX_ATTACHMENTS MAX_ID_CHARS MAX_TEXT_CHARS
         TURN_OPTION_FIELDS Attachment Event EventsSinceResult InterruptResult Model OkResult

@@ -1,14 +1,15 @@
 // The tether client, for Node and browsers alike: typed calls, resilient event
 // streams, retry-safe prompts. It knows nothing of sockets: a `Dial` opens one
 // (node.ts: ws over the Unix socket or TCP; browser.ts: the page's WebSocket).
-import type {
-  AnyEvent,
-  ErrorData,
-  MethodName,
-  Methods,
-  PromptSubmitParams,
-  Receipt,
-  Snapshot,
+import {
+  type AnyEvent,
+  type ErrorData,
+  type MethodName,
+  type Methods,
+  PROTOCOL,
+  type PromptSubmitParams,
+  type Receipt,
+  type Snapshot,
 } from "./protocol.js";
 
 /** One open WebSocket, reduced to what the client needs. */
@@ -160,6 +161,20 @@ export class Connection {
 export interface ClientOptions {
   /** how long to keep trying to reach the owner again after a connection is lost */
   retrySeconds?: number;
+  /**
+   * Called when an owner this client connects to names another protocol than the
+   * one it was built for (`PROTOCOL`, from `runtime.describe`): its calls and events
+   * may not be what the types say. Default: one `console.warn` per protocol seen;
+   * `null` turns the check off. The client carries on either way.
+   */
+  onProtocolMismatch?: ((served: string, expected: string) => void) | null;
+}
+
+/** The warning the client gives when an owner speaks another protocol. */
+export function protocolMismatchMessage(served: string, expected: string = PROTOCOL): string {
+  return `tether-client: the owner speaks protocol ${JSON.stringify(served)}, this client was `
+    + `built for ${JSON.stringify(expected)}: calls and events may not match its types; `
+    + "install a tether-client of the owner's version";
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -196,13 +211,37 @@ export class TetherClient {
   private closedByUser = false;
   readonly retrySeconds: number;
 
+  private readonly onMismatch: ((served: string, expected: string) => void) | null;
+  private readonly warned = new Set<string>();
+
   private constructor(private readonly dial: Dial, conn: Connection, options: ClientOptions) {
     this.conn = conn;
     this.retrySeconds = options.retrySeconds ?? 30;
+    this.onMismatch = options.onProtocolMismatch === undefined
+      ? (served, expected) => console.warn(protocolMismatchMessage(served, expected))
+      : options.onProtocolMismatch;
+    this.checkProtocol(conn);
   }
 
   static async open(dial: Dial, options: ClientOptions = {}): Promise<TetherClient> {
     return new TetherClient(dial, new Connection(await dial()), options);
+  }
+
+  /** Ask a new connection's owner its protocol (each connection: failover may land on
+   *  another node); a mismatch goes to `onProtocolMismatch`, once per protocol. */
+  private checkProtocol(conn: Connection): void {
+    const report = this.onMismatch;
+    if (report === null) return;
+    conn.call("runtime.describe").then((d) => {
+      const served = typeof d?.protocol === "string" ? d.protocol : String(d?.protocol);
+      if (served === PROTOCOL || this.warned.has(served)) return;
+      this.warned.add(served);
+      try {
+        report(served, PROTOCOL);
+      } catch (err) {
+        console.error("tether-client: onProtocolMismatch threw:", err);
+      }
+    }, () => {}); // a connection lost meanwhile: the next one is checked
   }
 
   /** The current connection (dialling again if it was lost). */
@@ -229,6 +268,7 @@ export class TetherClient {
     for (;;) {
       try {
         this.conn = new Connection(await this.dial());
+        this.checkProtocol(this.conn);
         return this.conn;
       } catch (err) {
         last = err;

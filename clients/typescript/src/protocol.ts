@@ -5,11 +5,11 @@
 /**
  * One event: a union discriminated by ``type``
  */
-export type AnyEvent = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | SessionReplayGapEvent | CronNoticeEvent | ModelRetryEvent)
+export type AnyEvent = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | ToolProgressEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | SessionReplayGapEvent | CronNoticeEvent | ModelRetryEvent)
 /**
  * One entry of a session's durable event log (never the replay-gap notice).
  */
-export type Event = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | CronNoticeEvent | ModelRetryEvent)
+export type Event = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | ToolProgressEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | CronNoticeEvent | ModelRetryEvent)
 /**
  * Look a receipt up by exactly one of admission_id or input_id.
  */
@@ -66,6 +66,7 @@ Event?: Event
 EventNotification?: EventNotification
 EventsSinceResult?: EventsSinceResult
 FieldProblem?: FieldProblem
+ForbiddenErrorData?: ForbiddenErrorData
 InternalErrorErrorData?: InternalErrorErrorData
 InterruptResult?: InterruptResult
 InvalidParamsErrorData?: InvalidParamsErrorData
@@ -75,6 +76,14 @@ JsonRpcRequest?: JsonRpcRequest
 JsonRpcResult?: JsonRpcResult
 ListenTcpParams?: ListenTcpParams
 ListenTcpResult?: ListenTcpResult
+McpAttachParams?: McpAttachParams
+McpAttachResult?: McpAttachResult
+McpListParams?: McpListParams
+McpListResult?: McpListResult
+McpServerInfo?: McpServerInfo
+McpServerSpec?: McpServerSpec
+McpToolInfo?: McpToolInfo
+McpToolsParams?: McpToolsParams
 MessageCompleteEvent?: MessageCompleteEvent
 MessageCompletePayload?: MessageCompletePayload
 MessageDeltaEvent?: MessageDeltaEvent
@@ -142,6 +151,8 @@ TokenRevokeParams?: TokenRevokeParams
 TokenRevokeResult?: TokenRevokeResult
 ToolCompleteEvent?: ToolCompleteEvent
 ToolCompletePayload?: ToolCompletePayload
+ToolProgressEvent?: ToolProgressEvent
+ToolProgressPayload?: ToolProgressPayload
 ToolStartEvent?: ToolStartEvent
 ToolStartPayload?: ToolStartPayload
 TranscriptMessage?: TranscriptMessage
@@ -336,6 +347,29 @@ summary?: (string | null)
  * a few lines a viewer shows under the summary: the unified diff of a file edit, the last lines of a command's output
  */
 preview?: (string | null)
+[k: string]: unknown | undefined
+}
+/**
+ * A running tool call reported progress (an MCP server's progress notifications,
+ * at most about two a second per call, and always the one that reaches ``total``).
+ */
+export interface ToolProgressEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "tool.progress"
+payload: ToolProgressPayload
+}
+/**
+ * A running tool call reported progress (an MCP server's progress notifications,
+ * at most about two a second per call, and always the one that reaches ``total``).
+ */
+export interface ToolProgressPayload {
+call_id: string
+name: string
+progress: number
+total: (number | null)
+message: (string | null)
 [k: string]: unknown | undefined
 }
 /**
@@ -657,6 +691,7 @@ toolsets?: (string[] | null)
 reasoning?: (("none" | "low" | "medium" | "high") | null)
 max_turns?: (number | null)
 ignore_rules?: (boolean | null)
+sandbox?: (("workspace-write" | "read-only" | "off") | null)
 name: string
 schedule: string
 prompt: string
@@ -701,6 +736,7 @@ toolsets?: (string[] | null)
 reasoning?: (("none" | "low" | "medium" | "high") | null)
 max_turns?: (number | null)
 ignore_rules?: (boolean | null)
+sandbox?: (("workspace-write" | "read-only" | "off") | null)
 }
 /**
  * One scheduled time of a job. ``status`` admitted: its admission
@@ -769,6 +805,7 @@ toolsets?: (string[] | null)
 reasoning?: (("none" | "low" | "medium" | "high") | null)
 max_turns?: (number | null)
 ignore_rules?: (boolean | null)
+sandbox?: (("workspace-write" | "read-only" | "off") | null)
 name: string
 schedule?: (string | null)
 prompt?: (string | null)
@@ -843,6 +880,51 @@ params: AnyEvent
 export interface EventsSinceResult {
 events: Event[]
 last_seq: number
+}
+export interface ForbiddenErrorData {
+reason: "forbidden"
+detail: string
+/**
+ * invalid_params: every problem found (always sent with it)
+ */
+fields?: (FieldProblem[] | null)
+/**
+ * admission_conflict: the admission the input id belongs to
+ */
+admission_id?: (string | null)
+/**
+ * unknown_outcome and friends: the admissions concerned
+ */
+admission_ids?: (string[] | null)
+/**
+ * overloaded, invalid_request: the bound
+ */
+limit?: (number | null)
+/**
+ * storage_unavailable: full, locked, readonly, io, constraint
+ */
+storage_reason?: (string | null)
+/**
+ * internal_error: the id to find in the owner's log
+ */
+error_id?: (string | null)
+/**
+ * not_found: the session asked for
+ */
+session_id?: (string | null)
+/**
+ * method_not_found: the name asked for
+ */
+method?: (string | null)
+/**
+ * invalid_params for after_seq: the session's last seq
+ */
+last_seq?: (number | null)
+/**
+ * parse_error: lone_surrogate when the text was not Unicode
+ */
+problem?: (string | null)
+[k: string]: unknown | undefined
 }
 export interface InternalErrorErrorData {
 reason: "internal_error"
@@ -1009,6 +1091,67 @@ address?: (string | null)
 export interface ListenTcpResult {
 tcp_url: string
 opened: boolean
+}
+export interface McpAttachParams {
+session_id: string
+/**
+ * @maxItems 16
+ */
+servers: McpServerSpec[]
+}
+/**
+ * A server a client brings for one session (an editor's, over ACP): as in
+ * config.yaml's ``mcp.servers``, either ``command`` (+ ``args``, ``env``) or
+ * ``url`` (+ ``headers``).
+ */
+export interface McpServerSpec {
+name: string
+command: (string | null)
+/**
+ * @maxItems 256
+ */
+args: string[]
+env: {
+[k: string]: string | undefined
+}
+url: (string | null)
+headers: {
+[k: string]: string | undefined
+}
+}
+export interface McpAttachResult {
+servers: McpServerInfo[]
+}
+/**
+ * A configured MCP server: how it is reached, its state and its tools.
+ */
+export interface McpServerInfo {
+name: string
+transport: ("stdio" | "http")
+target: string
+enabled: boolean
+state: string
+error: (string | null)
+retry_at: (number | null)
+starts: number
+protocol: (string | null)
+tools: McpToolInfo[]
+session_id: (string | null)
+}
+export interface McpToolInfo {
+name: string
+tool: string
+description: string
+}
+export interface McpListParams {
+
+}
+export interface McpListResult {
+servers: McpServerInfo[]
+now: number
+}
+export interface McpToolsParams {
+server: string
 }
 export interface MethodNotFoundErrorData {
 reason: "method_not_found"
@@ -1238,10 +1381,11 @@ base_url?: (string | null)
 /**
  * toolsets the owner offers (runtime.describe)
  */
-toolsets?: (("terminal" | "files" | "delegation")[] | null)
+toolsets?: (("terminal" | "files" | "delegation" | "mcp")[] | null)
 reasoning?: (("none" | "low" | "medium" | "high") | null)
 max_turns?: (number | null)
 ignore_rules?: (boolean | null)
+sandbox?: (("workspace-write" | "read-only" | "off") | null)
 session_id: string
 input_id: string
 text: string
@@ -1261,6 +1405,8 @@ capabilities: string[]
 providers: string[]
 toolsets: string[]
 turn_defaults: TurnDefaults
+sandbox: string
+mcp_servers: McpServerInfo[]
 }
 /**
  * What a turn that names no provider, model or base_url runs with, from the owner's
@@ -1330,10 +1476,11 @@ base_url?: (string | null)
 /**
  * toolsets the owner offers (runtime.describe)
  */
-toolsets?: (("terminal" | "files" | "delegation")[] | null)
+toolsets?: (("terminal" | "files" | "delegation" | "mcp")[] | null)
 reasoning?: (("none" | "low" | "medium" | "high") | null)
 max_turns?: (number | null)
 ignore_rules?: (boolean | null)
+sandbox?: (("workspace-write" | "read-only" | "off") | null)
 request_id?: (string | null)
 source?: (string | null)
 title?: (string | null)
@@ -1640,6 +1787,12 @@ export interface Methods {
   "session.delete": { params: SessionDeleteParams; result: SessionDeleteResult };
   /** Delete empty sessions (no message, admission or child) older than older_than_seconds. */
   "session.prune": { params: SessionPruneParams; result: SessionPruneResult };
+  /** The configured MCP servers, their state and their tools (starts none). */
+  "mcp.list": { params: McpListParams; result: McpListResult };
+  /** Start one MCP server if it is not running, and list its state and tools. */
+  "mcp.tools": { params: McpToolsParams; result: McpServerInfo };
+  /** Give one session MCP servers of the caller's (an editor's); Unix socket only. */
+  "mcp.attach": { params: McpAttachParams; result: McpAttachResult };
   /** Find sessions by id prefix, or the most recently active top-level one (last). */
   "session.lookup": { params: SessionLookupParams; result: SessionLookupResult };
 }
@@ -1653,6 +1806,7 @@ export interface EventPayloads {
   "reasoning.delta": ReasoningDeltaPayload;
   "tool.start": ToolStartPayload;
   "tool.complete": ToolCompletePayload;
+  "tool.progress": ToolProgressPayload;
   "subagent.start": SubagentStartPayload;
   "subagent.complete": SubagentCompletePayload;
   "delegation.dispatched": DelegationDispatchedPayload;
@@ -1666,7 +1820,7 @@ export interface EventPayloads {
   "model.retry": ModelRetryPayload;
 }
 export type EventType = keyof EventPayloads;
-export const EVENT_TYPES: readonly EventType[] = ["session.info","message.start","message.delta","reasoning.delta","tool.start","tool.complete","subagent.start","subagent.complete","delegation.dispatched","delegation.complete","message.complete","approval.requested","approval.resolved","process.complete","session.replay_gap","cron.notice","model.retry"];
+export const EVENT_TYPES: readonly EventType[] = ["session.info","message.start","message.delta","reasoning.delta","tool.start","tool.complete","tool.progress","subagent.start","subagent.complete","delegation.dispatched","delegation.complete","message.complete","approval.requested","approval.resolved","process.complete","session.replay_gap","cron.notice","model.retry"];
 
 /** Error reason -> its data; the code of each is in ERROR_CODES. */
 export interface ErrorDataByReason {
@@ -1681,6 +1835,7 @@ export interface ErrorDataByReason {
   "unknown_execution": UnknownExecutionErrorData;
   "overloaded": OverloadedErrorData;
   "storage_unavailable": StorageUnavailableErrorData;
+  "forbidden": ForbiddenErrorData;
 }
 export type ErrorReason = keyof ErrorDataByReason;
-export const ERROR_CODES: Readonly<Record<ErrorReason, number>> = {"parse_error":-32700,"invalid_request":-32600,"method_not_found":-32601,"invalid_params":-32602,"internal_error":-32603,"not_found":-32004,"admission_conflict":-32009,"runtime_draining":-32010,"unknown_execution":-32011,"overloaded":-32012,"storage_unavailable":-32013};
+export const ERROR_CODES: Readonly<Record<ErrorReason, number>> = {"parse_error":-32700,"invalid_request":-32600,"method_not_found":-32601,"invalid_params":-32602,"internal_error":-32603,"not_found":-32004,"admission_conflict":-32009,"runtime_draining":-32010,"unknown_execution":-32011,"overloaded":-32012,"storage_unavailable":-32013,"forbidden":-32003};

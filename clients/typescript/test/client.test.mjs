@@ -5,7 +5,7 @@ import { after, before, describe, test } from "node:test";
 import { connect as netConnect } from "node:net";
 import { join } from "node:path";
 import WebSocket from "ws";
-import { ConnectionLost, TetherClient, TetherError, UnknownAdmission, connect, parseUrls } from "../dist/index.js";
+import { ConnectionLost, PROTOCOL, TetherClient, TetherError, UnknownAdmission, connect, parseUrls, protocolMismatchMessage } from "../dist/index.js";
 import { PROVIDER_URL, RELEASE_DIR, STORE_URL, newHome, release, startOwner, until } from "./owner.mjs";
 
 describe("over the Unix socket of a home whose path has spaces", () => {
@@ -288,4 +288,43 @@ test("ConnectionLost is what a pending call gets when the owner goes", async () 
   await owner.kill();
   await assert.rejects(client.call("ping"), (err) => err instanceof ConnectionLost || err.name === "OwnerUnavailable");
   client.close();
+});
+
+test("an owner that names another protocol is reported once per protocol, by console.warn by default", async () => {
+  // a transport that answers like an owner of another protocol version
+  const dial = async () => {
+    let deliver = () => {};
+    return {
+      send: (text) => {
+        const { id, method } = JSON.parse(text);
+        const result = method === "runtime.describe" ? { protocol: "tether/0", version: "0.0.1" } : { pong: true };
+        queueMicrotask(() => deliver(JSON.stringify({ jsonrpc: "2.0", id, result })));
+      },
+      close: () => {},
+      onMessage: (handler) => { deliver = handler; },
+      onClose: () => {},
+    };
+  };
+  const seen = [];
+  const client = await TetherClient.open(dial, { onProtocolMismatch: (served, expected) => seen.push([served, expected]) });
+  assert.deepEqual(await client.call("ping"), { pong: true }, "the client carries on");
+  await until(() => seen.length === 1);
+  assert.deepEqual(seen, [["tether/0", PROTOCOL]]);
+  client.close();
+
+  const warnings = [];
+  const warn = console.warn;
+  console.warn = (...args) => warnings.push(args.join(" "));
+  try {
+    const quiet = await TetherClient.open(dial, { onProtocolMismatch: null });
+    await quiet.call("ping");
+    quiet.close();
+    const loud = await TetherClient.open(dial);
+    await until(() => warnings.length === 1);
+    loud.close();
+  } finally {
+    console.warn = warn;
+  }
+  assert.equal(warnings[0], protocolMismatchMessage("tether/0"));
+  assert.match(warnings[0], /owner speaks protocol "tether\/0", this client was built for "tether\/1"/);
 });

@@ -1,0 +1,359 @@
+"""``tether acp``: the Agent Client Protocol over stdio, as a viewer of the owner.
+
+An editor (Zed, a JetBrains IDE, Neovim's CodeCompanion) starts ``tether acp``
+and speaks ACP on its stdin and stdout (the ``agent-client-protocol``
+package). This process holds no session of its own: it connects to the
+home's owner (starting it, as ``tether chat`` does) and maps the two
+protocols. ACP session ids are tether session ids, so a session outlives the
+editor: close it mid-turn, the turn finishes in the owner; open it again
+(``session/load``) and the transcript is replayed.
+
+- ``session/new`` → session.create in the editor's ``cwd``;
+- ``session/load`` → session.resume; the transcript is replayed as updates;
+  ``session/list`` → session.list (top-level sessions, filtered by ``cwd``);
+- ``session/prompt`` → prompt.submit with an input id (from the editor's
+  ``_meta.messageId`` when it sends one, else fresh), resubmitted with the same
+  id if the owner connection drops; it returns when the admission ends;
+- every event of an open session → ``session/update`` (acp_updates.py);
+- ``approval.requested`` → ``session/request_permission``; an answer given
+  elsewhere first (``approval.resolved``) stops waiting for the editor's;
+- ``session/cancel`` → prompt.cancel of the running prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from acp import PROTOCOL_VERSION, RequestError, run_agent
+from acp.schema import (
+    AgentCapabilities,
+    Implementation,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    McpCapabilities,
+    NewSessionResponse,
+    PromptCapabilities,
+    PromptResponse,
+    SessionCapabilities,
+    SessionInfo,
+    SessionListCapabilities,
+    StopReason,
+)
+
+from tether.rpc.errors import RpcError
+
+from .acp_updates import (
+    DECISIONS,
+    PERMISSION_OPTIONS,
+    call_id,
+    event_updates,
+    mcp_specs,
+    prompt_text,
+    tool_update,
+    transcript_updates,
+)
+from .client import OwnerUnavailable, TetherClient, new_input_id
+
+__all__ = ["TetherAgent", "cmd_acp"]
+
+log = logging.getLogger("tether.acp")
+
+#: while a prompt runs with no event at all, look at its receipt this often
+POLL_SECONDS = 15.0
+_STOP: dict[str, StopReason] = {"completed": "end_turn", "failed": "end_turn", "cancelled": "cancelled",
+         "interrupted": "cancelled"}
+
+
+class _Session:
+    def __init__(self, sid: str, cwd: str | None, stream: Any) -> None:
+        self.sid, self.cwd, self.stream = sid, cwd, stream
+        self.own_inputs: set[str] = set()
+        self.calls: dict[str, tuple[str, str]] = {}  # ACP call id → (tool, arguments)
+        self.asking: dict[str, asyncio.Task[None]] = {}
+        self.completed: dict[str, dict[str, Any]] = {}  # admission → message.complete
+        self.arrived = asyncio.Event()
+        self.running: str | None = None  # the admission of this editor's prompt
+        self.follower: asyncio.Task[None] | None = None
+
+
+def _input_id(session_id: str, message_id: Any) -> str:
+    """The prompt's input id: derived from the editor's message id when it sends one
+    (``_meta.messageId``), so a prompt sent again (a restarted adapter, a retry) is
+    the same admission, never a second turn; else a fresh one."""
+    if isinstance(message_id, str) and 0 < len(message_id) <= 200:
+        import hashlib
+
+        return "in_acp_" + hashlib.sha256(f"{session_id}\0{message_id}".encode()).hexdigest()[:32]
+    return new_input_id()
+
+
+def _error(exc: BaseException) -> RequestError:
+    if isinstance(exc, RpcError):
+        return RequestError(-32000, f"{exc.reason}: {exc.detail}")
+    if isinstance(exc, OwnerUnavailable):
+        return RequestError(-32000, f"tether owner unavailable ({exc.reason}): {exc}")
+    return RequestError.internal_error({"detail": str(exc)})
+
+
+class TetherAgent:
+    def __init__(self, home: Any, version: str) -> None:
+        self._home = home
+        self._version = version
+        self._tether: TetherClient | None = None
+        self._editor: Any = None
+        self._sessions: dict[str, _Session] = {}
+
+    def on_connect(self, conn: Any) -> None:
+        self._editor = conn
+
+    async def _client(self) -> TetherClient:
+        if self._tether is None:
+            try:
+                self._tether = await TetherClient.connect(self._home)
+                # a viewer: an owner stopped on purpose (`tether stop`) stays stopped
+                self._tether.keep_owner_stopped = True
+            except OwnerUnavailable as exc:
+                raise _error(exc) from None
+        return self._tether
+
+    async def close(self) -> None:
+        for s in self._sessions.values():
+            if s.follower is not None:
+                s.follower.cancel()
+            s.stream.close()
+        if self._tether is not None:
+            await self._tether.close()
+
+    # -- handshake and sessions --------------------------------------------
+
+    async def initialize(self, protocol_version: int, client_capabilities: Any = None,
+                         client_info: Any = None, **kwargs: Any) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=min(protocol_version, PROTOCOL_VERSION),
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                mcp_capabilities=McpCapabilities(http=True, sse=False),
+                prompt_capabilities=PromptCapabilities(embedded_context=True),
+                session_capabilities=SessionCapabilities(list=SessionListCapabilities())),
+            agent_info=Implementation(name="tether", title="tether", version=self._version))
+
+    async def authenticate(self, method_id: str, **kwargs: Any) -> None:
+        return None
+
+    async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None,
+                          **kwargs: Any) -> NewSessionResponse:
+        client = await self._client()
+        try:
+            snap = await client.create_session(source="acp", cwd=cwd)
+        except RpcError as exc:
+            raise _error(exc) from None
+        await self._attach_mcp(snap["session_id"], mcp_servers)
+        await self._open(snap["session_id"], cwd)
+        return NewSessionResponse(session_id=snap["session_id"])
+
+    async def _attach_mcp(self, sid: str, servers: list[Any] | None) -> None:
+        """The editor's MCP servers, for this session's turns (mcp.attach). A server
+        the owner refuses is logged; the session works on without it."""
+        specs, skipped = mcp_specs(servers or [])
+        if skipped:
+            log.warning("MCP servers not attached (tether takes stdio and http): %s",
+                        ", ".join(skipped))
+        if not specs:
+            return
+        assert self._tether is not None
+        try:
+            out = await self._tether.call("mcp.attach", session_id=sid, servers=specs)
+        except RpcError as exc:
+            log.warning("the editor's MCP servers were not attached: %s", exc.detail)
+            return
+        log.info("MCP servers attached to %s: %s", sid,
+                 ", ".join(s["name"] for s in out["servers"]))
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
+                           **kwargs: Any) -> LoadSessionResponse:
+        old = self._sessions.pop(session_id, None)
+        if old is not None:
+            await self._forget(old)
+        s = await self._open(session_id, cwd, replay=True)
+        await self._attach_mcp(session_id, mcp_servers)
+        for prompt in (s.stream.snapshot or {}).get("approvals") or []:
+            self._ask(s, prompt)
+        return LoadSessionResponse()
+
+    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None,
+                            **kwargs: Any) -> ListSessionsResponse:
+        client = await self._client()
+        try:
+            page = await client.list_sessions(limit=100, cursor=cursor)
+        except RpcError as exc:
+            raise _error(exc) from None
+        out = [SessionInfo(session_id=s["session_id"], cwd=s.get("cwd") or "",
+                           title=s.get("title"),
+                           updated_at=datetime.fromtimestamp(s["updated_at"], UTC).isoformat())
+               for s in page["sessions"]
+               if not s.get("parent_session_id") and (cwd is None or s.get("cwd") == cwd)]
+        return ListSessionsResponse(sessions=out, next_cursor=page.get("next_cursor"))
+
+    async def _open(self, sid: str, cwd: str | None, *, replay: bool = False) -> _Session:
+        """Follow a session's events from now on (after replaying its transcript)."""
+        if sid in self._sessions:
+            return self._sessions[sid]
+        client = await self._client()
+        stream = client.events(sid)
+        try:
+            snap = await client.resilient(stream.open)
+        except RpcError as exc:
+            stream.close()
+            raise _error(exc) from None
+        s = _Session(sid, snap["info"].get("cwd") or cwd, stream)
+        self._sessions[sid] = s
+        if replay:
+            for update in transcript_updates(snap["messages"], s.cwd):
+                await self._editor.session_update(session_id=sid, update=update)
+        s.follower = asyncio.create_task(self._follow(s))
+        return s
+
+    async def _forget(self, s: _Session) -> None:
+        if s.follower is not None:
+            s.follower.cancel()
+        for task in s.asking.values():
+            task.cancel()
+        s.stream.close()
+
+    async def _session(self, sid: str) -> _Session:
+        return self._sessions.get(sid) or await self._open(sid, None)
+
+    # -- the event stream ----------------------------------------------------
+
+    async def _follow(self, s: _Session) -> None:
+        try:
+            while True:
+                event = await s.stream.get()
+                if event is not None:
+                    await self._on_event(s, event)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the owner stayed away: prompts fall back on receipts
+            log.exception("following session %s stopped", s.sid)
+
+    async def _on_event(self, s: _Session, event: dict[str, Any]) -> None:
+        kind, p = event.get("type"), event.get("payload") or {}
+        if kind == "tool.start":
+            s.calls[call_id(event.get("admission_id"), p["call_id"])] = (
+                p.get("name", ""), p.get("arguments", ""))
+        for update in event_updates(event, s.cwd, s.own_inputs):
+            await self._editor.session_update(session_id=s.sid, update=update)
+        if kind == "approval.requested":
+            self._ask(s, {**p, "admission_id": event.get("admission_id")})
+        elif kind == "approval.resolved":
+            task = s.asking.pop(p.get("approval_id", ""), None)
+            if task is not None:
+                task.cancel()  # answered elsewhere, timed out or cancelled
+        elif kind == "message.complete":
+            if len(s.completed) > 64:  # other viewers' turns nobody here waits for
+                s.completed.pop(next(iter(s.completed)))
+            s.completed[p.get("admission_id", "")] = p
+            s.arrived.set()
+
+    def _ask(self, s: _Session, prompt: dict[str, Any]) -> None:
+        approval_id = prompt["approval_id"]
+        if approval_id not in s.asking:
+            task = asyncio.create_task(self._permission(s, prompt))
+            s.asking[approval_id] = task
+            task.add_done_callback(lambda t: s.asking.pop(approval_id, None))
+
+    async def _permission(self, s: _Session, prompt: dict[str, Any]) -> None:
+        key = call_id(prompt.get("admission_id"), prompt["call_id"])
+        name, arguments = s.calls.get(key, (prompt.get("tool", ""), ""))
+        call = tool_update(key, name, arguments, s.cwd)
+        call.title = f"{call.title} — {prompt.get('why', '')}".strip(" —")
+        answer = await self._editor.request_permission(
+            session_id=s.sid, tool_call=call, options=PERMISSION_OPTIONS)
+        outcome = answer.outcome
+        if getattr(outcome, "outcome", None) != "selected" or outcome.option_id not in DECISIONS:
+            return  # the editor cancelled the request: the turn's cancel settles it
+        assert self._tether is not None
+        try:
+            await self._tether.call("approval.respond", session_id=s.sid,
+                                    approval_id=prompt["approval_id"],
+                                    decision=outcome.option_id, reason=None)
+        except RpcError as exc:
+            log.info("approval %s: %s", prompt["approval_id"], exc.detail)
+
+    # -- prompts ---------------------------------------------------------------
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+        s = await self._session(session_id)
+        client = await self._client()
+        text, attachments = prompt_text(prompt)
+        input_id = _input_id(session_id, kwargs.get("messageId"))
+        s.own_inputs.add(input_id)
+        try:
+            receipt = await client.resilient(lambda: client.submit(
+                session_id, input_id, text or " ", attachments=attachments or None))
+        except RpcError as exc:
+            raise _error(exc) from None
+        aid = receipt["admission_id"]
+        s.running = aid
+        try:
+            while aid not in s.completed and receipt["status"] != "terminal":
+                s.arrived.clear()
+                try:
+                    await asyncio.wait_for(s.arrived.wait(), POLL_SECONDS)
+                except TimeoutError:
+                    receipt = await client.resilient(
+                        lambda: client.receipt(session_id, admission_id=aid))
+            if receipt["status"] != "terminal":
+                receipt = await client.resilient(
+                    lambda: client.receipt(session_id, admission_id=aid))
+        finally:
+            s.running = None
+            s.completed.pop(aid, None)
+        return PromptResponse(stop_reason=_STOP.get(receipt.get("outcome") or "", "end_turn"))
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        s = self._sessions.get(session_id)
+        if s is None or s.running is None or self._tether is None:
+            return
+        try:
+            await self._tether.call("prompt.cancel", session_id=session_id,
+                                    admission_id=s.running)
+        except RpcError as exc:
+            log.info("cancel of %s: %s", s.running, exc.detail)
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> None:
+        raise RequestError.method_not_found("session/set_mode")
+
+    async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise RequestError.method_not_found(method)
+
+    async def ext_notification(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+
+def cmd_acp(args: Any) -> int:
+    """Serve ACP on stdin/stdout until the editor closes them."""
+    from tether.rpc.home import resolve_home
+
+    from .doctor import _version
+    from .exits import CONTEXT
+
+    CONTEXT.home = home = resolve_home(args.home)
+    # stdout is the protocol's: anything else goes to stderr (editors log it)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                        format="tether acp: %(levelname)s %(message)s")
+    agent = TetherAgent(home, _version())
+
+    async def serve() -> None:
+        try:
+            await run_agent(agent)  # type: ignore[arg-type]  # structural, partial Agent
+        finally:
+            await agent.close()
+
+    asyncio.run(serve())
+    return 0

@@ -1,0 +1,235 @@
+"""tether's events and transcript as ACP ``session/update`` notifications.
+
+Pure functions (no I/O) used by acp_agent.py: a live event becomes zero or
+more updates; a stored transcript (session/load) becomes the updates that
+replay it. A tool call's ACP id is ``<admission_id>/<call_id>`` (a model's call
+ids repeat from turn to turn). Tool calls carry a kind, a title, the paths they
+touch (``locations``) and, for file edits, a diff the editor can show.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import orjson
+from acp import helpers
+from acp.schema import PermissionOption, ToolCallLocation, ToolCallUpdate
+
+__all__ = ["event_updates", "transcript_updates", "call_id", "tool_update", "PERMISSION_OPTIONS",
+           "DECISIONS", "prompt_text", "mcp_specs"]
+
+_KINDS = {"terminal": "execute", "process": "execute", "read_file": "read", "list_dir": "read",
+          "write_file": "edit", "edit_file": "edit", "search_files": "search",
+          "delegate_task": "think"}
+
+#: the choices of an approval prompt, as the editor offers them
+PERMISSION_OPTIONS = [
+    PermissionOption(option_id="once", name="Allow once", kind="allow_once"),
+    PermissionOption(option_id="session", name="Allow in this session", kind="allow_always"),
+    PermissionOption(option_id="always", name="Always allow", kind="allow_always"),
+    PermissionOption(option_id="deny", name="Reject", kind="reject_once"),
+]
+DECISIONS = {o.option_id for o in PERMISSION_OPTIONS}
+
+
+def call_id(admission_id: str | None, call: str) -> str:
+    return f"{admission_id or '-'}/{call}"
+
+
+def _args(arguments: Any) -> dict[str, Any]:
+    if isinstance(arguments, dict):
+        return arguments
+    try:
+        value = orjson.loads(arguments or "{}")
+    except (orjson.JSONDecodeError, TypeError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _path(value: Any, cwd: str | None) -> str | None:
+    if not isinstance(value, str) or not value:
+        return None
+    path = os.path.expanduser(value)
+    return os.path.normpath(path if os.path.isabs(path) or not cwd else os.path.join(cwd, path))
+
+
+def _describe(name: str, args: dict[str, Any], cwd: str | None) -> dict[str, Any]:
+    """kind, title, locations and diff content of a call of ``name`` with ``args``."""
+    path = _path(args.get("path"), cwd)
+    short = args.get("path") or "."
+    if name == "terminal":
+        title = f"Run `{str(args.get('command', ''))[:200]}`"
+    elif name == "process":
+        title = f"Process {args.get('action', '')} {args.get('id') or ''}".strip()
+    elif name == "read_file":
+        title = f"Read {short}"
+    elif name == "list_dir":
+        title = f"List {short}"
+    elif name == "write_file":
+        title = f"Write {short}"
+    elif name == "edit_file":
+        title = f"Edit {short}"
+    elif name == "search_files":
+        title = f"Search {str(args.get('pattern', ''))[:100]} in {short}"
+    elif name == "delegate_task":
+        goals = [t.get("goal", "") for t in args.get("tasks") or [] if isinstance(t, dict)]
+        title = "Delegate: " + "; ".join(str(g)[:80] for g in (goals or [args.get("goal", "")]))
+    elif name.startswith("mcp__"):
+        _, server, tool = (name.split("__", 2) + ["", ""])[:3]
+        title = f"{server}: {tool}"
+    else:
+        title = name
+    out: dict[str, Any] = {"kind": _KINDS.get(name, "other"), "title": title,
+                           "locations": [ToolCallLocation(path=path)] if path else None,
+                           "content": None}
+    if name == "write_file" and path and isinstance(args.get("content"), str):
+        out["content"] = [helpers.tool_diff_content(path, args["content"], None)]
+    elif name == "edit_file" and path and isinstance(args.get("new"), str):
+        out["content"] = [helpers.tool_diff_content(path, args["new"],
+                                                    str(args.get("old") or ""))]
+    return out
+
+
+def _start(key: str, name: str, arguments: Any, cwd: str | None) -> Any:
+    args = _args(arguments)
+    d = _describe(name, args, cwd)
+    return helpers.start_tool_call(key, d["title"], kind=d["kind"], status="in_progress",
+                                   content=d["content"], locations=d["locations"],
+                                   raw_input=args)
+
+
+def tool_update(key: str, name: str, arguments: Any, cwd: str | None) -> ToolCallUpdate:
+    """The tool call a permission request is about."""
+    args = _args(arguments)
+    d = _describe(name, args, cwd)
+    return ToolCallUpdate(tool_call_id=key, title=d["title"], kind=d["kind"],
+                          status="pending", locations=d["locations"], content=d["content"],
+                          raw_input=args)
+
+
+def _done(key: str, result: str, failed: bool) -> Any:
+    text = result if len(result) <= 20_000 else result[:20_000] + "…"
+    return helpers.update_tool_call(key, status="failed" if failed else "completed",
+                                    content=[helpers.tool_content(helpers.text_block(text))],
+                                    raw_output=text)
+
+
+def _result_failed(result: str) -> bool:
+    try:
+        value = orjson.loads(result)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(value, dict) and "error" in value
+
+
+def event_updates(event: dict[str, Any], cwd: str | None, own_inputs: set[str]) -> list[Any]:
+    """The updates of one live event (``own_inputs``: prompts this editor sent, whose
+    text it shows already)."""
+    kind, p = event.get("type"), event.get("payload") or {}
+    aid = event.get("admission_id")
+    if kind == "message.delta":
+        return [helpers.update_agent_message_text(p.get("text", ""))]
+    if kind == "reasoning.delta":
+        return [helpers.update_agent_thought_text(p.get("text", ""))]
+    if kind == "message.start" and p.get("input_id") not in own_inputs:
+        return [helpers.update_user_message_text(p.get("text", ""))]
+    if kind == "tool.start":
+        return [_start(call_id(aid, p["call_id"]), p.get("name", ""), p.get("arguments"), cwd)]
+    if kind == "tool.complete":
+        failed = bool(p.get("error")) or _result_failed(p.get("result", ""))
+        return [_done(call_id(aid, p["call_id"]), p.get("result", ""), failed)]
+    if kind == "tool.progress":
+        total = f"/{p['total']:g}" if p.get("total") is not None else ""
+        text = f"{p.get('message') or 'progress'} ({p.get('progress', 0):g}{total})"
+        return [helpers.update_tool_call(call_id(aid, p["call_id"]), status="in_progress",
+                                         content=[helpers.tool_content(helpers.text_block(text))])]
+    if kind == "subagent.start":
+        key = f"helper/{p.get('child_session_id')}"
+        return [helpers.start_tool_call(key, f"Helper {p.get('task_index', '')}: "
+                                             f"{str(p.get('goal', ''))[:120]}", kind="think",
+                                        status="in_progress")]
+    if kind == "subagent.complete" and p.get("child_session_id"):
+        key = f"helper/{p['child_session_id']}"
+        return [helpers.update_tool_call(
+            key, status="completed" if p.get("status") == "completed" else "failed",
+            content=[helpers.tool_content(helpers.text_block(str(p.get("summary", ""))))])]
+    if kind == "message.complete" and p.get("outcome") == "failed" and p.get("error"):
+        return [helpers.update_agent_message_text(f"\n\n[the turn failed: {p['error']}]")]
+    return []
+
+
+def transcript_updates(messages: list[dict[str, Any]], cwd: str | None) -> list[Any]:
+    """The updates that replay a stored transcript (session/load)."""
+    out: list[Any] = []
+    names: dict[str, str] = {}
+    for m in messages:
+        role, text, aid = m.get("role"), m.get("content") or "", m.get("admission_id")
+        if role == "user" and text:
+            out.append(helpers.update_user_message_text(text))
+        elif role == "assistant":
+            if text:
+                out.append(helpers.update_agent_message_text(text))
+            for tc in m.get("tool_calls") or []:
+                fn = tc.get("function") or {}
+                names[tc.get("id", "")] = fn.get("name", "")
+                out.append(_start(call_id(aid, tc.get("id", "")), fn.get("name", ""),
+                                  fn.get("arguments"), cwd))
+        elif role == "tool" and m.get("tool_call_id"):
+            out.append(_done(call_id(aid, m["tool_call_id"]), text, _result_failed(text)))
+    return out
+
+
+def prompt_text(blocks: list[Any]) -> tuple[str, list[dict[str, str]]]:
+    """An ACP prompt as tether's text and attachments (embedded text resources)."""
+    parts: list[str] = []
+    attachments: list[dict[str, str]] = []
+    for block in blocks:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "resource_link":
+            parts.append(f"[{block.name}]({block.uri})")
+        elif kind == "resource":
+            res = block.resource
+            if getattr(res, "text", None) is not None:
+                attachments.append({"name": str(res.uri)[-256:], "content": res.text,
+                                    "mime_type": res.mime_type or "text/plain"})
+            else:
+                parts.append(f"[binary resource {res.uri} not attached]")
+        elif kind in ("image", "audio"):
+            parts.append(f"[{kind} not attached: tether takes text]")
+    return "\n".join(parts), attachments
+
+
+def _server_name(name: str, taken: set[str]) -> str:
+    """An editor's server name as tether's (letters, digits, - and _; no __)."""
+    import re
+
+    base = re.sub(r"_{2,}", "_", re.sub(r"[^a-z0-9_-]+", "-", name.lower())).strip("-_")[:28]
+    base = base.strip("-_") or "editor"
+    out, n = base, 2
+    while out in taken:
+        out, n = f"{base}-{n}", n + 1
+    taken.add(out)
+    return out
+
+
+def mcp_specs(servers: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The MCP servers an editor passed (stdio, http) as mcp.attach specs, and the
+    names of those tether cannot attach (sse, acp)."""
+    specs: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    taken: set[str] = set()
+    for s in servers:
+        kind = getattr(s, "type", None)
+        if kind is None and getattr(s, "command", None):
+            specs.append({"name": _server_name(s.name, taken), "command": s.command,
+                          "args": list(s.args or []),
+                          "env": {e.name: e.value for e in s.env or []}})
+        elif kind == "http":
+            specs.append({"name": _server_name(s.name, taken), "url": s.url,
+                          "headers": {h.name: h.value for h in s.headers or []}})
+        else:
+            skipped.append(f"{getattr(s, 'name', '?')} ({kind})")
+    return specs, skipped

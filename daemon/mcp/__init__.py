@@ -1,0 +1,10 @@
+"""MCP servers as the ``mcp`` toolset (docs/mcp.md).
+
+- server.py: `McpServer`, one server's connection (stdio or streamable HTTP),
+  started on first need, started again when it stops, closed at shutdown;
+- results.py: a tool result as the model reads it; tool names;
+- manager.py: `McpManager`, every server's tools as the owner offers them, the
+  approval check of each call, and the mcp.* methods.
+
+The ``mcp`` package is imported only when a server starts.
+"""

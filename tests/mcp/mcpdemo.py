@@ -1,0 +1,86 @@
+"""A small MCP server for the tests, written with the ``mcp`` package's MCPServer.
+
+``python mcpdemo.py`` serves over stdio; ``python mcpdemo.py --http PORT`` over
+streamable HTTP on 127.0.0.1 (DNS-rebinding protection on, as for any local
+server). Tools: ``add`` (structured result), ``shout`` (text), ``pixel`` (an
+image), ``fail`` (an error result), ``whoami`` (what the server can see),
+``grow`` (adds the tool ``double`` and says the list changed), ``count``
+(reports progress), ``die`` (the process exits mid-call).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.utilities.types import Image
+
+# a 1x1 PNG
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+
+server = MCPServer("demo")
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@server.tool()
+def shout(text: str) -> str:
+    """Upper-case a text."""
+    return text.upper() + "!"
+
+
+@server.tool()
+def pixel() -> Image:
+    """A tiny picture."""
+    return Image(data=PNG, format="png")
+
+
+@server.tool()
+def fail(why: str) -> str:
+    """Always fails."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    raise ToolError(f"failed on purpose: {why}")
+
+
+@server.tool()
+def whoami() -> str:
+    """The server's pid and whether it saw the test's secret variable."""
+    return f"pid={os.getpid()} secret={os.environ.get('DEMO_SECRET', '-')} " \
+           f"leak={os.environ.get('OPENAI_API_KEY', '-')}"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Add the tool ``double`` and tell the client."""
+    server.add_tool(lambda x: x * 2, name="double", description="Double a number.")
+    await ctx.notify_tools_changed()
+    return "grown"
+
+
+@server.tool()
+async def count(ctx: Context, to: int = 3) -> str:
+    """Count, reporting progress at each step."""
+    for i in range(1, to + 1):
+        await ctx.report_progress(i, to, f"step {i}")
+    return f"counted to {to}"
+
+
+@server.tool()
+def die() -> str:
+    """Exit the process in the middle of the call."""
+    os._exit(3)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--http"]:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()
