@@ -16,6 +16,7 @@ import os
 import sys
 from typing import Any
 
+from .cli_approvals import add_approval_parsers
 from .cli_help import add_examples
 from .commands import (
     cmd_attach,
@@ -282,34 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--admission", metavar="ADM", help="only this admission")
     p.set_defaults(func=cmd_resolve)
 
-    p = command("approvals", "list pending approval prompts of every session; `rules` lists "
-                             "the rules in force, `rm RULE_ID` forgets a remembered answer")
-    p.add_argument("action", nargs="?", choices=("list", "rules", "rm"), default="list")
-    p.add_argument("rule_id", nargs="?", metavar="RULE_ID")
-    p.add_argument("--json", action="store_true", help="print JSON lines")
-    p.set_defaults(func=_approvals_command("cmd_approvals"))
-
-    p = command("approve", "approve a pending prompt (once, unless --session or --always)",
-                description="Approve a pending approval prompt of any session, from any "
-                "terminal: the agent's tool call goes ahead. ID is the approval's id or any "
-                "unambiguous beginning of it (`apr_` may be left out); `tether approvals` "
-                "lists the pending ones. The first answer wins.")
-    p.add_argument("approval_id", metavar="ID", help="the approval (a prefix will do)")
-    scope = p.add_mutually_exclusive_group()
-    scope.add_argument("--session", action="store_true",
-                       help="also approve the same in this session without asking")
-    scope.add_argument("--always", action="store_true",
-                       help="also approve the same in every session (a stored rule)")
-    p.add_argument("--reason", metavar="R", help="a note recorded with the answer")
-    p.set_defaults(func=_approvals_command("cmd_approve"))
-
-    p = command("deny", "deny a pending prompt; the agent is told (with the reason)",
-                description="Deny a pending approval prompt of any session: the tool call "
-                "is not made and the model is told, with --reason if given. ID is the "
-                "approval's id or any unambiguous beginning of it.")
-    p.add_argument("approval_id", metavar="ID", help="the approval (a prefix will do)")
-    p.add_argument("--reason", metavar="R", help="why; the agent sees it")
-    p.set_defaults(func=_approvals_command("cmd_deny"))
+    add_approval_parsers(command)
     add_cron_parser(command, _Parser)
     from .mcp_cmd import add_mcp_parser
 
@@ -351,16 +325,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_bench)
     return parser
-
-
-def _approvals_command(name: str) -> Any:
-    """A command of approvals_cmd.py, imported only when it runs."""
-    def run(args: Any) -> int:
-        from . import approvals_cmd
-
-        return int(getattr(approvals_cmd, name)(args))
-
-    return run
 
 
 def _csv(value: str) -> list[str]:

@@ -78,6 +78,20 @@ EXAMPLES: dict[str, str] = {
     "web": """\
   tether web                        # a one-time link to the viewer page
   tether web --no-open""",
+    "service": """\
+  tether service install            # start the owner at login (systemd or launchd)
+  tether service install --dry-run  # show the unit and commands, change nothing
+  tether service status
+  tether service uninstall""",
+    "mcp": """\
+  tether mcp list                   # the servers and their state
+  tether mcp tools github           # the tools one server gives the agent
+  tether mcp add github --env GITHUB_TOKEN='${GITHUB_TOKEN}' -- npx -y @modelcontextprotocol/server-github
+  tether mcp add docs --url https://example.com/mcp
+  tether mcp rm docs""",
+    "acp": """\
+  tether acp                        # run by an editor (Zed, JetBrains, Neovim), not by hand
+  # Zed's settings.json: "agent_servers": {"tether": {"command": "tether", "args": ["acp"]}}""",
     "completion": """\
   tether completion bash > ~/.local/share/bash-completion/completions/tether
   tether completion zsh > ~/.zfunc/_tether   # with fpath+=(~/.zfunc) in .zshrc
