@@ -25,6 +25,7 @@ from tether.store import StorageError, Store
 from tether.store import events as event_rows
 from tether.store.conn import Conn
 
+from . import activity
 from .events import EventBus, EventRecord
 
 __all__ = ["Tx", "Journal", "Unit", "Fenced", "never", "until_stored"]
@@ -111,6 +112,7 @@ class Journal:
     def _published(self, value: tuple[Any, list[EventRecord]]) -> None:
         if value[1]:
             self.bus.publish(value[1])
+            activity.record(value[1])
 
     async def persist(self, fn: Unit[T], what: str,
                       give_up: Callable[[int], bool] = never) -> T:

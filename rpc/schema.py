@@ -50,6 +50,7 @@ SOMETIMES_ABSENT: frozenset[tuple[str, str]] = frozenset({
     ("SessionInfoPayload", "awaiting_approval"),
     ("ToolStartPayload", "subject"),
     ("ToolCompletePayload", "summary"),
+    ("ToolCompletePayload", "preview"),
     ("SubagentStartPayload", "delegation_id"),
     ("SubagentCompletePayload", "delegation_id"),
     # a cron job's stored options hold only the options that were given

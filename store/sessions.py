@@ -8,7 +8,7 @@ import orjson
 
 from .conn import Conn
 
-__all__ = ["insert", "get", "get_by_request", "list_page", "touch"]
+__all__ = ["insert", "get", "get_by_request", "list_page", "touch", "title_if_untitled"]
 
 _COLUMNS = (
     "session_id, request_id, params_digest, parent_session_id, source, title, cwd, "
@@ -71,3 +71,10 @@ def touch(conn: Conn, session_id: str, now: float, added_messages: int = 0) -> N
         "WHERE session_id = ?",
         (now, added_messages, session_id),
     )
+
+
+def title_if_untitled(conn: Conn, session_id: str, title: str) -> bool:
+    """Give an untitled session ``title``; False if it had one (or is not there)."""
+    cur = conn.execute("UPDATE sessions SET title = ? WHERE session_id = ? AND "
+                       "(title IS NULL OR title = '')", (title, session_id))
+    return cur.rowcount == 1

@@ -58,6 +58,12 @@ async def test_edit_a_file_and_run_a_command_end_to_end(tmp_path):
     assert starts[2]["subject"] == "cat notes.txt; echo done-$((40+2))"
     assert completes[2]["summary"].startswith("exit 0")
     assert completes[1]["summary"].startswith("edited ")
+    # and a preview to show under it: the edit's diff, the command's last lines
+    assert completes[1]["preview"] == ("--- a/notes.txt\n+++ b/notes.txt\n@@ -1,3 +1,3 @@\n"
+                                       " alpha\n-beta\n+BETA\n gamma")
+    assert edit["diff"] == completes[1]["preview"]  # the model sees what it changed too
+    assert completes[2]["preview"] == "alpha\nBETA\ngamma\ndone-42"
+    assert "preview" not in completes[0]  # a read shows nothing more
     # the command ran in the session's cwd, with an allowlist of the owner's environment
     [printed] = tool_results(model, "env")
     assert f"PWD={work}" in printed["output"] or str(work) in printed["output"]
