@@ -4,7 +4,8 @@ A prompt can be answered from any terminal, not only from the chat that
 caused it: ``tether approvals`` lists what is pending across sessions,
 ``tether approve ID`` (``--session``: and the same in this session without
 asking; ``--always``: in every session) and ``tether deny ID [--reason R]``
-answer it. The first answer wins; a later one is told the prompt was already
+answer it; ID may be any unambiguous beginning of the id (``apr_`` may be left
+out). The first answer wins; a later one is told the prompt was already
 resolved, and how. ``tether approvals rules`` lists the rules in force and
 ``tether approvals rm RULE_ID`` forgets a remembered answer.
 """
@@ -17,10 +18,10 @@ from typing import Any
 
 import orjson
 
-from .exits import CONTEXT, EXIT_OK, EXIT_TURN, CliError
+from .exits import CONTEXT, EXIT_OK, EXIT_TURN, EXIT_USAGE, CliError
 from .render import format_time, shorten
 
-__all__ = ["cmd_approvals", "cmd_approve", "cmd_deny", "describe"]
+__all__ = ["cmd_approvals", "cmd_approve", "cmd_deny", "describe", "match_pending"]
 
 
 def _home(args: Any) -> Any:
@@ -92,16 +93,38 @@ def cmd_deny(args: Any) -> int:
     return asyncio.run(_answer(_home(args), args.approval_id, "deny", args.reason))
 
 
-async def _answer(home: Any, approval_id: str, decision: str, reason: str | None) -> int:
+def match_pending(pending: list[dict[str, Any]], given: str) -> dict[str, Any]:
+    """The one pending prompt ``given`` names: its id, or an unambiguous beginning of
+    it (``apr_`` may be left out, a trailing … is ignored)."""
+    key = given.strip().rstrip("…").rstrip(".")
+    if not key:
+        raise CliError(EXIT_USAGE, "usage", "which approval? give its id (a prefix will do)",
+                       "`tether approvals` lists the pending ones")
+    exact = [p for p in pending if p["approval_id"] == key]
+    if exact:
+        return exact[0]
+    found = [p for p in pending if p["approval_id"].startswith(key)
+             or p["approval_id"].startswith("apr_" + key)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        hint = (f"{len(pending)} pending: `tether approvals` lists them" if pending
+                else "nothing is pending now: it may have been answered, timed out or "
+                "ended with its turn")
+        raise CliError(EXIT_TURN, "not_pending", f"no pending approval matches {given!r}", hint)
+    listed = "; ".join(f"{p['approval_id']} ({shorten(describe(p), 50)})" for p in found[:5])
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    raise CliError(EXIT_USAGE, "ambiguous", f"{given!r} matches {len(found)} pending "
+                   f"approvals: {listed}{more}", "type more of the id")
+
+
+async def _answer(home: Any, given: str, decision: str, reason: str | None) -> int:
     from .remote import connect_owner
 
     async with await connect_owner(home) as client:
         pending = (await client.call("approval.list"))["approvals"]
-        found = next((p for p in pending if p["approval_id"] == approval_id), None)
-        if found is None:
-            raise CliError(EXIT_TURN, "not_pending",
-                           f"no pending approval {approval_id} (it was answered, timed out, "
-                           "or its turn ended)", "see `tether approvals`")
+        found = match_pending(pending, given)
+        approval_id = found["approval_id"]
         CONTEXT.session_id = found["session_id"]
         params: dict[str, Any] = {"session_id": found["session_id"],
                                   "approval_id": approval_id, "decision": decision}

@@ -9,16 +9,19 @@ import math
 import shutil
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .exits import EXIT_OK, receipt_exit
+from .pastes import paste_binding
 from .plan import RECEIPT_POLL_SECONDS
 from .render import shorten
 
 #: clients.interactive.Chat, which imports this module (so it is not imported back)
 Chat = Any
 
-__all__ = ["AskLines", "answer_question", "Lines", "SPINNER", "key_bindings", "prompt_message",
+__all__ = ["Question", "WITHDRAWN", "answer_question", "live", "tick", "settle_submits", "Lines", "SPINNER", "key_bindings", "prompt_message",
            "goodbye", "status", "retrying", "show_event", "note_failure_hint", "watch"]
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -95,14 +98,19 @@ def key_bindings(chat: Chat) -> Any:
     def _newline(event: Any) -> None:
         event.app.current_buffer.insert_text("\n")
 
+    paste_binding(kb, chat.pastes)
     return kb
 
 
 def prompt_message(chat: Chat) -> Any:
     """The status line (while something runs) above the "› " of the input line."""
+    from prompt_toolkit.application import get_app_or_none
     from prompt_toolkit.formatted_text import FormattedText
 
-    line = "" if chat.leaving else status(chat)
+    # the last drawing of an accepted line stays on the screen: without the status
+    # line, which would stay there frozen ("working 0 s") above the prompt sent
+    app = get_app_or_none()
+    line = "" if chat.leaving or (app is not None and app.is_done) else status(chat)
     style = "" if not chat.renderer.color else "fg:ansibrightblack"
     frags = [(style, line + "\n")] if line else []
     return FormattedText([*frags, ("bold" if chat.renderer.color else "", "› ")])
@@ -240,35 +248,91 @@ async def watch(chat: Chat, sid: str, aid: str, receipt: dict[str, Any]) -> None
         chat.renderer.note(f"  hint: {failure.hint}")
 
 
-class AskLines:
-    """The queue of typed lines approval_prompt.InlineApprovals reads answers from:
-    here each ``get()`` asks on the input line (``Chat.ask``), with the choices it
-    just printed as the question."""
-
-    def __init__(self, chat: Chat) -> None:
-        self.chat = chat
-
-    async def get(self) -> str | None:
-        if self.chat.leaving:
-            return None
-        question = self.chat.lines.tail.strip() or "›"
-        self.chat.lines.tail = ""
-        return await self.chat.ask(question)
-
-    def put_nowait(self, item: object) -> None:
-        pass  # the terminal went away: nothing to hand on
+def live(app: Any) -> bool:
+    """Whether the prompt_toolkit ``app`` runs and can still be told to exit."""
+    return app.future is not None and not app.future.done()
 
 
-async def answer_question(chat: Chat) -> None:
+#: what the input line returns when its question was withdrawn (Chat.ask cancelled)
+WITHDRAWN = object()
+_DISMISSED = object()  # Ctrl-C at a question
+
+
+@dataclass(eq=False)
+class Question:
+    """One Chat.ask: what to show, where the answer goes, which lines are answers."""
+
+    message: Any
+    answer: asyncio.Future[str | None]
+    validate: Callable[[str], str | None] | None = None
+
+
+def question_bindings(chat: Chat) -> Any:
+    """At a question: Ctrl-C dismisses it (whatever was typed), Ctrl-D on an empty
+    line leaves the chat."""
+    from prompt_toolkit.application import get_app
+    from prompt_toolkit.filters import Condition
+    from prompt_toolkit.key_binding import KeyBindings
+
+    kb = KeyBindings()
+
+    @kb.add("c-c")
+    def _ctrl_c(event: Any) -> None:
+        event.app.exit(result=_DISMISSED)
+
+    @kb.add("c-d", filter=Condition(lambda: not get_app().current_buffer.text))
+    def _ctrl_d(event: Any) -> None:
+        chat.leaving = True
+        event.app.exit(exception=EOFError)
+
+    return kb
+
+
+async def answer_question(chat: Chat) -> str:
     """Show the oldest question of ask() on the input line (answers stay out of the
-    prompt history)."""
+    prompt history); what was typed at it if it was withdrawn meanwhile, else ""."""
     from prompt_toolkit import PromptSession
+    from prompt_toolkit.validation import ValidationError, Validator
 
-    question, fut = chat.questions.popleft()
-    if chat.asking is None:
-        chat.asking = PromptSession(key_bindings=key_bindings(chat))
-    answer = await chat.read_line(chat.asking, question + " ", "")
-    if not fut.done():
-        fut.set_result(answer if isinstance(answer, str) else "")
+    q = chat.questions.popleft()
+    if q.answer.done():
+        return ""
+
+    class _Check(Validator):
+        def validate(self, document: Any) -> None:
+            why = q.validate(document.text) if q.validate is not None else None
+            if why:
+                raise ValidationError(cursor_position=len(document.text), message=why)
+
+    asking: PromptSession[Any] = PromptSession(
+        key_bindings=question_bindings(chat), erase_when_done=True, validator=_Check(),
+        validate_while_typing=False)
+    chat.shown = q
+    try:
+        answer = await chat.read_line(
+            asking, q.message, "",
+            pre_run=lambda: asking.app.exit(result=WITHDRAWN) if q.answer.done() else None)
+    finally:
+        chat.shown = None
+    if answer is WITHDRAWN:
+        return str(asking.default_buffer.text)
+    if not q.answer.done():
+        q.answer.set_result(answer if isinstance(answer, str) else None)
     if answer is None:
         chat.leave()
+    return ""
+
+
+async def tick(chat: Chat) -> None:
+    """Redraw the status line (spinner, elapsed time) while something runs."""
+    while True:
+        await asyncio.sleep(0.2)
+        if chat.running or chat.lines.tail or chat.renderer.streaming:
+            chat.redraw()
+
+
+async def settle_submits(chat: Chat) -> None:
+    """A prompt being sent when the user leaves is still sent (briefly waited for)."""
+    if chat.submit_lock.locked():
+        async with asyncio.timeout(10), chat.submit_lock:
+            pass

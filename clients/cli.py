@@ -16,6 +16,8 @@ import os
 import sys
 from typing import Any
 
+from .cli_approvals import add_approval_parsers
+from .cli_help import add_examples
 from .commands import (
     cmd_attach,
     cmd_bench,
@@ -91,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, help: str, home: bool = True,  # noqa: A002
                 **kw: Any) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=kw.pop("description", help), **kw)
+        add_examples(p, name)
         if home:
             # --home works before or after the command; SUPPRESS keeps the global value
             _home_option(p, default=argparse.SUPPRESS)
@@ -168,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep printing new lines, across rotations and restarts, until Ctrl-C")
     p.add_argument("--stdio", action="store_true",
                    help="show logs/daemon.log, the owner's raw stdout/stderr")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per record: time, level, logger, message, and an "
+                        "activity line's event and fields (turn.end, tool.start, ...)")
     p.set_defaults(func=_lazy("logs_cmd", "cmd_logs"))
 
     p = command("chat", "chat with an agent: one finite turn, or interactive on a terminal",
@@ -242,27 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--admission", metavar="ADM", help="only this admission")
     p.set_defaults(func=cmd_resolve)
 
-    p = command("approvals", "list pending approval prompts of every session; `rules` lists "
-                             "the rules in force, `rm RULE_ID` forgets a remembered answer")
-    p.add_argument("action", nargs="?", choices=("list", "rules", "rm"), default="list")
-    p.add_argument("rule_id", nargs="?", metavar="RULE_ID")
-    p.add_argument("--json", action="store_true", help="print JSON lines")
-    p.set_defaults(func=_approvals_command("cmd_approvals"))
-
-    p = command("approve", "approve a pending prompt (once, unless --session or --always)")
-    p.add_argument("approval_id", metavar="ID")
-    scope = p.add_mutually_exclusive_group()
-    scope.add_argument("--session", action="store_true",
-                       help="also approve the same in this session without asking")
-    scope.add_argument("--always", action="store_true",
-                       help="also approve the same in every session (a stored rule)")
-    p.add_argument("--reason", metavar="R", help="a note recorded with the answer")
-    p.set_defaults(func=_approvals_command("cmd_approve"))
-
-    p = command("deny", "deny a pending prompt; the agent is told (with the reason)")
-    p.add_argument("approval_id", metavar="ID")
-    p.add_argument("--reason", metavar="R", help="why; the agent sees it")
-    p.set_defaults(func=_approvals_command("cmd_deny"))
+    add_approval_parsers(command)
     add_cron_parser(command, _Parser)
     from .mcp_cmd import add_mcp_parser
 
@@ -285,10 +271,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("web", "print (and on a desktop open) a one-time link to the viewer page")
     p.add_argument("--tcp", metavar="HOST:PORT",
-                   help="where to start the owner's TCP listener if no owner runs "
-                        "(default 127.0.0.1:8765)")
+                   help="where the owner listens if it does not yet: it opens the port "
+                        "without stopping (default 127.0.0.1:8765; port 0: any free one)")
     p.add_argument("--no-open", action="store_true", help="only print the link")
     p.set_defaults(func=_lazy("web", "cmd_web"))
+
+    p = command("completion", "print a shell completion script: bash, zsh or fish",
+                home=False, description="Print the completion script of a shell: commands, "
+                "options and their choices complete on Tab. Load it from your shell's "
+                "completion directory (see the examples).")
+    p.add_argument("shell", choices=("bash", "zsh", "fish"))
+    p.set_defaults(func=_lazy("completion", "cmd_completion"))
 
     # the bench runs a private owner of its own; its options (--home among them) are
     # its own, so they all pass through untouched
@@ -297,16 +290,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("rest", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_bench)
     return parser
-
-
-def _approvals_command(name: str) -> Any:
-    """A command of approvals_cmd.py, imported only when it runs."""
-    def run(args: Any) -> int:
-        from . import approvals_cmd
-
-        return int(getattr(approvals_cmd, name)(args))
-
-    return run
 
 
 def _csv(value: str) -> list[str]:

@@ -39,7 +39,10 @@ def check_config(home: Any) -> Any:
     try:
         return config_report(HomeLayout(home).config, os.environ)
     except ConfigError as exc:
-        raise CliError(EXIT_USAGE, "invalid_config", str(exc),
+        errors = getattr(exc, "errors", None) or [str(exc)]
+        detail = errors[0] if len(errors) == 1 else \
+            f"{len(errors)} problems:\n" + "\n".join(f"  - {e}" for e in errors)
+        raise CliError(EXIT_USAGE, "invalid_config", detail,
                        f"fix {HomeLayout(home).config} (docs/configuration.md lists every "
                        "key); until then an owner of this home refuses to start") from None
 

@@ -14,6 +14,7 @@ import re
 import sys
 from typing import Any
 
+from .cli_help import add_examples
 from .exits import CONTEXT, EXIT_OK, EXIT_USAGE, CliError
 
 __all__ = ["add_cron_parser", "cmd_cron"]
@@ -82,8 +83,15 @@ def add_cron_parser(command: Any, parser_class: type[argparse.ArgumentParser]) -
     sub = cron.add_subparsers(dest="cron_command", metavar="SUBCOMMAND", parser_class=parser_class)
     sub.required = True
 
-    p = sub.add_parser("add", help="create a job")
-    p.add_argument("name", metavar="NAME")
+    p = sub.add_parser("add", help="create a job", description=(
+        "Create a job: at each time of --schedule (in --tz, default the owner's zone) the "
+        "prompt runs as a finite turn in a fresh session (source cron), in --cwd. Times "
+        "missed while no owner ran get one catch-up run; a time that comes while the last "
+        "run still runs is skipped (--overlap queue runs it after). `tether cron runs NAME` "
+        "shows what each run did."))
+    add_examples(p, "cron add")
+    p.add_argument("name", metavar="NAME", help="a name for the job (unique; used by every "
+                   "other cron command)")
     _job_options(p, editing=False)
     p.add_argument("--paused", action="store_true", help="create it paused")
     p = sub.add_parser("edit", help="change a job (only the options given)")
@@ -197,7 +205,11 @@ async def _cron(home: Any, args: Any, params: dict[str, Any] | None) -> int:
                     raise CliError(EXIT_USAGE, "usage", "--limit must be 1 or more",
                                    "see `tether cron runs --help`")
                 page = await client.call("cron.runs", name=args.name, limit=min(args.limit, 500))
-                _print_runs(page["runs"], args.json)
+                job = await client.call("cron.get", name=args.name)
+                denied = {} if args.json else {
+                    r["run_id"]: await denied_calls(client, r.get("session_id"))
+                    for r in page["runs"] if r.get("admission_status") == "terminal"}
+                _print_runs(page["runs"], args.json, job["tz"], denied)
             case "run":
                 return await _run_now(client, args)
     return EXIT_OK
@@ -238,11 +250,22 @@ async def _run_now(client: Any, args: Any) -> int:
 # -- printing -----------------------------------------------------------------
 
 
-def _time(t: float | None) -> str:
-    """Local time to the second (runs of `every 30s` jobs must be told apart)."""
-    import time
+def _time(t: float | None, tz: str | None = None) -> str:
+    """``t`` to the second (runs of `every 30s` jobs must be told apart) in the zone
+    ``tz`` (the job's: its schedule is read there), else this machine's."""
+    from datetime import datetime
 
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t is not None else "-"
+    if t is None:
+        return "-"
+    zone = None
+    if tz:
+        from zoneinfo import ZoneInfo
+
+        try:
+            zone = ZoneInfo(tz)
+        except (KeyError, ValueError, OSError):
+            zone = None
+    return datetime.fromtimestamp(t, zone).astimezone(zone).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _when(job: dict[str, Any]) -> str:
@@ -250,16 +273,51 @@ def _when(job: dict[str, Any]) -> str:
         return f"paused ({job['schedule']}, {job['tz']})"
     if job["next_run_at"] is None:
         return f"done ({job['schedule']} has no more times)"
-    return f"next run {_time(job['next_run_at'])} ({job['schedule']}, {job['tz']})"
+    return f"next run {_time(job['next_run_at'], job['tz'])} {job['tz']} ({job['schedule']})"
 
 
-def _run_state(run: dict[str, Any]) -> str:
+def _run_state(run: dict[str, Any], denied: int = 0) -> str:
     if run["status"] == "skipped":
         n = run.get("missed_count") or 0
         return f"skipped({run['skip_reason']})" + (f" x{n}" if n > 1 else "")
     if run.get("admission_status") == "terminal":
-        return str(run.get("outcome"))
+        # the turn completed, but without doing what a denied tool call would have
+        return str(run.get("outcome")) + (f", {denied} denied" if denied else "")
     return str(run.get("admission_status") or "admitted")
+
+
+def _first_line(run: dict[str, Any]) -> str:
+    """The run's answer, its first line with text (or its error)."""
+    from .render import shorten
+
+    result = run.get("result") or {}
+    text = result.get("error") or result.get("text") or ""
+    line = next((ln for ln in str(text).splitlines() if ln.strip()), "")
+    return shorten(line.strip(), 60) if line else "-"
+
+
+async def denied_calls(client: Any, session_id: str | None) -> int:
+    """How many tool calls of the run's session were denied (nobody could approve
+    them: a run is unattended)."""
+    import orjson
+
+    if not session_id:
+        return 0
+    try:
+        page = await client.call("session.events.since", session_id=session_id,
+                                 after_seq=0, limit=10_000)
+    except Exception:  # noqa: BLE001 - the session was deleted: nothing to count
+        return 0
+    count = 0
+    for ev in page["events"]:
+        if ev.get("type") != "tool.complete":
+            continue
+        try:
+            result = orjson.loads((ev.get("payload") or {}).get("result") or "{}")
+        except orjson.JSONDecodeError:
+            continue
+        count += bool(isinstance(result, dict) and result.get("denied"))
+    return count
 
 
 def _print_jobs(jobs: list[dict[str, Any]], as_json: bool) -> None:
@@ -278,7 +336,7 @@ def _print_jobs(jobs: list[dict[str, Any]], as_json: bool) -> None:
         state = "paused" if job["paused"] else ("done" if job["next_run_at"] is None
                                                 else "active")
         print(f"{job['name']:<20}  {job['schedule']:<18}  {job['tz']:<16}  "
-              f"{_time(job['next_run_at']):<19}  {state}")
+              f"{_time(job['next_run_at'], job['tz']):<19}  {state}")
 
 
 def _print_job(job: dict[str, Any], as_json: bool) -> None:
@@ -299,11 +357,13 @@ def _print_job(job: dict[str, Any], as_json: bool) -> None:
         print(f"{label + ':':<10} {value}")
     if job.get("last_run"):
         run = job["last_run"]
-        print(f"{'last run:':<10} {_time(run['scheduled_for'])} {_run_state(run)}"
+        print(f"{'last run:':<10} {_time(run['scheduled_for'], job['tz'])} {_run_state(run)}"
+              f" {_first_line(run)!r}"
               + (f" (session {run['session_id']})" if run.get("session_id") else ""))
 
 
-def _print_runs(runs: list[dict[str, Any]], as_json: bool) -> None:
+def _print_runs(runs: list[dict[str, Any]], as_json: bool, tz: str | None = None,
+                denied: dict[str, int] | None = None) -> None:
     import orjson
 
     if as_json:
@@ -313,7 +373,11 @@ def _print_runs(runs: list[dict[str, Any]], as_json: bool) -> None:
     if not runs:
         print("no runs yet", file=sys.stderr)
         return
-    print(f"{'SCHEDULED':<19}  {'KIND':<9}  {'STATE':<24}  {'DELIVERY':<9}  SESSION")
+    denied = denied or {}
+    print(f"{'SCHEDULED (' + (tz or 'local') + ')':<25}  {'KIND':<9}  {'OUTCOME':<24}  "
+          f"{'DELIVERY':<9}  {'SESSION':<28}  ANSWER")
     for run in runs:
-        print(f"{_time(run['scheduled_for']):<19}  {run['kind']:<9}  {_run_state(run):<24}  "
-              f"{run.get('delivery_status') or '-':<9}  {run.get('session_id') or '-'}")
+        state = _run_state(run, denied.get(run["run_id"], 0))
+        print(f"{_time(run['scheduled_for'], tz):<25}  {run['kind']:<9}  {state:<24}  "
+              f"{run.get('delivery_status') or '-':<9}  {run.get('session_id') or '-':<28}  "
+              f"{_first_line(run)}")

@@ -69,7 +69,7 @@ class OwnerUnavailable(Exception):
     """No owner could be reached or started for a home (the CLI's exit code 3).
 
     ``reason`` is a stable snake_case word (``not_running``, ``start_failed``,
-    ``start_timeout``, ``unreachable``); ``hint`` is one line for a human.
+    ``start_timeout``, ``unreachable``, ``permission_denied``); ``hint`` is one line for a human.
     """
 
     def __init__(self, reason: str, detail: str, hint: str = "") -> None:
@@ -79,10 +79,16 @@ class OwnerUnavailable(Exception):
         self.hint = hint
 
 
-def read_descriptor(home: Path) -> dict[str, Any] | None:
-    """``daemon.json`` as a dict, or None if it is missing or half-written."""
+def read_descriptor(home: Path, strict: bool = False) -> dict[str, Any] | None:
+    """``daemon.json`` as a dict, or None if it is missing or half-written;
+    ``strict``: one this user may not read is ``permission_denied``, not None."""
+    path = HomeLayout(home).descriptor
     try:
-        data = json.loads(HomeLayout(home).descriptor.read_bytes())
+        data = json.loads(path.read_bytes())
+    except PermissionError:
+        if strict:
+            raise permission_denied(home, str(path), "its descriptor") from None
+        return None
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -106,16 +112,26 @@ def pid_alive(pid: Any) -> bool:
         return True  # no /proc (macOS): trust kill(0)
 
 
-def _socket_accepts(path: str, timeout: float = 1.0) -> bool:
+def _socket_error(path: str, timeout: float = 1.0) -> OSError | None:
+    """Why the socket at ``path`` accepts no connection (None: it accepts one)."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout)
     try:
         s.connect(path)
-    except OSError:
-        return False
+    except OSError as exc:
+        return exc
     finally:
         s.close()
-    return True
+    return None
+
+
+def permission_denied(home: Path, path: str, what: str) -> OwnerUnavailable:
+    """The error of an owner this user may not reach (not "not running": it may be)."""
+    return OwnerUnavailable(
+        "permission_denied", f"cannot reach the owner of {home}: permission denied on "
+        f"{what} {path}", f"the owner runs as another user, or the home's permissions "
+        f"changed (`ls -l {path}`): run tether as the owner's user, or give this user "
+        "its own home (--home)")
 
 
 def live_descriptor(home: Path) -> dict[str, Any] | None:
@@ -124,13 +140,16 @@ def live_descriptor(home: Path) -> dict[str, Any] | None:
     Live means the pid exists and the socket accepts a connection: a descriptor
     left by a crashed owner (or naming a pid since reused) does not count.
     """
-    desc = read_descriptor(home)
+    desc = read_descriptor(home, strict=True)
     if desc is None or not pid_alive(desc.get("pid")):
         return None
     sock = desc.get("socket") or str(HomeLayout(home).socket)
-    if not isinstance(sock, str) or not _socket_accepts(sock):
+    if not isinstance(sock, str):
         return None
-    return desc
+    error = _socket_error(sock)
+    if isinstance(error, PermissionError):
+        raise permission_denied(home, sock, "its socket")
+    return desc if error is None else None
 
 
 def lock_holder(home: Path) -> int | None:

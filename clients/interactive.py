@@ -27,10 +27,10 @@ approvals, clients/approval_prompt.py): ``await chat.ask(question)`` from
 any task of the chat — typically from ``on_event`` hooks registered in
 ``chat.event_hooks``, which get each event of the session after it is shown.
 ``ask`` takes over the input line, keeps the draft being typed, returns the
-answer (``""`` on Ctrl-C/Ctrl-D) and gives the line back with the draft
-restored. Approval prompts of the chat's own turns use it:
-``approval_prompt.InlineApprovals`` reads its answers from ``AskLines``
-(chat_screen.py), whose every ``get()`` is one ``ask``.
+answer (None on Ctrl-C/Ctrl-D; ``validate`` refuses other lines with its
+reason) and gives the line back with the draft restored. Cancelling the task
+that asks withdraws the question at once (queued or shown), so the next line
+typed goes to the chat's prompt. Approval prompts use it (approval_prompt.py).
 """
 
 from __future__ import annotations
@@ -43,24 +43,30 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from tether.rpc.errors import RpcError
 
 from .approval_prompt import InlineApprovals
 from .chat_screen import (
-    AskLines,
+    WITHDRAWN,
     Lines,
+    Question,
     answer_question,
     goodbye,
     key_bindings,
+    live,
     prompt_message,
+    settle_submits,
     show_event,
+    tick,
     watch,
 )
+from .chat_wait import start_owner_for, wait_for_next_owner
 from .client import SessionStream, TetherClient, new_input_id
 from .exits import CliError, from_exception
 from .joining import open_session, unfinished_turns
+from .pastes import Pastes
 from .plan import ChatPlan
 from .render import Renderer, shorten, use_color
 
@@ -82,6 +88,8 @@ class Chat:
         self.lines = Lines()
         self.renderer = self._new_renderer()
         self.stream: SessionStream | None = None
+        self.info: dict[str, Any] = {}  # the session's (snapshot info: model, cwd...)
+        self.pastes = Pastes()  # long pastes, kept aside while a placeholder stands in
         self.follower: asyncio.Task[None] | None = None
         self.running: str | None = None  # admission running in the session (any client's)
         self.running_since = 0.0
@@ -94,17 +102,17 @@ class Chat:
         self.submit_lock = asyncio.Lock()
         self.submitting: asyncio.Future[None] | None = None
         self.echo: dict[str, str] = {}  # my prompts queued behind another turn: shown at start
-        self.questions: deque[tuple[str, asyncio.Future[str]]] = deque()
+        self.questions: deque[Question] = deque()
+        self.shown: Question | None = None  # the question on the input line
         self.event_hooks: list[Callable[[Chat, dict[str, Any]], Awaitable[None] | None]] = []
         self.tasks: set[asyncio.Task[Any]] = set()
         self.app: Any = None  # the prompt_toolkit application while the input line is up
         self.asking: Any = None  # the PromptSession of ask()'s questions
         self.approvals: InlineApprovals | None = None
+        self.waiting_owner: asyncio.Task[None] | None = None  # after tether stop
 
     def _new_renderer(self) -> Renderer:
         return Renderer(self.lines, color=use_color(sys.stdout), mine=self.mine)  # type: ignore[arg-type]
-
-    # -- output ----------------------------------------------------------------
 
     def say(self, line: str) -> None:
         self.renderer.note(line)
@@ -115,7 +123,7 @@ class Chat:
         """Follow ``session_id``: its transcript (optional), a running turn from its start."""
         self.session_id = session_id
         stream, snap, messages = await open_session(self.client, session_id)
-        self.stream = stream
+        self.stream, self.info = stream, snap.get("info") or {}
         if transcript:
             self.renderer.transcript(
                 messages, await unfinished_turns(self.client, session_id, messages))
@@ -127,8 +135,8 @@ class Chat:
             if p["receipt"]["admission_id"] != self.running:
                 self.renderer.progress(f"queued: {shorten(p.get('text'), 70)}")
         # approval prompts of our turns are asked on the input line (approval_prompt.py)
-        self.approvals = InlineApprovals(self.client, session_id, self.renderer,
-                                         lambda: cast(Any, AskLines(self)))
+        self.approvals = InlineApprovals(self.client, session_id, self.renderer, self.ask,
+                                         lambda: self.leaving)
         self.follower = asyncio.ensure_future(self.follow(stream))
         self.follower.add_done_callback(self._task_done)  # the owner gone: say so, leave
 
@@ -185,17 +193,21 @@ class Chat:
 
     def _failure(self, exc: BaseException) -> None:
         err = from_exception(exc)
+        if err.reason == "owner_stopped":  # on purpose: wait for the next (chat_wait.py)
+            return wait_for_next_owner(self, err)
+        if err.code == 3 and err.reason not in ("overloaded", "runtime_draining"):
+            self.failed_owner = err  # the owner is gone for good: leave (goodbye says why)
+            return self.leave()
         self.renderer.progress(f"{err.reason}: {err.detail}")
         if err.hint:
             self.renderer.note(f"  hint: {err.hint.replace('<home>', str(self.home))}")
-        if err.code == 3 and err.reason not in ("overloaded", "runtime_draining"):
-            self.failed_owner = err  # the owner is gone for good: leave
-            self.leave()
 
     # -- prompts ---------------------------------------------------------------
 
     async def submit(self, text: str, input_id: str | None = None) -> None:
         async with self.submit_lock:
+            if self.waiting_owner is not None:
+                await start_owner_for(self)
             created = False
             if self.session_id is None:
                 await self.new_session(text)
@@ -243,13 +255,32 @@ class Chat:
         if self.app is not None and self.app.is_running and not self.app.future.done():
             self.app.exit(result=None)
 
-    async def ask(self, question: str) -> str:
-        """Take over the input line for ``question``; the answer typed ("" if dismissed)."""
-        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self.questions.append((question, fut))
-        if self.app is not None and self.app.is_running:
-            self.app.exit(result=_PREEMPTED)
-        return await fut
+    async def ask(self, message: Any,
+                  validate: Callable[[str], str | None] | None = None) -> str | None:
+        """Take over the input line for ``message``; the answer typed, None if
+        dismissed (Ctrl-C, Ctrl-D). ``validate(line)`` says why a line is not an
+        answer (None: it is). Cancelled, the question is withdrawn."""
+        if self.leaving:
+            return None
+        q = Question(message, asyncio.get_running_loop().create_future(), validate)
+        self.questions.append(q)
+        if self.app is not None and self.shown is None:
+            self._preempt(self.app)
+        try:
+            return await q.answer
+        except asyncio.CancelledError:
+            if q in self.questions:
+                self.questions.remove(q)
+            elif self.shown is q and self.app is not None and live(self.app):
+                self.app.exit(result=WITHDRAWN)
+            # (not running yet: answer_question's pre_run withdraws it)
+            raise
+
+    def _preempt(self, app: Any) -> None:
+        """A question waits: the chat's input line makes way (its draft is kept)."""
+        if self.questions and live(app):
+            app.erase_when_done = True  # no frozen status line or stray prompt left
+            app.exit(result=_PREEMPTED)
 
     async def command(self, line: str) -> None:
         from .slash import run_command
@@ -273,20 +304,20 @@ class Chat:
 
     async def run(self) -> int:
         from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory
 
+        from .pastes import ChatHistory
         self.client.keep_owner_stopped = True  # a viewer: `tether stop` must stay stopped
         session: PromptSession[Any] = PromptSession(
-            history=FileHistory(str(self.home / "chat_history")),
+            history=ChatHistory(self.home / "chat_history", self.pastes),
             key_bindings=key_bindings(self), enable_history_search=False)
         loop = asyncio.get_running_loop()
         # SIGINT only comes while the terminal is not raw (before the input line is up)
         loop.add_signal_handler(signal.SIGINT, self.on_ctrl_c)
-        ticker = asyncio.ensure_future(self._tick())
+        ticker = asyncio.ensure_future(tick(self))
         try:
             await self._start()
             await self._loop(session)
-            await self._settle_submits()
+            await settle_submits(self)
             self.renderer.end_answer()
             self.lines.emit(self.lines.tail)
             self.lines.tail = ""
@@ -318,9 +349,12 @@ class Chat:
         draft: Any = ""
         while not self.leaving:
             if self.questions:
-                await answer_question(self)
+                typed = await answer_question(self)  # typed at a withdrawn question: kept
+                draft = typed if typed and not getattr(draft, "text", draft) else draft
                 continue
-            text = await self.read_line(session, lambda: prompt_message(self), draft)
+            text = await self.read_line(session, lambda: prompt_message(self), draft,
+                                        pre_run=lambda: self._preempt(session.app))
+            session.app.erase_when_done = False
             if text is _PREEMPTED:  # ask() took the line: keep what was being typed
                 draft = session.default_buffer.document
                 continue
@@ -333,13 +367,15 @@ class Chat:
             if text.startswith("/") and not text.startswith("//"):
                 await self.command(text.strip())
                 continue
-            self._spawn(self.submit(text[1:] if text.startswith("//") else text))
+            self._spawn(self.submit(self.pastes.expand(text[1:] if text[:2] == "//" else text)))
 
-    async def read_line(self, session: Any, message: Any, default: Any) -> Any:
+    async def read_line(self, session: Any, message: Any, default: Any,
+                        pre_run: Callable[[], None] | None = None) -> Any:
         """One input line; None on Ctrl-D (or when leaving)."""
         self.app = self.lines.app = session.app
         try:
-            return await session.prompt_async(message, default=default, handle_sigint=False)
+            return await session.prompt_async(message, default=default, handle_sigint=False,
+                                              pre_run=pre_run)
         except EOFError:
             return None
         except KeyboardInterrupt:
@@ -347,24 +383,11 @@ class Chat:
         finally:
             self.app = self.lines.app = None
 
-    async def _tick(self) -> None:
-        """Redraw the status line (spinner, elapsed time) while something runs."""
-        while True:
-            await asyncio.sleep(0.2)
-            if self.running or self.lines.tail or self.renderer.streaming:
-                self.redraw()
-
-    async def _settle_submits(self) -> None:
-        """A prompt being sent when the user leaves is still sent (briefly waited for)."""
-        if self.submit_lock.locked():
-            async with asyncio.timeout(10):
-                async with self.submit_lock:
-                    pass
-
     async def detach_quietly(self) -> None:
-        if self.follower is not None:
-            self.follower.cancel()
-            await asyncio.gather(self.follower, return_exceptions=True)
+        for task in (self.follower, self.waiting_owner):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self.stream is not None:
             self.stream.close()
 

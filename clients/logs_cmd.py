@@ -17,6 +17,7 @@ does, across the owner's rotations and restarts, until Ctrl-C.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -52,16 +53,81 @@ def last_lines(f: BinaryIO, n: int) -> bytes:
 
 
 def _write(data: bytes) -> None:
-    if data:
+    if _JSON is not None:
+        _JSON.feed(data)
+    elif data:
         sys.stdout.write(data.decode("utf-8", "replace"))
         sys.stdout.flush()
+
+
+#: a log line's head: "2026-12-01 14:08:25,114 INFO tether.activity: message"
+_HEAD = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ([A-Z]+) ([\w.]+): (.*)$")
+#: an activity line's message: "event key=value key=\"quoted value\" ..."
+_EVENT = re.compile(r"^([a-z]+\.[a-z_.]+)((?: [a-z_]+=(?:\"(?:[^\"\\]|\\.)*\"|\S+))*)$")
+_FIELD = re.compile(r' ([a-z_]+)=("(?:[^"\\]|\\.)*"|\S+)')
+
+
+def parse_line(line: str) -> dict[str, Any] | None:
+    """One log line as a record (None: not the head of one, e.g. a traceback's line):
+    ``time``, ``level``, ``logger``, ``message``; an activity line also ``event`` and
+    its fields."""
+    import json
+
+    head = _HEAD.match(line)
+    if head is None:
+        return None
+    rec: dict[str, Any] = {"time": head[1].replace(",", "."), "level": head[2],
+                           "logger": head[3], "message": head[4]}
+    event = _EVENT.match(head[4])
+    if event is not None:
+        rec["event"] = event[1]
+        for key, value in _FIELD.findall(event[2]):
+            if value.startswith('"'):
+                value = json.loads(value)
+            rec[key] = value
+    return rec
+
+
+class JsonLines:
+    """Log lines in, one JSON object per record out; the lines after a record's head
+    that are not heads themselves (a traceback) are its ``detail``."""
+
+    def __init__(self) -> None:
+        self.partial = ""
+        self.held: dict[str, Any] | None = None
+
+    def feed(self, data: bytes) -> None:
+        text = self.partial + data.decode("utf-8", "replace")
+        *lines, self.partial = text.split("\n")
+        for line in lines:
+            rec = parse_line(line)
+            if rec is not None:
+                self.emit()
+                self.held = rec
+            elif self.held is not None and line.strip():
+                self.held["detail"] = (self.held.get("detail", "") + line + "\n")
+        if not data:  # nothing new: what is held is complete
+            self.emit()
+
+    def emit(self) -> None:
+        import orjson
+
+        if self.held is not None:
+            sys.stdout.write(orjson.dumps(self.held).decode() + "\n")
+            sys.stdout.flush()
+            self.held = None
+
+
+_JSON: JsonLines | None = None
 
 
 def cmd_logs(args: Any) -> int:
     from tether.rpc.home import HomeLayout, resolve_home
 
+    global _JSON
     CONTEXT.home = home = resolve_home(args.home)
     layout = HomeLayout(home)
+    _JSON = JsonLines() if getattr(args, "json", False) and not args.stdio else None
     path = layout.owner_stdio_log if args.stdio else layout.owner_log
     if args.lines < 0:
         raise CliError(EXIT_USAGE, "usage", "-n takes 0 or more lines", "see `tether logs --help`")
@@ -77,6 +143,7 @@ def cmd_logs(args: Any) -> int:
             return EXIT_OK
         with open(path, "rb") as f:
             _write(last_lines(f, args.lines))
+            _write(b"")  # the last record is whole
             at = f.tell()
         if not args.follow:
             if not args.stdio:

@@ -12,16 +12,21 @@ attach and finite-with-a-terminal paths share it.
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any, TextIO
 
 import orjson
+
+from tether.rpc.previews import preview
 
 __all__ = ["Renderer", "use_color", "shorten", "format_time", "outcome_line"]
 
 _DIM = "\x1b[2m"
 _BOLD = "\x1b[1m"
 _RESET = "\x1b[0m"
+_GREEN, _RED, _CYAN = "\x1b[32m", "\x1b[31m", "\x1b[36m"
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 #: how the owner opens the message that delivers background delegation results
 _RESULTS_MARKER = "[delegation results]"
 
@@ -208,6 +213,25 @@ class Renderer:
             self.progress(f"tool {payload.get('name', '?')} failed: {shorten(payload['error'])}")
         elif payload.get("summary"):
             self.progress(f"  → {shorten(payload['summary'], 160)}")
+        if isinstance(payload.get("preview"), str) and not payload.get("error"):
+            self.preview(payload["preview"])
+
+    def preview(self, text: str) -> None:
+        """A tool's preview under its summary: a diff (coloured +/-) or output lines."""
+        diff = text.startswith("--- ")
+        for line in text.split("\n"):
+            if diff and line.startswith(("---", "+++")):
+                continue  # the file is named in the summary
+            style = _DIM
+            if diff and line.startswith("+"):
+                style = _GREEN
+            elif diff and line.startswith("-"):
+                style = _RED
+            elif diff and line.startswith("@@"):
+                style = _CYAN
+            # a command's output may hold escape sequences: shown, never obeyed
+            line = _CONTROL.sub("?", line.replace("\t", "    "))
+            self.write("      " + self.style(line, style) + "\n")
 
     def _on_approval_requested(self, payload: dict[str, Any], aid: str | None) -> None:
         verb = "run" if payload.get("kind") == "command" else "write"
@@ -302,7 +326,16 @@ class Renderer:
                     self.progress(f"tool {name}")
                 if content:
                     self.answer(content)
-            # tool results are long and for the model; the progress lines stand for them
+            elif role == "tool":
+                # tool results are long and for the model: their summary and preview
+                # stand for them, as when they ran
+                try:
+                    result = orjson.loads(content or "{}")
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(result, dict) and isinstance(result.get("summary"), str):
+                    self._on_tool_complete({"summary": result["summary"],
+                                            "preview": preview(result)}, None)
         self._ended(receipts.get(turn or ""))
 
     def _ended(self, receipt: dict[str, Any] | None) -> None:

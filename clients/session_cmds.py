@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from tether.rpc.names import AUTOMATED_SOURCES
+
 from .exits import CONTEXT, EXIT_OK, EXIT_USAGE, CliError
 
 __all__ = ["resolve_session", "pad", "cmd_sessions_list", "cmd_sessions_rm",
@@ -84,19 +86,49 @@ def pad(text: str, cols: int) -> str:
     return text + " " * max(cols - width(text), 0)
 
 
+#: what people call a source → what the owner records
+SOURCE_ALIASES = {"http": "api", "child": "delegation", "helper": "delegation"}
+
+
+def short_path(path: str | None, cols: int) -> str:
+    """``path`` with the home directory as ~, its end kept when cut to ``cols``."""
+    import os
+
+    if not path:
+        return "-"
+    home = os.path.expanduser("~")
+    if home not in ("", "/") and (path == home or path.startswith(home + "/")):
+        path = "~" + path[len(home):]
+    return path if len(path) <= cols else "…" + path[-(cols - 1):]
+
+
+def _shown(s: dict[str, Any], args: Any, sources: set[str]) -> bool:
+    if sources:
+        return (s.get("source") or "") in sources
+    if args.all:
+        return True
+    # an empty session (opened, nothing asked) is clutter; so are helpers' and
+    # automated runs' sessions in a list of one's own chats
+    empty = not s.get("message_count") and not s.get("running")
+    return not (s.get("parent_session_id") or empty
+                or s.get("source") in AUTOMATED_SOURCES)
+
+
 async def cmd_sessions_list(client: Any, args: Any) -> int:
     from .render import format_time
 
+    sources = {SOURCE_ALIASES.get(x, x) for x in (args.source or [])}
     shown: list[dict[str, Any]] = []
+    hidden: dict[str, int] = {}
     cursor = None
     while len(shown) < args.limit:
         page = await client.list_sessions(limit=min(500, max(args.limit, 1)), cursor=cursor)
         for s in page["sessions"]:
-            child = s.get("parent_session_id")
-            # an empty session (opened, nothing asked) is clutter; --all shows it
-            empty = not s.get("message_count") and not s.get("running")
-            if args.all or not (child or empty):
+            if _shown(s, args, sources):
                 shown.append(s)
+            elif not sources and s.get("source") in AUTOMATED_SOURCES \
+                    and not s.get("parent_session_id"):
+                hidden[s["source"]] = hidden.get(s["source"], 0) + 1
         cursor = page.get("next_cursor")
         if not cursor:
             break
@@ -108,27 +140,61 @@ async def cmd_sessions_list(client: Any, args: Any) -> int:
             print(orjson.dumps(s).decode())
         return EXIT_OK
     if not shown:
-        print("no sessions yet; `tether chat` starts one", file=sys.stderr)
-        return EXIT_OK
+        print("no sessions yet; `tether chat` starts one" if not sources else
+              f"no sessions from {', '.join(sorted(sources))}", file=sys.stderr)
+    else:
+        print(f"{'SESSION':<28}  {'UPDATED':<16}  {'MSGS':>4}  {'TOKENS':>6}  {'COST':>8}  "
+              f"{'STATE':<7}  {'SOURCE':<10}  {'CWD':<24}  TITLE")
     from .usage_fmt import cost, tokens
 
-    print(f"{'SESSION':<28}  {'CREATED':<16}  {'UPDATED':<16}  {'MSGS':>4}  {'TOKENS':>6}  "
-          f"{'COST':>8}  {'STATE':<7}  {'SOURCE':<10}  TITLE")
     for s in shown:
         state = "running" if s.get("running") else "idle"
         usage = s.get("usage") or {}
-        print(f"{s['session_id']:<28}  {format_time(s.get('created_at')):<16}  "
-              f"{format_time(s.get('updated_at')):<16}  {s.get('message_count', 0):>4}  "
-              f"{tokens(usage.get('total_tokens')):>6}  {cost(usage):>8}  "
-              f"{state:<7}  {pad(s.get('source') or '-', 10)}  "
+        print(f"{s['session_id']:<28}  {format_time(s.get('updated_at')):<16}  "
+              f"{s.get('message_count', 0):>4}  {tokens(usage.get('total_tokens')):>6}  "
+              f"{cost(usage):>8}  {state:<7}  "
+              f"{pad(s.get('source') or '-', 10)}  {pad(short_path(s.get('cwd'), 24), 24)}  "
               f"{pad(s.get('title') or '', 40).rstrip()}")
+    if hidden:
+        what = ", ".join(f"{n} {src}" for src, n in sorted(hidden.items()))
+        print(f"({what} session(s) not shown: `--all`, or `--source cron` for example)",
+              file=sys.stderr)
     return EXIT_OK
 
 
+def _confirm(question: str) -> bool:
+    """Ask on the terminal; anything but y/yes (or end of input) is no."""
+    print(question, end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline()  # "" at end of input
+    return answer.strip().lower() in ("y", "yes")
+
+
 async def cmd_sessions_rm(client: Any, args: Any) -> int:
-    ids = [await resolve_session(client, given) for given in args.ids]
+    """Delete sessions: asks first on a terminal (``--yes`` does not), and keeps a
+    session another viewer has open unless ``--force``."""
+    from tether.rpc.errors import RpcError
+
+    from .render import format_time
+
+    ids = list(dict.fromkeys([await resolve_session(client, given) for given in args.ids]))
+    if not (args.yes or args.force) and sys.stdin.isatty():
+        for sid in ids:
+            [info] = (await client.call("session.lookup", prefix=sid))["matches"][:1]
+            title = pad(info.get("title") or "(untitled)", 50).rstrip()
+            print(f"{sid}  {title}  ({info.get('message_count', 0)} messages, last active "
+                  f"{format_time(info.get('updated_at'))})", file=sys.stderr)
+        what = "this session" if len(ids) == 1 else f"these {len(ids)} sessions"
+        if not _confirm(f"delete {what} and everything in it? [y/N] "):
+            print("nothing deleted", file=sys.stderr)
+            return EXIT_USAGE
     for sid in ids:
-        out = await client.call("session.delete", session_id=sid)
+        try:
+            out = await client.call("session.delete", session_id=sid, force=args.force)
+        except RpcError as exc:
+            if exc.data.get("attached"):
+                raise CliError(EXIT_USAGE, "attached", exc.detail,
+                               "`tether sessions rm --force` deletes it anyway") from None
+            raise
         children = len(out["deleted"]) - 1
         extra = f" and {children} delegation child session(s)" if children else ""
         print(f"deleted {sid}{extra}")

@@ -16,23 +16,34 @@ def add_sessions_parser(command: Any, parser_class: type[argparse.ArgumentParser
     CLI's own (its error format)."""
     p = command("sessions", "list sessions, newest first; rm, rename, prune, fork, compact them",
                 description=(
-                    "List sessions, newest first (empty ones and delegation children only "
-                    "with --all), or manage them: `tether sessions rm ID...`, `tether "
+                    "List sessions, newest first (empty ones, delegation children and "
+                    "those of cron jobs and the HTTP endpoint only with --all or --source), "
+                    "or manage them: `tether sessions rm ID...`, `tether "
                     "sessions rename ID TITLE`, `tether sessions prune`, `tether sessions fork "
                     "ID [--at SEQ]`, `tether sessions compact ID`. Wherever a session "
                     "id is taken, an unambiguous prefix of it will do (`ses_` may be left "
                     "out)."))
     p.add_argument("--limit", type=int, default=20, metavar="N", help="how many (default 20)")
     p.add_argument("--all", action="store_true",
-                   help="include delegation child sessions and empty sessions")
+                   help="include delegation child sessions, empty sessions, and those of "
+                        "cron jobs and the HTTP endpoint")
+    p.add_argument("--source", action="append", metavar="SOURCE",
+                   help="only sessions from SOURCE: cli, web, acp, cron, http (api), "
+                        "delegation; may be repeated")
     p.add_argument("--json", action="store_true", help="print JSON lines")
     p.set_defaults(func=cmd_sessions, action=None)
     actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=parser_class)
     a = actions.add_parser("rm", help="delete sessions (with their delegation children)",
                            description="Delete sessions with their delegation child sessions. "
-                           "A session with a queued or running prompt, an unknown admission "
-                           "or an undelivered background delegation is refused.")
+                           "On a terminal it shows what it will delete and asks first. "
+                           "A session with a queued or running prompt, an unknown admission, "
+                           "a running background process or an undelivered background "
+                           "delegation is refused; so is one open in another viewer (a chat, "
+                           "attach, the web page) unless --force.")
     a.add_argument("ids", metavar="ID", nargs="+")
+    a.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    a.add_argument("-f", "--force", action="store_true",
+                   help="do not ask, and delete even while another viewer has it open")
     a = actions.add_parser("rename", help="set a session's title")
     a.add_argument("session_id", metavar="ID")
     a.add_argument("title", metavar="TITLE")

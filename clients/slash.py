@@ -62,7 +62,7 @@ async def run_command(chat: Chat, line: str) -> None:
             chat.options["model"] = arg
             chat.say(f"the next prompts use model {arg}")
         else:
-            chat.say(f"model: {chat.options.get('model') or 'the session default'}")
+            chat.say(f"model: {await current_model(chat)}")
     elif name == "cost":
         if chat.session_id is None:
             chat.say("no session yet: nothing spent")
@@ -93,3 +93,18 @@ async def run_command(chat: Chat, line: str) -> None:
     else:
         chat.say(f"unknown command /{name}; /help lists them (//text sends /text)")
 
+
+async def current_model(chat: Any) -> str:
+    """The model the next prompt runs with, by name, and where that comes from."""
+    if chat.options.get("model"):
+        return f"{chat.options['model']} (set in this chat)"
+    if chat.session_id is not None and chat.info.get("model"):
+        return f"{chat.info['model']} (this session's)"
+    try:
+        defaults = (await chat.client.describe()).get("turn_defaults") or {}
+    except Exception:  # noqa: BLE001 - the owner's default, if it says
+        defaults = {}
+    where = f", {defaults['provider']}" if defaults.get("provider") else ""
+    if defaults.get("model"):
+        return f"{defaults['model']} (the owner's default{where})"
+    return "the owner's default (this owner does not name it: `tether status`)"

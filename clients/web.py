@@ -85,18 +85,33 @@ def cmd_web(args: Any) -> int:
 
 
 async def _web(home: Any, tcp: str | None, no_open: bool) -> int:
+    from tether.rpc.errors import RpcError
+
     from .client import TetherClient
     from .discovery import ensure_owner, live_descriptor
 
     running = live_descriptor(home)
-    if running is not None and not running.get("tcp_url"):
-        raise CliError(EXIT_OWNER, "no_tcp",
-                       f"the owner for {home} (pid {running.get('pid')}) has no TCP listener, "
-                       "and the viewer page is served there",
-                       f"`tether stop`, then `tether web` (it starts one on {WEB_DEFAULT_TCP}), "
-                       "or `tether serve --tcp HOST:PORT`")
     desc = running or await ensure_owner(home, tcp=tcp or WEB_DEFAULT_TCP)
     async with await TetherClient.connect(home) as client:
+        if not desc.get("tcp_url"):
+            # an owner started without a TCP listener opens one now; its turns go on
+            try:
+                out = await client.call("runtime.listen_tcp", address=tcp or WEB_DEFAULT_TCP)
+            except RpcError as exc:
+                if exc.reason == "method_not_found":  # an older owner
+                    raise CliError(EXIT_OWNER, "no_tcp",
+                                   f"the owner for {home} (pid {desc.get('pid')}) has no TCP "
+                                   "listener and cannot open one", "`tether stop`, then "
+                                   f"`tether web` (it starts one on {WEB_DEFAULT_TCP})") from None
+                if exc.reason == "invalid_params":
+                    raise CliError(EXIT_OWNER, "no_tcp", exc.detail,
+                                   "`tether web --tcp HOST:PORT` picks another address "
+                                   "(port 0: any free one)") from None
+                raise
+            desc = {**desc, "tcp_url": out["tcp_url"]}
+            if out["opened"]:
+                print(f"[tether] the owner now listens on {out['tcp_url']} too, until it "
+                      "stops", file=sys.stderr)
         minted = await client.call("token.create", label="web link", once=True,
                                    ttl_seconds=WEB_LINK_TTL)
     url = desc["tcp_url"].replace("ws://", "http://", 1) + "web/#once=" + minted["token"]

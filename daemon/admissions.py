@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from tether.rpc.errors import (
     AdmissionConflict,
@@ -27,7 +27,7 @@ from tether.rpc.errors import (
     UnknownExecution,
 )
 from tether.rpc.models import TURN_OPTION_FIELDS, PromptSubmitParams
-from tether.store import StorageError, admissions
+from tether.store import StorageError, admissions, sessions
 from tether.store.conn import Conn
 
 from . import ledger, outcomes
@@ -37,12 +37,23 @@ from .ledger import CancelAction, Event
 from .scheduler import Scheduler
 from .settings import check_turn_options
 from .supervisor import Supervisor
-from .turns import TurnRunner
 
-__all__ = ["AdmissionService", "payload_of"]
+__all__ = ["AdmissionService", "Turns", "payload_of"]
 
 #: how long prompt.cancel waits for a started turn to record its outcome
 CANCEL_WAIT_SECONDS = 10.0
+
+
+class Turns(Protocol):
+    """What the ledger tells the side that runs turns (turns.py's TurnRunner), which
+    it does not import: ``pump`` — sessions may have a turn ready to start (an
+    admission committed, a pause lifted, a withdrawal undone); ``stop_and_wait`` —
+    stop the turn a started admission runs, wherever it runs."""
+
+    def pump(self) -> None: ...
+
+    async def stop_and_wait(self, session_id: str, admission_id: str | None,
+                            wait: float) -> str | None: ...
 
 
 def new_admission_id() -> str:
@@ -58,7 +69,7 @@ def payload_of(p: PromptSubmitParams) -> dict[str, Any]:
 
 class AdmissionService:
     def __init__(self, journal: Journal, scheduler: Scheduler, supervisor: Supervisor,
-                 turns: TurnRunner, limits: DaemonConfig, *, epoch: int,
+                 turns: Turns, limits: DaemonConfig, *, epoch: int,
                  place: Callable[[Tx, str], bool] | None = None,
                  sandbox_mode: str = "workspace-write") -> None:
         self._journal = journal
@@ -122,7 +133,14 @@ class AdmissionService:
             if existing is None:
                 raise
             return self._receipt(_same(existing, ledger.digest(payload_json)))
-        return await self.admit("local", p.session_id, p.input_id, payload_json)
+        title = title_of(p.text)
+
+        def name_it(tx: Tx) -> None:  # an untitled session is named by its first prompt
+            if title:
+                sessions.title_if_untitled(tx.conn, p.session_id, title)
+
+        return await self.admit("local", p.session_id, p.input_id, payload_json,
+                                extra_unit=name_it)
 
     async def admit(self, principal: str, session_id: str, request_id: str,
                     payload_json: str, extra_unit: Callable[[Tx], None] | None = None,
@@ -292,3 +310,18 @@ def _same(row: dict[str, Any], digest: str) -> dict[str, Any]:
             f"input_id {row['request_id']!r} was already submitted with a different payload",
             admission_id=row["admission_id"])
     return row
+
+
+#: how much of a first prompt titles an untitled session
+TITLE_CHARS = 80
+
+
+def title_of(text: str) -> str:
+    """A session's title from its first prompt: the first line with text, its
+    whitespace collapsed, cut at a word near TITLE_CHARS (with …)."""
+    line = next((ln for ln in text.splitlines() if ln.strip()), "")
+    line = " ".join(line.split())
+    if len(line) <= TITLE_CHARS:
+        return line
+    cut = line[:TITLE_CHARS - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut[40:] else cut) + "…"

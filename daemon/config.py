@@ -175,26 +175,30 @@ class Config:
 #: check their keys
 OTHER_SECTIONS: tuple[str, ...] = ("approvals", "store")
 
-#: keys people write for another one (the model's name is `model.default`)
-def _section(cls: type, raw: Any, name: str) -> Any:
+def _section(cls: type, raw: Any, name: str, errors: list[str]) -> Any:
+    """The section's values; each bad key or value is added to ``errors`` (and
+    left at its default)."""
     if raw is None:
         return cls()
     if not isinstance(raw, dict):
-        raise ConfigError(f"config.yaml: `{name}` must be a mapping")
+        errors.append(f"config.yaml: `{name}` must be a mapping")
+        return cls()
     known = {f.name: f for f in fields(cls)}
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in known:
             # a misspelled key silently ignored is a setting the user thinks they made
-            raise _unknown(key, list(known), f"{name}.")
+            errors.append(str(_unknown(key, list(known), f"{name}.")))
+            continue
         default = getattr(cls(), key)
         if cls is ModelConfig and key == "stream":
             from .stream_mode import normalise_mode
 
             if (mode := normalise_mode(value)) is None:
-                raise ConfigError(f"config.yaml: `model.stream` must be auto, true or false, "
-                                  f"not {value!r}")
-            values[key] = mode
+                errors.append(f"config.yaml: `model.stream` must be auto, true or false, "
+                          f"not {value!r}")
+            else:
+                values[key] = mode
             continue
         if known[key].type == "int | None":  # an optional limit: null means "no limit"
             ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
@@ -211,9 +215,11 @@ def _section(cls: type, raw: Any, name: str) -> Any:
         else:
             ok = value is None or isinstance(value, str)
         if not ok:
-            raise ConfigError(f"config.yaml: `{name}.{key}` has the wrong type ({value!r})")
+            errors.append(f"config.yaml: `{name}.{key}` has the wrong type ({value!r})")
+            continue
         if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
-            raise ConfigError(f"config.yaml: `{name}.{key}` must not be negative")
+            errors.append(f"config.yaml: `{name}.{key}` must not be negative")
+            continue
         values[key] = value
     return cls(**values)
 
@@ -276,35 +282,44 @@ def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Conf
     `custom` when the file names none) and OPENAI_API_KEY; config_report.py says so
     per setting."""
     env = dict(os.environ) if env is None else env
+    errors: list[str] = []
     sections = [f.name for f in fields(Config)] + list(OTHER_SECTIONS)
     for key in raw:
         if key not in sections:
-            raise _unknown(key, sections, "")
+            errors.append(str(_unknown(key, sections, "")))
     raw_model = raw.get("model")
-    prices = _prices(raw_model.get("prices")) if isinstance(raw_model, dict) else {}
+    prices: dict[str, dict[str, float]] = {}
     if isinstance(raw_model, dict):
+        try:
+            prices = _prices(raw_model.get("prices"))
+        except ConfigError as exc:
+            errors.append(str(exc))
         raw_model = {k: v for k, v in raw_model.items() if k != "prices"}
-    model = replace(_section(ModelConfig, raw_model, "model"), prices=prices)
-    delegation = _section(DelegationConfig, raw.get("delegation"), "delegation")
-    daemon = _section(DaemonConfig, raw.get("daemon"), "daemon")
-    approvals = _section(ApprovalsConfig, raw.get("approvals"), "approvals")
-    tools = _section(ToolsConfig, raw.get("tools"), "tools")
+    model = replace(_section(ModelConfig, raw_model, "model", errors), prices=prices)
+    delegation = _section(DelegationConfig, raw.get("delegation"), "delegation", errors)
+    daemon = _section(DaemonConfig, raw.get("daemon"), "daemon", errors)
+    approvals = _section(ApprovalsConfig, raw.get("approvals"), "approvals", errors)
+    tools = _section(ToolsConfig, raw.get("tools"), "tools", errors)
     raw_sandbox = raw.get("sandbox")
     if isinstance(raw_sandbox, dict) and raw_sandbox.get("mode") is False:
         # YAML reads a bare `off` as false: it means the mode named off
         raw_sandbox = {**raw_sandbox, "mode": "off"}
-    sandbox = _section(SandboxConfig, raw_sandbox, "sandbox")
-    cron = _section(CronConfig, raw.get("cron"), "cron")
-    http = _section(HttpConfig, raw.get("http"), "http")
-    mcp = parse_mcp(raw.get("mcp"))
+    sandbox = _section(SandboxConfig, raw_sandbox, "sandbox", errors)
+    cron = _section(CronConfig, raw.get("cron"), "cron", errors)
+    http = _section(HttpConfig, raw.get("http"), "http", errors)
+    try:
+        mcp = parse_mcp(raw.get("mcp"))
+    except ConfigError as exc:
+        errors += exc.errors
+        mcp = McpConfig()
     if http.max_concurrent_requests < 1 or http.keepalive_seconds <= 0:
-        raise ConfigError("config.yaml: `http.max_concurrent_requests` must be at least 1 "
-                          "and `http.keepalive_seconds` more than 0")
+        errors.append("config.yaml: `http.max_concurrent_requests` must be at least 1 "
+                      "and `http.keepalive_seconds` more than 0")
     if min(http.body_timeout_seconds, http.retry_window_seconds,
            http.retry_claim_seconds) <= 0:
-        raise ConfigError("config.yaml: `http.body_timeout_seconds`, "
-                          "`http.retry_window_seconds` and `http.retry_claim_seconds` "
-                          "must be more than 0")
+        errors.append("config.yaml: `http.body_timeout_seconds`, "
+                      "`http.retry_window_seconds` and `http.retry_claim_seconds` "
+                      "must be more than 0")
     if env.get("OPENAI_BASE_URL"):
         model = replace(model, base_url=env["OPENAI_BASE_URL"])
         if "provider" not in (raw.get("model") or {}):
@@ -319,64 +334,66 @@ def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Conf
 
     for name, section in (("model", model), ("delegation", delegation)):
         if section.provider is not None and section.provider not in PROVIDER_NAMES:
-            raise ConfigError(f"config.yaml: `{name}.provider` must be one of "
-                              f"{', '.join(PROVIDER_NAMES)}, not {section.provider!r}")
+            errors.append(f"config.yaml: `{name}.provider` must be one of "
+                          f"{', '.join(PROVIDER_NAMES)}, not {section.provider!r}")
         if section.base_url is not None and (why := base_url_problem(section.base_url)):
             source = ("OPENAI_BASE_URL" if name == "model" and env.get("OPENAI_BASE_URL")
                       else f"config.yaml: `{name}.base_url`")
-            raise ConfigError(f"{source} {section.base_url!r} {why}")
+            errors.append(f"{source} {section.base_url!r} {why}")
     if model.provider == "openai" and not model.api_key:
-        raise ConfigError("config.yaml: `model.provider` is openai but no API key is set: "
-                          "set OPENAI_API_KEY or `model.api_key` (or use provider custom "
-                          "for an endpoint that needs none)")
+        errors.append("config.yaml: `model.provider` is openai but no API key is set: "
+                      "set OPENAI_API_KEY or `model.api_key` (or use provider custom "
+                      "for an endpoint that needs none)")
     if model.compact not in ("auto", "manual", "off"):
-        raise ConfigError("config.yaml: `model.compact` must be auto, manual or off")
+        errors.append("config.yaml: `model.compact` must be auto, manual or off")
     if not 0.1 <= model.compact_at <= 1.0:
-        raise ConfigError("config.yaml: `model.compact_at` must be from 0.1 to 1.0 (a share "
-                          "of the context window)")
+        errors.append("config.yaml: `model.compact_at` must be from 0.1 to 1.0 (a share "
+                      "of the context window)")
     if model.context_window is not None and model.context_window < 256:
-        raise ConfigError("config.yaml: `model.context_window` must be at least 256 tokens")
+        errors.append("config.yaml: `model.context_window` must be at least 256 tokens")
     for key in ("connect_timeout_seconds", "timeout_seconds", "request_timeout_seconds"):
         if not getattr(model, key) > 0:
-            raise ConfigError(f"config.yaml: `model.{key}` must be more than 0")
+            errors.append(f"config.yaml: `model.{key}` must be more than 0")
     if daemon.max_turns < 1 or delegation.child_max_turns < 1:
-        raise ConfigError("config.yaml: `daemon.max_turns` and `delegation.child_max_turns` "
-                          "must be at least 1")
+        errors.append("config.yaml: `daemon.max_turns` and `delegation.child_max_turns` "
+                      "must be at least 1")
     if daemon.unknown_policy not in ("manual", "interrupt"):
-        raise ConfigError("config.yaml: `daemon.unknown_policy` must be manual or interrupt")
+        errors.append("config.yaml: `daemon.unknown_policy` must be manual or interrupt")
     if daemon.max_running_turns < 1 or daemon.max_connections < 1:
-        raise ConfigError("config.yaml: daemon limits must be at least 1")
+        errors.append("config.yaml: daemon limits must be at least 1")
     if not 1 <= daemon.max_text_chars <= MAX_TEXT_CHARS:
         # above the protocol's ceiling, a text between the two would be refused by
         # validation in other words than this limit's (docs/configuration.md)
-        raise ConfigError(f"config.yaml: `daemon.max_text_chars` must be from 1 to "
-                          f"{MAX_TEXT_CHARS} (the protocol's ceiling on one text)")
+        errors.append(f"config.yaml: `daemon.max_text_chars` must be from 1 to "
+                      f"{MAX_TEXT_CHARS} (the protocol's ceiling on one text)")
     if daemon.max_db_bytes is not None and daemon.max_db_bytes < MIN_DB_BYTES:
-        raise ConfigError(f"config.yaml: `daemon.max_db_bytes` must be at least {MIN_DB_BYTES}")
+        errors.append(f"config.yaml: `daemon.max_db_bytes` must be at least {MIN_DB_BYTES}")
     if cron.timezone is not None:
         from zoneinfo import ZoneInfo
 
         try:
             ZoneInfo(cron.timezone)
         except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
-            raise ConfigError(f"config.yaml: `cron.timezone` {cron.timezone!r} is not an "
-                              "IANA time zone") from None
+            errors.append(f"config.yaml: `cron.timezone` {cron.timezone!r} is not an "
+                          "IANA time zone")
     if cron.max_jobs < 1 or cron.max_runs_kept < 1:
-        raise ConfigError("config.yaml: `cron.max_jobs` and `cron.max_runs_kept` must be at "
-                          "least 1")
+        errors.append("config.yaml: `cron.max_jobs` and `cron.max_runs_kept` must be at "
+                      "least 1")
     if approvals.mode not in ("ask", "auto", "never"):
-        raise ConfigError("config.yaml: `approvals.mode` must be ask, auto or never")
+        errors.append("config.yaml: `approvals.mode` must be ask, auto or never")
     if approvals.unattended not in ("deny", "allow"):
-        raise ConfigError("config.yaml: `approvals.unattended` must be deny or allow")
+        errors.append("config.yaml: `approvals.unattended` must be deny or allow")
     if not approvals.timeout_seconds > 0:
-        raise ConfigError("config.yaml: `approvals.timeout_seconds` must be more than 0")
+        errors.append("config.yaml: `approvals.timeout_seconds` must be more than 0")
     if not tools.command_timeout_seconds > 0 or tools.max_processes < 1 \
             or tools.output_chars < 1000 or tools.process_ring_bytes < 1000:
-        raise ConfigError("config.yaml: a `tools` limit is too small (see docs/configuration.md)")
+        errors.append("config.yaml: a `tools` limit is too small (see docs/configuration.md)")
     if sandbox.mode not in SANDBOX_MODES:
-        raise ConfigError("config.yaml: `sandbox.mode` must be workspace-write, read-only or off")
+        errors.append("config.yaml: `sandbox.mode` must be workspace-write, read-only or off")
     if bad := [n for n in sandbox.env_allow if not _ENV_NAME.fullmatch(n)]:
-        raise ConfigError(f"config.yaml: `sandbox.env_allow` takes variable names (or a "
-                          f"prefix ending in *), not {bad[0]!r}")
+        errors.append(f"config.yaml: `sandbox.env_allow` takes variable names (or a "
+                      f"prefix ending in *), not {bad[0]!r}")
+    if errors:
+        raise ConfigError("\n".join(errors), errors)
     return Config(model=model, delegation=delegation, daemon=daemon, cron=cron, http=http,
                   approvals=approvals, tools=tools, sandbox=sandbox, mcp=mcp)

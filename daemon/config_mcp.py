@@ -35,7 +35,12 @@ class McpConfig:
 
 
 class ConfigError(Exception):
-    """config.yaml is unreadable or has a bad key/value."""
+    """config.yaml is unreadable or has bad keys/values: ``errors`` holds every one
+    found (the message is them, one a line)."""
+
+    def __init__(self, message: str, errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.errors = errors or [message]
 
 
 _ALIASES = {"name": "default", "model": "default", "model_name": "default", "url": "base_url",

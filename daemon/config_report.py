@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .config import Config, build_config, read_config_file
+from .config import Config, ConfigError, build_config, read_config_file
 from .settings import shown_url, turn_defaults
 
 __all__ = ["ConfigReport", "Setting", "config_report", "mask_secret"]
@@ -82,7 +82,20 @@ def config_report(path: Path, env: Mapping[str, str]) -> ConfigReport:
     """The effective configuration of config.yaml at ``path`` under ``env``; raises
     ``ConfigError`` exactly when the owner would refuse to start with it."""
     raw = read_config_file(path)
-    config = build_config(raw, dict(env))
+    from .store_config import STORE_ENV, StoreConfig, load_store_config
+    from .store_config import shown_url as db_url
+
+    errors: list[str] = []
+    try:
+        config = build_config(raw, dict(env))
+    except ConfigError as exc:
+        errors += exc.errors
+    try:  # where the state is kept (store_config.py): config.yaml, then TETHER_STORE
+        store = load_store_config(path, env=dict(env))
+    except ConfigError as exc:
+        errors += exc.errors
+    if errors:  # every problem at once, not one per run
+        raise ConfigError("\n".join(errors), errors)
     settings = []
     for server in config.mcp.servers:  # env values and headers may be secrets: names only
         shown = {"command": " ".join((server.command or "", *server.args)).strip() or None,
@@ -102,11 +115,6 @@ def config_report(path: Path, env: Mapping[str, str]) -> ConfigReport:
             settings.append(Setting(f"{section.name}.{f.name}",
                                     _shown(f"{section.name}.{f.name}", getattr(values, f.name)),
                                     _source(section.name, f.name, raw, env)))
-    # where the state is kept (store_config.py): config.yaml, then TETHER_STORE
-    from .store_config import STORE_ENV, StoreConfig, load_store_config
-    from .store_config import shown_url as db_url
-
-    store = load_store_config(path, env=dict(env))
     written = raw.get("store")
     given: dict[str, Any] = written if isinstance(written, dict) else {}
     for key in (f.name for f in fields(StoreConfig)):

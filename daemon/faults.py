@@ -12,6 +12,9 @@ one dict lookup. Hooks, by name:
   ``notify_on_complete`` has just been recorded ended (notice pending) and its
   notice is about to be delivered (``daemon/toolsets/processes.py``).
 
+Both are taken by ``LateDelivery.finish`` (``daemon/delivery.py``), the one
+late-delivery path.
+
 ``TETHER_FAULT_STORAGE=PATH`` arms the storage fault hook for the storage-fault
 suite. `wrap_storage` installs it on the owner's `Database` from outside,
 through the store's generic ``before_group`` seam: before each write group it

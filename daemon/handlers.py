@@ -189,7 +189,9 @@ def build_dispatcher(*, identity: Identity, db: Store, bus: EventBus,
 
     @d.register("session.delete")
     async def session_delete(p: ms.SessionDeleteParams, call: Call) -> dict[str, Any]:
-        return await session_admin.delete(p.session_id)
+        own = 1 if p.session_id in call.viewer.sessions else 0
+        return await session_admin.delete(p.session_id, force=p.force,
+                                          attached=bus.subscribers(p.session_id) - own)
 
     @d.register("session.prune")
     async def session_prune(p: ms.SessionPruneParams, call: Call) -> dict[str, Any]:

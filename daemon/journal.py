@@ -25,9 +25,10 @@ from tether.store import StorageError, Store
 from tether.store import events as event_rows
 from tether.store.conn import Conn
 
+from . import activity
 from .events import EventBus, EventRecord
 
-__all__ = ["Tx", "Journal", "Unit", "Fenced", "never", "until_stored", "recover_deliveries"]
+__all__ = ["Tx", "Journal", "Unit", "Fenced", "never", "until_stored"]
 
 T = TypeVar("T")
 log = logging.getLogger("tether.journal")
@@ -111,6 +112,7 @@ class Journal:
     def _published(self, value: tuple[Any, list[EventRecord]]) -> None:
         if value[1]:
             self.bus.publish(value[1])
+            activity.record(value[1])
 
     async def persist(self, fn: Unit[T], what: str,
                       give_up: Callable[[int], bool] = never) -> T:
@@ -146,23 +148,3 @@ async def until_stored(op: Callable[[], Awaitable[T]], what: str,
             log.warning("wrote %s after %d failed attempt(s)", what, failures)
         return value
 
-
-async def recover_deliveries(journal: Journal, finish_orphans: Unit[None],
-                             undelivered: Callable[[Conn], list[dict[str, Any]]],
-                             key: str, deliver: Callable[[str], Awaitable[None]], what: str,
-                             give_up: Callable[[int], bool] = never) -> None:
-    """After a start, for a kind of late delivery (background delegations, process
-    notices): write ``finish_orphans`` (what an older owner left running ends),
-    then ``deliver`` every row ``undelivered`` still lists, by its ``key``. A row
-    that fails is logged and left for the next start."""
-    try:
-        await journal.persist(finish_orphans, f"the recovery of {what}", give_up)
-        due = await journal.db.read(undelivered)
-    except StorageError as exc:
-        log.error("could not recover %s: %s", what, exc.detail)
-        return
-    for row in due:
-        try:
-            await deliver(row[key])
-        except Exception:  # noqa: BLE001 - the next start tries again
-            log.exception("could not deliver %s %s", what, row[key])

@@ -34,8 +34,8 @@ import orjson
 __all__ = [
     "Status", "Event", "IllegalTransition", "TRANSITIONS", "OUTCOMES", "TERMINAL",
     "TURN_OPTION_KEY", "next_status", "sources", "outcomes", "check", "CancelAction", "decide_cancel",
-    "decide_resolve", "canonical_payload", "encode_payload", "digest", "result_json",
-    "receipt_from_row",
+    "decide_resolve", "canonical_payload", "user_text", "input_messages", "encode_payload", "digest",
+    "result_json", "receipt_from_row",
 ]
 
 
@@ -147,6 +147,25 @@ def canonical_payload(text: str, finite: bool, options: dict[str, Any],
     if extra:
         payload.update(extra)
     return payload
+
+
+def user_text(payload: dict[str, Any]) -> str:
+    """The user message of an admission: its text plus any text attachments."""
+    text = payload["text"]
+    for a in payload.get("attachments") or ():
+        text += f"\n\n[attachment {a['name']} ({a.get('mime_type', 'text/plain')})]\n{a['content']}"
+    return text
+
+
+def input_messages(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """What an admission adds to the transcript when its turn starts: the user
+    message, or the results of an HTTP client's tools (``tool_results``: the
+    client ran the calls that ended the previous turn)."""
+    results = payload.get("tool_results")
+    if results:
+        return [{"role": "tool", "tool_call_id": r["tool_call_id"], "content": r["content"]}
+                for r in results]
+    return [{"role": "user", "content": user_text(payload)}]
 
 
 def encode_payload(payload: dict[str, Any]) -> str:

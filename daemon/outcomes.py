@@ -16,9 +16,15 @@ import orjson
 from tether.store import admissions, messages, sessions
 
 from .journal import Tx
-from .ledger import Event, IllegalTransition, outcomes, result_json, sources
+from .ledger import (
+    Event,
+    IllegalTransition,
+    input_messages,
+    outcomes,
+    result_json,
+    sources,
+)
 from .scheduler import Scheduler
-from .transcript import input_messages
 from .usage import Prices, totals, turn_cost
 
 __all__ = ["start", "settle", "orphan", "start_payload", "START_TEXT_CHARS"]

@@ -60,11 +60,12 @@ from .provider import Provider
 from .providers import Providers
 from .recovery import recover
 from .scheduler import Scheduler
-from .server import Listeners, parse_hostport, tcp_address
+from .server import Listeners, tcp_address
 from .sessions import SessionService
 from .settings import turn_defaults
 from .store_config import StoreConfig, load_store_config, open_store, shown_url
 from .supervisor import Supervisor
+from .tcp_listener import TcpListener, register_listen_method
 from .tokens import TokenService, register_token_methods
 from .tools import ToolRegistry
 from .toolsets.files import file_tools
@@ -108,6 +109,13 @@ def setup_logging(home: Home, *, foreground: bool) -> None:
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _private_paths(home: Home) -> tuple[str, ...]:
+    """What no command may read unasked: the owner's home, by the path it was named
+    with and by its real one (config, state, sockets, tokens, logs)."""
+    named = os.path.abspath(str(home.root))
+    return tuple(dict.fromkeys((named, os.path.realpath(named))))
 
 
 async def run_owner(home: Home, *, tcp: str | None = None, config: Config | None = None,
@@ -189,7 +197,7 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                               policy=dcfg.unknown_policy) if shared else None
             tools = ToolRegistry()
             approvals = ApprovalService(journal, scheduler, supervisor, config.approvals,
-                                        epoch=epoch)
+                                        epoch=epoch, private=_private_paths(home))
             if fleet is None:  # a fleet recovers a node's rows when the node dies
                 await approvals.recover()
             engine = Engine(Providers(config, http, overrides=overrides,
@@ -222,6 +230,7 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             cron_jobs = CronJobs(journal, cron, config)
 
             tokens = TokenService(db)
+            port: list[TcpListener] = []  # made once the listeners are
             dispatcher = build_dispatcher(identity=identity, db=db, bus=bus, sessions=sessions,
                                           admissions=admissions_svc, turns=turns,
                                           supervisor=supervisor, mcp=mcp.describe_all,
@@ -233,7 +242,10 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                                                     mcp_handlers(mcp, partial(
                                                         session_exists, db)),
                                                     partial(register_token_methods,
-                                                            tokens=tokens)])
+                                                            tokens=tokens),
+                                                    partial(register_listen_method,
+                                                            listener=lambda: port[0],
+                                                            draining=lambda: supervisor.draining)])
             listeners = Listeners(
                 dispatcher, bus, max_connections=dcfg.max_connections,
                 max_frame_bytes=dcfg.max_frame_bytes, viewer_queue=dcfg.viewer_queue_events,
@@ -247,25 +259,35 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                                   [approvals.recover, background.recover, processes.recover],
                                   lambda sid, aid: turns.stop(sid, "cancelled", aid))
             await listeners.start_unix(home.socket)
-            api = None
-            if tcp:
-                host, port = parse_hostport(tcp)
+            descriptor: dict[str, Any] = {}
+
+            def listening(url: str) -> None:  # opened later (tether web): daemon.json says so
+                if descriptor:
+                    home.write_descriptor({**descriptor, "tcp_url": url})
+                    log.info("listening on %s too, as asked (runtime.listen_tcp)", url)
+
+            def make_api() -> HttpFrontend:
                 api = _http_frontend(journal, bus, admissions_svc, config, tokens, supervisor,
                                      tools)
-                await listeners.start_tcp(host, port, allow_remote=dcfg.tcp_allow_remote,
-                                          http=api.protocol)
                 tokens.on_revoke.append(api.app.drop_token)
+                return api
+
+            port.append(TcpListener(listeners, make_api, allow_remote=dcfg.tcp_allow_remote,
+                                    opened=listening))
+            if tcp:
+                await port[0].open(tcp)
             for sig in STOP_SIGNALS:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.add_signal_handler(sig, supervisor.stop_requested.set)
             home.clear_stopped()  # an owner runs again: clients may start one once more
-            home.write_descriptor({
+            descriptor.update({
                 "protocol": PROTOCOL, "version": identity.version, "pid": os.getpid(),
                 "instance_id": identity.instance_id, "epoch": epoch,
                 "socket": str(home.socket), "tcp_url": listeners.tcp_url,
                 "store": shown_url(store.url) if store.url else str(home.db),
                 "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
             })
+            home.write_descriptor(descriptor)
             log.info("owner %s (epoch %d, pid %d) serving %s%s", identity.instance_id, epoch,
                      os.getpid(), home.socket,
                      f" and {listeners.tcp_url}" if listeners.tcp_url else "")
@@ -296,7 +318,7 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
             home.remove_runtime_files()
             tokens.close()
             # together: on Python 3.12+ closing the port waits for its HTTP connections too
-            await asyncio.gather(listeners.close(), *([api.close()] if api else []))
+            await asyncio.gather(listeners.close(), port[0].close())
             for sig in STOP_SIGNALS:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.remove_signal_handler(sig)

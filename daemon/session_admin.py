@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from tether.rpc.errors import InvalidParams, NotFound
+from tether.rpc.names import AUTOMATED_SOURCES
 from tether.store import session_admin as rows
 from tether.store.conn import Conn
 
@@ -48,7 +49,10 @@ class SessionAdmin:
             raise NotFound(f"no session {session_id!r}", session_id=session_id)
         return {"session_id": session_id, "title": title}
 
-    async def delete(self, session_id: str) -> dict[str, Any]:
+    async def delete(self, session_id: str, *, force: bool = False,
+                     attached: int = 0) -> dict[str, Any]:
+        """``attached``: how many other viewers follow the session on this owner; a
+        session someone is watching is kept unless ``force``."""
         running = self._scheduler.running
 
         def unit(tx: Tx) -> list[str]:
@@ -57,17 +61,25 @@ class SessionAdmin:
                                      (session_id,)).fetchone()
             if exists is None:
                 raise NotFound(f"no session {session_id!r}", session_id=session_id)
-            open_, undelivered = rows.busy(tx.conn, ids)
-            if open_ or undelivered or any(i in running for i in ids):
+            open_, undelivered, processes = rows.busy(tx.conn, ids)
+            if open_ or undelivered or processes or any(i in running for i in ids):
                 what = []
                 if open_ or any(i in running for i in ids):
                     what.append(f"{open_} prompt(s) queued, running or unknown")
                 if undelivered:
                     what.append(f"{undelivered} background delegation(s) not yet delivered")
+                if processes:
+                    what.append(f"{processes} background process(es) running or with a "
+                                "notice not yet delivered")
                 raise InvalidParams(
                     f"session {session_id} still has work ({'; '.join(what)}); cancel it "
                     "(`tether cancel`) or settle it (`tether resolve`) first",
                     session_id=session_id, busy=True)
+            if attached and not force:
+                raise InvalidParams(
+                    f"session {session_id} is open in {attached} viewer(s) (a chat, attach "
+                    "or the web page); close them first, or delete it anyway with force",
+                    session_id=session_id, attached=attached)
             rows.delete(tx.conn, ids)
             return ids
 
@@ -91,7 +103,7 @@ class SessionAdmin:
 
         def read(c: Conn) -> list[dict[str, Any]]:
             if prefix is None:
-                return rows.last_active(c)
+                return rows.last_active(c, AUTOMATED_SOURCES)
             found = rows.by_prefix(c, prefix, LOOKUP_MAX + 1)
             if not found and not prefix.startswith(_ID_PREFIX):
                 found = rows.by_prefix(c, _ID_PREFIX + prefix, LOOKUP_MAX + 1)

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from tether.rpc.previews import preview
 from tether.store import StorageError, messages
 
 from .journal import Journal, Unit
@@ -149,9 +150,12 @@ class EventSink:
                                    "result": result[:EVENT_RESULT_CHARS]}
         if error:
             payload["error"] = error
-        summary = _object(result).get("summary")  # a tool's own one-line account
+        obj = _object(result)
+        summary = obj.get("summary")  # a tool's own one-line account
         if isinstance(summary, str):
             payload["summary"] = summary[:SUBJECT_CHARS]
+        if shown := preview(obj):
+            payload["preview"] = shown
         await self.event("tool.complete", payload)
 
     async def settle(self) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 __all__ = ["SYSTEM_PROMPT", "SUMMARY_HEADER", "UNFINISHED_TOOL_CALL", "chat_history",
-           "client_request", "input_messages", "user_text", "rules_message", "turn_messages"]
+           "client_request", "rules_message", "turn_messages"]
 
 RULES_FILES = ("AGENTS.md", ".tether/rules.md")
 RULES_MAX_BYTES = 64 * 1024
@@ -75,25 +75,6 @@ def chat_history(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append(m)
     close_calls()
     return out
-
-
-def user_text(payload: dict[str, Any]) -> str:
-    """The user message of an admission: its text plus any text attachments."""
-    text = payload["text"]
-    for a in payload.get("attachments") or ():
-        text += f"\n\n[attachment {a['name']} ({a.get('mime_type', 'text/plain')})]\n{a['content']}"
-    return text
-
-
-def input_messages(payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """What an admission adds to the transcript when its turn starts: the user
-    message, or the results of an HTTP client's tools (``tool_results``: the
-    client ran the calls that ended the previous turn)."""
-    results = payload.get("tool_results")
-    if results:
-        return [{"role": "tool", "tool_call_id": r["tool_call_id"], "content": r["content"]}
-                for r in results]
-    return [{"role": "user", "content": user_text(payload)}]
 
 
 def client_request(payload: dict[str, Any]) -> dict[str, Any]:

@@ -84,6 +84,8 @@ from .models_sessions import (
     SessionRenameResult,
 )
 from .models_tokens import (
+    ListenTcpParams,
+    ListenTcpResult,
     TokenListParams,
     TokenListResult,
     TokenRevokeParams,
@@ -118,6 +120,13 @@ METHODS: dict[str, Method] = _table(
         RuntimeShutdownParams,
         ShutdownResult,
         "Ask the owner to drain (refuse new admissions, let running turns finish) and exit.",
+    ),
+    Method(
+        "runtime.listen_tcp",
+        ListenTcpParams,
+        ListenTcpResult,
+        "Open the owner's TCP listener (WebSocket, the viewer page, the HTTP API) if it has "
+        "none, until it stops; Unix socket only. Running turns go on (`tether web`).",
     ),
     Method(
         "token.create",

@@ -86,6 +86,9 @@ class ToolCompletePayload(Payload):
     result: str
     error: str | None = None
     summary: str | None = Field(default=None, description="one short line on what it did")
+    preview: str | None = Field(
+        default=None, description="a few lines a viewer shows under the summary: the "
+        "unified diff of a file edit, the last lines of a command's output")
 
 
 class ToolProgressPayload(Payload):

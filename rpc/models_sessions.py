@@ -56,6 +56,8 @@ class SessionRenameResult(Model):
 
 class SessionDeleteParams(Model):
     session_id: Id
+    #: delete even while other viewers follow the session (refused otherwise)
+    force: bool = False
 
 
 class SessionDeleteResult(Model):
@@ -76,7 +78,8 @@ class SessionPruneResult(Model):
 
 class SessionLookupParams(Model):
     """Exactly one of ``prefix`` (a session id or its start, with or without the
-    ``ses_``) and ``last`` (the most recently active top-level session)."""
+    ``ses_``) and ``last`` (the most recently active top-level session with
+    messages whose source is not automated: not cron, the HTTP endpoint, a helper)."""
 
     prefix: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     last: bool = False

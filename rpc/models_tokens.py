@@ -1,4 +1,5 @@
-"""Params and results of the token methods beyond token.create: list and revoke."""
+"""Params and results of the token methods beyond token.create (list, revoke), and of
+runtime.listen_tcp, which opens the TCP listener those tokens are for."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pydantic import StringConstraints
 from .models import Model
 
 __all__ = ["TokenInfo", "TokenListParams", "TokenListResult", "TokenRevokeParams",
-           "TokenRevokeResult"]
+           "TokenRevokeResult", "ListenTcpParams", "ListenTcpResult"]
 
 
 class TokenListParams(Model):
@@ -38,3 +39,16 @@ class TokenRevokeResult(Model):
     revoked: bool
     #: TCP connections that were using the token, closed now
     closed_connections: int
+
+
+class ListenTcpParams(Model):
+    #: where to listen when the owner has no TCP listener yet (default 127.0.0.1:8765;
+    #: port 0 picks a free one); an owner that listens already answers with its own
+    address: Annotated[str, StringConstraints(min_length=3, max_length=300)] | None = None
+
+
+class ListenTcpResult(Model):
+    #: the listener's ws://HOST:PORT/ (the viewer page is its /web/)
+    tcp_url: str
+    #: false when the owner was listening already
+    opened: bool

@@ -50,6 +50,7 @@ SOMETIMES_ABSENT: frozenset[tuple[str, str]] = frozenset({
     ("SessionInfoPayload", "awaiting_approval"),
     ("ToolStartPayload", "subject"),
     ("ToolCompletePayload", "summary"),
+    ("ToolCompletePayload", "preview"),
     ("SubagentStartPayload", "delegation_id"),
     ("SubagentCompletePayload", "delegation_id"),
     # long sessions: totals only on the session.info that ends a turn; a turn's

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conn import Conn
+from .conn import Conn, dialect
 
 __all__ = ["rename", "subtree", "busy", "delete", "empty_before", "by_prefix", "last_active"]
 
@@ -30,27 +30,40 @@ def _marks(ids: list[str]) -> str:
     return ", ".join("?" * len(ids))
 
 
-def busy(conn: Conn, ids: list[str]) -> tuple[int, int]:
-    """(open admissions, background delegations not yet delivered) among ``ids``."""
+def busy(conn: Conn, ids: list[str]) -> tuple[int, int, int]:
+    """(open admissions, background delegations not yet delivered, background
+    processes running or with a notice not yet delivered) among ``ids``."""
     (open_,) = conn.execute(
         f"SELECT count(*) FROM session_admissions WHERE status != 'terminal' "
         f"AND target_session_id IN ({_marks(ids)})", ids).fetchone()
     (undelivered,) = conn.execute(
         f"SELECT count(*) FROM async_delegations WHERE (state = 'running' OR "
         f"delivery_state = 'pending') AND origin_session_id IN ({_marks(ids)})", ids).fetchone()
-    return int(open_), int(undelivered)
+    (processes,) = conn.execute(
+        f"SELECT count(*) FROM processes WHERE (state = 'running' OR "
+        f"delivery_state = 'pending') AND session_id IN ({_marks(ids)})", ids).fetchone()
+    return int(open_), int(undelivered), int(processes)
+
+
+#: every table with rows of a session, children before the sessions row itself
+#: (a foreign key to sessions is checked when its statement ends). cron_runs keep
+#: their history: a run names the session it made, which may be gone.
+_CHILD_TABLES = (("events", "session_id"), ("messages", "session_id"),
+                 ("approvals", "session_id"), ("approval_rules", "session_id"),
+                 ("processes", "session_id"), ("session_admissions", "target_session_id"),
+                 ("async_delegations", "origin_session_id"),
+                 ("api_conversations", "session_id"), ("compactions", "session_id"))
+#: PostgreSQL only (the fleet): leases go with their session (ON DELETE CASCADE)
+_PG_CHILD_TABLES = (("turn_stops", "session_id"),)
 
 
 def delete(conn: Conn, ids: list[str]) -> None:
     """Every row of these sessions; one statement per table, so foreign keys between
     them (children's parent) are checked once all are gone."""
     marks = _marks(ids)
-    conn.execute(f"DELETE FROM events WHERE session_id IN ({marks})", ids)
-    conn.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", ids)
-    conn.execute(f"DELETE FROM compactions WHERE session_id IN ({marks})", ids)
-    conn.execute(f"DELETE FROM session_admissions WHERE target_session_id IN ({marks})", ids)
-    conn.execute(f"DELETE FROM async_delegations WHERE origin_session_id IN ({marks})", ids)
-    conn.execute(f"DELETE FROM api_conversations WHERE session_id IN ({marks})", ids)
+    tables = _CHILD_TABLES + (_PG_CHILD_TABLES if dialect(conn) == "postgresql" else ())
+    for table, column in tables:
+        conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", ids)
     conn.execute(f"DELETE FROM sessions WHERE session_id IN ({marks})", ids)
 
 
@@ -78,9 +91,12 @@ def by_prefix(conn: Conn, prefix: str, limit: int) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
-def last_active(conn: Conn) -> list[dict[str, Any]]:
-    """The top-level session with the latest activity that has any messages."""
+def last_active(conn: Conn, skip_sources: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The top-level session with the latest activity that has any messages and
+    whose source is none of ``skip_sources``."""
+    marks = ", ".join("?" * len(skip_sources)) or "NULL"
     rows = conn.execute(
         f"SELECT {_SUMMARY} FROM sessions WHERE parent_session_id IS NULL "
-        "AND message_count > 0 ORDER BY updated_at DESC, session_id DESC LIMIT 1")
+        f"AND message_count > 0 AND (source IS NULL OR source NOT IN ({marks})) "
+        "ORDER BY updated_at DESC, session_id DESC LIMIT 1", skip_sources)
     return [dict(r) for r in rows]

@@ -8,7 +8,8 @@ import orjson
 
 from .conn import Conn
 
-__all__ = ["insert", "get", "get_by_request", "list_page", "touch", "add_usage"]
+__all__ = ["insert", "get", "get_by_request", "list_page", "touch", "add_usage",
+           "title_if_untitled"]
 
 _INSERTED = (
     "session_id, request_id, params_digest, parent_session_id, source, title, cwd, "
@@ -95,3 +96,10 @@ def add_usage(conn: Conn, session_id: str, model: str, usage: dict[str, int],
         mine["requests"] = mine.get("requests", 0) + requests
     conn.execute("UPDATE sessions SET usage_json = ? WHERE session_id = ?",
                  (orjson.dumps(sums, option=orjson.OPT_SORT_KEYS).decode(), session_id))
+
+
+def title_if_untitled(conn: Conn, session_id: str, title: str) -> bool:
+    """Give an untitled session ``title``; False if it had one (or is not there)."""
+    cur = conn.execute("UPDATE sessions SET title = ? WHERE session_id = ? AND "
+                       "(title IS NULL OR title = '')", (title, session_id))
+    return cur.rowcount == 1

@@ -170,3 +170,52 @@ def test_every_subpackage_is_installed():
             name = "tether." + folder.replace("/", ".")
             assert name in listed, f"{name} is not in [tool.setuptools] packages"
             assert setuptools["package-dir"][name] == folder
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen: set[str] = set()
+    stack = [start]
+    while stack:
+        for w in graph[stack.pop()]:
+            if w not in seen:
+                seen.add(w)
+                stack.append(w)
+    return seen
+
+
+#: the admission ledger: what is admitted, its status, its store units, late delivery
+LEDGER = ("daemon.ledger", "daemon.scheduler", "daemon.journal", "daemon.outcomes",
+          "daemon.admissions", "daemon.recovery", "daemon.delivery")
+#: the engine: what runs an admission as an agent turn (and the agent's tools)
+ENGINE = ("daemon.turns", "daemon.engine", "daemon.agent", "daemon.transcript",
+          "daemon.sink", "daemon.tools", "daemon.delegation", "daemon.toolsets")
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def test_the_ledger_does_not_reach_into_the_engine():
+    """The ledger tells the turn runner a session is ready through what it is
+    given (admissions.Turns), never by importing it (docs/architecture.md)."""
+    graph = _module_graph()
+    for module in LEDGER:
+        assert module in graph, f"{module} is gone: update LEDGER"
+        engine = sorted(m for m in _reachable(graph, module) if _within(m, ENGINE))
+        assert not engine, f"{module} imports the engine: {engine}"
+    # the check can fail: the engine itself reaches the ledger
+    assert "daemon.outcomes" in _reachable(graph, "daemon.turns")
+
+
+def test_tools_do_not_import_delegation():
+    """Late delivery is the ledger's (daemon/delivery.py): the working tools share
+    it with delegation instead of importing delegation."""
+    graph = _module_graph()
+    toolsets = [m for m in graph if _within(m, ("daemon.toolsets",))]
+    assert "daemon.toolsets.processes" in toolsets
+    for module in toolsets:
+        found = sorted(m for m in _reachable(graph, module) if _within(m, ("daemon.delegation",)))
+        assert not found, f"{module} imports delegation: {found}"
+    assert _within("daemon.delegation.background", ("daemon.delegation",))
+    assert not _within("daemon.delegationx", ("daemon.delegation",))

@@ -67,12 +67,15 @@ def public(row: dict[str, Any]) -> dict[str, Any]:
 
 class ApprovalService:
     def __init__(self, journal: Journal, scheduler: Scheduler, supervisor: Supervisor,
-                 config: ApprovalsConfig, *, epoch: int) -> None:
+                 config: ApprovalsConfig, *, epoch: int,
+                 private: tuple[str, ...] = ()) -> None:
         self._journal = journal
         self._scheduler = scheduler
         self._supervisor = supervisor
         self._config = config
         self._epoch = epoch
+        #: paths no command may read unasked (the owner's home): Request.private
+        self._private = private
         self._allow = [parse_rule(r) for r in config.allow]
         self._deny = [parse_rule(r) for r in config.deny]
         #: approval_id → the future its waiting tool call awaits: (decision, reason)
@@ -87,9 +90,11 @@ class ApprovalService:
                                     "session" if r["session_id"] else "always", r["rule_id"])
                                for r in stored]
         req = Request(kind, subject, call.cwd, call.attended,  # type: ignore[arg-type]
-                      sandbox=sandbox, escalate=escalate)
-        return decide(req, mode=self._config.mode, unattended=self._config.unattended,
-                      allow=allow, deny=self._deny)
+                      sandbox=sandbox, escalate=escalate, private=self._private)
+        # parsing a long hostile line can take a good part of a second: off the loop
+        return await asyncio.to_thread(
+            decide, req, mode=self._config.mode, unattended=self._config.unattended,
+            allow=allow, deny=self._deny)
 
     async def check(self, call: ApprovalCall, kind: str, subject: str, *,
                     sandbox: str = "none", escalate: bool = False,

@@ -7,8 +7,9 @@ target also gets it there once the run's admission is terminal:
   line naming the run; a delivery that is retried (the owner died between the
   append and recording it) finds its marker and appends nothing;
 - ``session:ID``: a ``cron.notice`` event in that session, written in the same
-  transaction that records the delivery, so it is written once; it is an
-  event only and never starts a turn there.
+  transaction that records the delivery, so it is written once (the one
+  late-delivery rule, daemon/delivery.py); it is an event only and never
+  starts a turn there.
 
 The result is recorded on the run row (``delivered``, or ``failed`` with the
 reason) through ``Journal.persist``. A run whose admission became ``unknown``
@@ -29,6 +30,7 @@ import orjson
 from tether.store import StorageError, admissions, sessions
 from tether.store import cron as cron_rows
 
+from ..delivery import announce_once, claim, recover
 from ..journal import Journal, Tx
 from ..supervisor import Supervisor
 from .schedule import ScheduleError, iso, zone
@@ -84,13 +86,11 @@ class Deliveries:
 
     async def recover(self) -> None:
         """After a start: follow every run still pending delivery."""
-        try:
-            rows = await self._journal.db.read(cron_rows.pending_deliveries)
-        except StorageError as exc:
-            log.error("cron: cannot read the runs pending delivery: %s", exc.detail)
-            return
-        for row in rows:
+        async def follow(row: dict[str, Any]) -> None:
             self.follow(row)
+
+        await recover(self._journal, "cron runs", "run_id", cron_rows.pending_deliveries,
+                      follow)
 
     async def _follow(self, run_id: str, admission_id: str) -> None:
         delay = POLL_FIRST_SECONDS
@@ -144,10 +144,10 @@ class Deliveries:
                 cron_rows.set_delivery(tx.conn, run_id, "failed", f"no session {where!r}",
                                        tx.now)
                 return
-            if cron_rows.set_delivery(tx.conn, run_id, "delivered", None, tx.now):
-                tx.event(where, NOTICE_EVENT, payload)
+            claim(tx, lambda c, now: cron_rows.set_delivery(c, run_id, "delivered", None, now))
+            tx.event(where, NOTICE_EVENT, payload)
 
-        await self._journal.persist(unit, f"the delivery of cron run {run_id}")
+        await announce_once(self._journal, unit, f"the delivery of cron run {run_id}")
 
     async def _record(self, run_id: str, status: str, error: str | None) -> None:
         if error:

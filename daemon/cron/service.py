@@ -29,6 +29,7 @@ from tether.rpc.errors import InvalidParams, NotFound
 from tether.store import StorageError, admissions, sessions
 from tether.store import cron as cron_rows
 
+from ..activity import fields
 from ..config import Config
 from ..journal import Journal, Tx
 from ..ledger import canonical_payload, encode_payload
@@ -190,9 +191,8 @@ class CronService:
                                  kind="scheduled", status="skipped", skip_reason=skip.reason,
                                  missed_count=skip.count if skip.reason != "still_running"
                                  else 0)
-            log.info("cron job %s: %s skipped (%s%s)", job["name"],
-                     iso(skip.scheduled_for), skip.reason,
-                     f", {skip.count} time(s)" if skip.count > 1 else "")
+            log.info(fields("cron.skip", job=job["name"], scheduled_for=iso(skip.scheduled_for),
+                            reason=skip.reason, times=skip.count if skip.count > 1 else None))
         if not cron_rows.set_next_run(tx.conn, job["job_id"], plan.next_run_at,
                                       expected=job["next_run_at"]):
             raise _Taken
@@ -237,8 +237,8 @@ class CronService:
 
         receipt = await self._admit("cron", session_id, request_id, payload_json,
                                     extra_unit=extra, prepare=prepare)
-        log.info("cron job %s: %s fired (%s) as admission %s in session %s", name,
-                 iso(scheduled_for), kind, receipt["admission_id"], session_id)
+        log.info(fields("cron.fire", job=name, scheduled_for=iso(scheduled_for), kind=kind,
+                        run=run_id, session=session_id, admission=receipt["admission_id"]))
         run = {"run_id": run_id, "job_id": job_id, "name": name, "session_id": session_id,
                "admission_id": receipt["admission_id"], "deliver": job["deliver"]}
         self.deliveries.follow(run)

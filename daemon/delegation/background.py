@@ -5,10 +5,9 @@ and starts the children once that commit is made, tied to the commit and not
 to the calling turn. When they end, the row is finished with every child's
 result and delivered into the origin session (by stored session id only) as a
 new admission of principal ``delegation`` whose identity is the delegation_id,
-in the same transaction that marks the row delivered: a second attempt finds
-the first admission and adds nothing. Both writes go through
-``Journal.persist``, so a store that fails for a while delays them and loses
-nothing. After a restart, ``recover`` finishes rows an older owner left
+by the one late-delivery rule (daemon/delivery.py: the row marked delivered
+in the same transaction, a second attempt finds the first admission and adds
+nothing). After a restart, ``recover`` finishes rows an older owner left
 running as ``interrupted`` and delivers whatever is undelivered.
 """
 
@@ -18,44 +17,27 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
-from tether.store import admissions, delegations, events
+from tether.store import delegations, events
 from tether.store.conn import Conn
 
-from .. import faults
 from ..config import Config
-from ..journal import Journal, Tx, recover_deliveries, until_stored
-from ..ledger import TURN_OPTION_KEY, encode_payload
+from ..delivery import Admit, LateDelivery, Letter
+from ..journal import Journal, Tx
 from ..settings import TurnSettings, resolve_child
 from ..supervisor import Supervisor
 from .children import ChildRunner, Parent
 from .tasks import OWNER_STOPPED, TaskSpec, fill_interrupted, results_message
 
-__all__ = ["BackgroundDelegations", "Admit"]
+__all__ = ["BackgroundDelegations"]
 
 log = logging.getLogger("tether.delegation")
 
 #: how long shutdown waits for cancelled background delegations to record themselves
 STOP_WAIT_SECONDS = 10.0
-#: while the owner drains, a failing result or delivery write is given up after this
-#: many tries (the next owner's recovery finishes and delivers the row)
-ATTEMPTS_WHILE_DRAINING = 5
-
-
-class Admit(Protocol):
-    """AdmissionService.admit: record an admission (or find it) and return its receipt."""
-
-    def __call__(self, principal: str, session_id: str, request_id: str, payload_json: str,
-                 extra_unit: Callable[[Tx], None] | None = None,
-                 internal: bool = False) -> Awaitable[dict[str, Any]]: ...
-
-
-class _AlreadyDelivered(Exception):
-    pass
 
 
 class BackgroundDelegations:
@@ -65,12 +47,13 @@ class BackgroundDelegations:
         self._journal = journal
         self._supervisor = supervisor
         self._config = config
-        self._admit = admit
         self._epoch = epoch
         self._running: dict[str, asyncio.Task[None]] = {}
-
-    def _give_up(self, failures: int) -> bool:
-        return self._supervisor.draining and failures >= ATTEMPTS_WHILE_DRAINING
+        self._late = LateDelivery(journal, supervisor, admit, principal="delegation",
+                                  what="delegation", get=delegations.get,
+                                  mark=delegations.mark_delivered,
+                                  origin_column="origin_admission_id", letter=_letter,
+                                  fault="pause_before_delivery")
 
     async def dispatch(self, parent: Parent, tasks: list[TaskSpec]) -> str:
         """Record the delegation and start it; its id once the row is committed."""
@@ -127,59 +110,9 @@ class BackgroundDelegations:
             "results": fill_interrupted(results, model, OWNER_STOPPED if state ==
                                         "interrupted" else "internal error"),
             "total_duration_seconds": round(time.monotonic() - started, 3)}).decode()
-        try:
-            await self._journal.persist(
-                lambda tx: delegations.finish(tx.conn, delegation_id, state, body, tx.now),
-                f"the result of delegation {delegation_id}", give_up=self._give_up)
-            # the crash suite kills the owner here: finished but not yet delivered
-            await faults.pause("pause_before_delivery")
-            await self.deliver(delegation_id)
-        except Exception:  # noqa: BLE001 - recovery delivers it on the next start
-            log.exception("could not record/deliver delegation %s", delegation_id)
-
-    async def deliver(self, delegation_id: str) -> None:
-        """Deliver a finished row into its origin session, exactly once; a failing
-        store is retried until it heals (see the module docstring)."""
-        await until_stored(lambda: self._deliver_once(delegation_id),
-                           f"the delivery of delegation {delegation_id}", self._give_up)
-
-    async def _deliver_once(self, delegation_id: str) -> None:
-        def read(c: Conn) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-            row = delegations.get(c, delegation_id)
-            dispatcher = admissions.get(c, row["origin_admission_id"]) if row else None
-            return row, dispatcher
-
-        row, dispatcher = await self._journal.db.read(read)
-        if row is None or row["state"] == "running" or row["delivery_state"] == "delivered":
-            return
-        origin = row["origin_session_id"]  # stored routing only, never ambient state
-        results = orjson.loads(row["result_json"] or '{"results": []}')
-        text = results_message(delegation_id, row["state"], orjson.dumps(results).decode())
-        payload: dict[str, Any] = {"text": text, "finite": False, "delegation_id": delegation_id}
-        if dispatcher is not None:
-            # the follow-up turn runs with the per-turn options of the turn that
-            # dispatched (its model, provider, endpoint), not the session's defaults;
-            # they are stored, so a repeated delivery builds the same payload
-            options = orjson.loads(dispatcher["payload_json"]).get(TURN_OPTION_KEY)
-            if options:
-                payload[TURN_OPTION_KEY] = options
-        statuses = [{"task_index": r.get("task_index"), "status": r.get("status")}
-                    for r in results.get("results", [])]
-
-        def mark(tx: Tx) -> None:
-            if not delegations.mark_delivered(tx.conn, delegation_id, tx.now):
-                raise _AlreadyDelivered
-            adm = admissions.find(tx.conn, "delegation", origin, delegation_id)
-            tx.event(origin, "delegation.complete",
-                     {"delegation_id": delegation_id, "state": row["state"],
-                      "admission_id": adm["admission_id"] if adm else None,
-                      "results": statuses})
-
-        try:
-            await self._admit("delegation", origin, delegation_id, encode_payload(payload),
-                              extra_unit=mark, internal=True)
-        except _AlreadyDelivered:
-            pass
+        await self._late.finish(
+            delegation_id,
+            lambda tx: delegations.finish(tx.conn, delegation_id, state, body, tx.now))
 
     async def recover(self, dead_epoch: int | None = None) -> None:
         """After a restart: rows an older owner (or, in a fleet, the dead node of
@@ -191,9 +124,7 @@ class BackgroundDelegations:
             for row in delegations.running_before(tx.conn, epoch, dead_epoch):
                 _interrupt(tx, row)
 
-        await recover_deliveries(self._journal, interrupt, delegations.undelivered,
-                                 "delegation_id", self.deliver, "background delegations",
-                                 self._give_up)
+        await self._late.recover(interrupt, delegations.undelivered, "delegation_id")
 
     async def stop_all(self) -> None:
         """Shutdown: cancel background children; each delegation records itself
@@ -203,6 +134,23 @@ class BackgroundDelegations:
             task.cancel("owner shutting down")
         if tasks:
             await asyncio.wait(tasks, timeout=STOP_WAIT_SECONDS)
+
+
+def _letter(row: dict[str, Any]) -> Letter:
+    """A finished row's results as the follow-up turn's message, and
+    ``delegation.complete`` (the statuses, the follow-up's admission) with it."""
+    delegation_id, origin, state = row["delegation_id"], row["origin_session_id"], row["state"]
+    results = orjson.loads(row["result_json"] or '{"results": []}')
+    statuses = [{"task_index": r.get("task_index"), "status": r.get("status")}
+                for r in results.get("results", [])]
+
+    def announce(tx: Tx, admission_id: str | None) -> None:
+        tx.event(origin, "delegation.complete",
+                 {"delegation_id": delegation_id, "state": state,
+                  "admission_id": admission_id, "results": statuses})
+
+    return Letter(origin, results_message(delegation_id, state, orjson.dumps(results).decode()),
+                  {"delegation_id": delegation_id}, announce)
 
 
 def _interrupt(tx: Tx, row: dict[str, Any]) -> None:

@@ -183,14 +183,15 @@ def file_tools(config: ToolsConfig, *, home: str | None = None) -> list[Tool]:
             verdict = await ctx.approve("edit_file", "file", path)
             if not verdict.allowed:
                 return _denied("edited", verdict)
+            after = text.replace(old, new) if replace_all else text.replace(old, new, 1)
             try:
-                write_atomic(place, (text.replace(old, new) if replace_all else
-                                     text.replace(old, new, 1)).encode())
+                write_atomic(place, after.encode())
             except OSError as exc:
                 return _error(f"edit_file: {exc}")
         line = text[:text.index(old)].count("\n") + 1
         return _json({"path": path, "replacements": count if replace_all else 1,
-                      "first_line": line, "summary": f"edited {path} at line {line}"})
+                      "first_line": line, "summary": f"edited {path} at line {line}",
+                      "diff": _diff(text, after, path)})
 
     async def search_files(args: dict[str, Any], ctx: ToolContext) -> str:
         try:
@@ -317,3 +318,19 @@ def _python_search(regex: re.Pattern[str], root: str, glob: str | None) -> list[
                 if len(out) > SEARCH_MATCHES:
                     return out
     return out
+
+
+#: an edit's diff in its result: at most this many lines (the model reads it too)
+DIFF_MAX_LINES = 60
+
+
+def _diff(before: str, after: str, path: str) -> str:
+    """The unified diff of an edit (one line of context), cut at DIFF_MAX_LINES."""
+    import difflib
+
+    name = os.path.basename(path)
+    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(),
+                                      f"a/{name}", f"b/{name}", n=1, lineterm=""))
+    if len(lines) > DIFF_MAX_LINES:
+        lines = lines[:DIFF_MAX_LINES] + [f"… {len(lines) - DIFF_MAX_LINES} more lines"]
+    return "\n".join(lines)

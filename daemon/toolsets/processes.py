@@ -7,8 +7,8 @@ has a durable ``processes`` row, a bounded output ring, and a watcher that
 records its exit. With ``notify_on_complete`` (interactive turns only: the tool
 asks ``ToolContext.late_delivery``), the exit is delivered exactly once into
 the session as a new admission of principal ``process`` whose request_id is the
-process id, in the same transaction that marks the row delivered — the
-mechanism of background delegations (delegation/background.py). When the owner
+process id, in the same transaction that marks the row delivered — the one
+late-delivery rule (daemon/delivery.py). When the owner
 stops, its processes are ended and recorded ``lost``; at the next start,
 ``recover`` ends what an owner that died left running, records it ``lost``, and
 delivers every notice still due.
@@ -25,16 +25,11 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
-from tether.store import admissions
 from tether.store import processes as rows
 
-from .. import faults
 from ..config import ToolsConfig
-from ..delegation.background import Admit
-from ..journal import Journal, Tx, recover_deliveries, until_stored
-from ..ledger import TURN_OPTION_KEY, encode_payload
+from ..delivery import Admit, LateDelivery, Letter
+from ..journal import Journal, Tx
 from ..supervisor import Supervisor
 from . import lineage
 from .launch import collect, end, kill_now, spawn
@@ -90,7 +85,10 @@ class ProcessTable:
                  config: ToolsConfig, sandbox: Sandbox, *, epoch: int) -> None:
         self._journal = journal
         self._supervisor = supervisor
-        self._admit = admit
+        self._late = LateDelivery(journal, supervisor, admit, principal="process",
+                                  what="process", get=rows.get, mark=rows.mark_delivered,
+                                  origin_column="admission_id", letter=_letter,
+                                  fault="pause_before_process_notice")
         self._config = config
         self.sandbox = sandbox
         self._epoch = epoch
@@ -141,7 +139,7 @@ class ProcessTable:
                 tx.conn, process_id, "exited", 127, why, tx.now),
                 f"the failed start of {process_id}")
             if notify:
-                await self.deliver(process_id)
+                await self._late.deliver(process_id)
             raise ValueError(f"could not start the command: {exc}") from None
         started = _start_time(proc.pid)
         await self._journal.persist(lambda tx: rows.set_pid(tx.conn, process_id, proc.pid,
@@ -166,18 +164,8 @@ class ProcessTable:
         p.done.set()
         lineage.unregister(p.proc.pid)
         tail = p.ring.tail(TAIL_CHARS)
-        try:
-            await self._journal.persist(
-                lambda tx: rows.finish(tx.conn, p.process_id, p.state, p.exit_code, tail,
-                                       tx.now),
-                f"the exit of process {p.process_id}",
-                give_up=lambda n: self._supervisor.draining and n >= 5)
-            if p.notify:
-                # the crash suite kills the owner here: exited, notice not yet delivered
-                await faults.pause("pause_before_process_notice")
-                await self.deliver(p.process_id)
-        except Exception:  # noqa: BLE001 - recovery records and delivers on the next start
-            log.exception("could not record/deliver the exit of process %s", p.process_id)
+        await self._late.finish(p.process_id, lambda tx: rows.finish(
+            tx.conn, p.process_id, p.state, p.exit_code, tail, tx.now), deliver=p.notify)
 
     async def kill(self, p: Managed) -> None:
         """End ``p`` and everything it started; returns within KILL_SECONDS."""
@@ -195,41 +183,6 @@ class ProcessTable:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(p.done.wait()), KILL_SECONDS / 3)
 
-    async def deliver(self, process_id: str) -> None:
-        """Deliver a finished process's notice into its session, exactly once."""
-        await until_stored(lambda: self._deliver_once(process_id),
-                           f"the notice of process {process_id}",
-                           lambda n: self._supervisor.draining and n >= 5)
-
-    async def _deliver_once(self, process_id: str) -> None:
-        def read(c: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-            row = rows.get(c, process_id)
-            origin = admissions.get(c, row["admission_id"]) if row and row["admission_id"] \
-                else None
-            return row, origin
-
-        row, origin = await self._journal.db.read(read)
-        if row is None or row["state"] == "running" or row["delivery_state"] != "pending":
-            return
-        payload: dict[str, Any] = {"text": notice_text(row), "finite": False,
-                                   "process_id": process_id}
-        if origin is not None:
-            options = orjson.loads(origin["payload_json"]).get(TURN_OPTION_KEY)
-            if options:
-                payload[TURN_OPTION_KEY] = options
-        sid = row["session_id"]
-
-        def mark(tx: Tx) -> None:
-            if not rows.mark_delivered(tx.conn, process_id, tx.now):
-                raise _AlreadyDelivered
-            tx.event(sid, "process.complete", {
-                "process_id": process_id, "state": row["state"],
-                "exit_code": row["exit_code"], "command": row["command"]})
-
-        with contextlib.suppress(_AlreadyDelivered):
-            await self._admit("process", sid, process_id, encode_payload(payload),
-                              extra_unit=mark, internal=True)
-
     async def recover(self, dead_epoch: int | None = None) -> None:
         """After a start: what an older owner (in a fleet: the dead node of
         ``dead_epoch``) left running is ended and ``lost``; every notice still due
@@ -244,8 +197,7 @@ class ProcessTable:
                         os.killpg(pid, signal.SIGKILL)
                 rows.finish(tx.conn, row["process_id"], "lost", None, "", tx.now)
 
-        await recover_deliveries(self._journal, unit, rows.undelivered, "process_id",
-                                 self.deliver, "background process notices")
+        await self._late.recover(unit, rows.undelivered, "process_id")
 
     async def stop_all(self) -> None:
         """Shutdown: end every process (recorded ``lost``: the owner stopped)."""
@@ -258,8 +210,16 @@ class ProcessTable:
             await asyncio.wait(tasks, timeout=10)
 
 
-class _AlreadyDelivered(Exception):
-    pass
+def _letter(row: dict[str, Any]) -> Letter:
+    """A finished row's notice, and ``process.complete`` with it."""
+    process_id, sid = row["process_id"], row["session_id"]
+    complete = {"process_id": process_id, "state": row["state"],
+                "exit_code": row["exit_code"], "command": row["command"]}
+
+    def announce(tx: Tx, admission_id: str | None) -> None:
+        tx.event(sid, "process.complete", complete)
+
+    return Letter(sid, notice_text(row), {"process_id": process_id}, announce)
 
 
 def notice_text(row: dict[str, Any]) -> str:

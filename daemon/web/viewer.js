@@ -3,6 +3,7 @@
 // clients/typescript/dist) over the owner's TCP listener, same origin.
 import { browserDial } from "./browser.js";
 import { TetherClient, newInputId } from "./core.js";
+import { approvalNote, draw, showPrompt, showTurnUsage, tickAll, turnFor, usageText } from "./turns.js";
 
 const TOKEN_KEY = "tether.viewer.token";
 const PENDING_KEY = "tether.viewer.pending."; // + session id: a prompt being submitted
@@ -89,158 +90,80 @@ function watchedDial(token) {
 
 // -- sessions -------------------------------------------------------------------
 
+const LIST_SECONDS = 4; // the list is read again this often while the page is shown
+// sessions nobody typed into: scheduled runs, the HTTP endpoint (shown on request)
+const AUTOMATED = new Set(["cron", "api", "delegation"]);
+
+function ago(t) {
+  const s = Math.max(0, Date.now() / 1000 - t);
+  if (s < 60) return "just now";
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return new Date(t * 1000).toLocaleDateString();
+}
+
 async function listSessions() {
   const { sessions } = await client.resilient((c) => c.call("session.list", { limit: 100 }));
+  const showAll = $("show-automated").checked;
   const ul = $("sessions");
-  ul.replaceChildren();
+  const items = [];
+  let hidden = 0;
   for (const s of sessions) {
     if (s.parent_session_id) continue; // delegated children show inside their parent
+    if (!showAll && AUTOMATED.has(s.source)) { hidden += 1; continue; }
+    if (!s.message_count && !s.running && s.session_id !== current?.sessionId) continue; // empty
     const li = document.createElement("li");
     li.dataset.sessionId = s.session_id;
-    li.textContent = s.title || s.session_id;
-    if (s.running) {
-      const dot = document.createElement("span");
-      dot.className = "running";
-      dot.textContent = " ●";
-      li.append(dot);
-    }
+    li.dataset.running = String(Boolean(s.running));
+    const title = document.createElement("span");
+    title.className = "title";
+    title.textContent = s.title || "(untitled)";
+    const meta = document.createElement("span");
+    meta.className = "meta";
+    const where = s.cwd ? s.cwd.split("/").filter(Boolean).pop() ?? "/" : "";
+    meta.textContent = [s.running ? "● running" : ago(s.updated_at), s.source !== "web" && s.source !== "cli" ? s.source : "", where]
+      .filter(Boolean).join(" · ");
+    li.append(title, meta);
+    li.title = `${s.session_id}${s.cwd ? `\n${s.cwd}` : ""}`;
     li.setAttribute("aria-current", String(current?.sessionId === s.session_id));
-    li.onclick = () => openSession(s.session_id);
-    ul.append(li);
+    if (current?.sessionId === s.session_id && s.title) $("session-title").textContent = s.title;
+    li.onclick = () => { document.body.classList.remove("nav-open"); void openSession(s.session_id); };
+    items.push(li);
   }
+  ul.replaceChildren(...items);
+  $("automated-count").textContent = hidden ? ` (${hidden})` : "";
+}
+
+function keepListing() {
+  setInterval(() => {
+    if (document.visibilityState === "visible" && client) listSessions().catch(() => {});
+  }, LIST_SECONDS * 1000);
 }
 
 async function openSession(sessionId) {
   current?.stream.close();
   location.hash = `session=${sessionId}`;
   const stream = client.events(sessionId, { afterSeq: 0 }); // the whole story, then live
-  current = { sessionId, stream, turns: new Map(), prompts: new Map(), running: null };
+  const view = { sessionId, stream, turns: new Map(), prompts: new Map(), running: null,
+    replayedTo: Infinity };
+  current = view;
   $("transcript").replaceChildren();
   $("empty").hidden = true;
   $("session").hidden = false;
   await stream.open();
   const snap = stream.snapshot;
-  $("session-title").textContent = snap.info.title || sessionId;
-  showUsage(snap.info.usage);
-  for (const m of snap.messages) if (m.role === "user" && m.admission_id) current.prompts.set(m.admission_id, m.content);
-  for (const p of snap.pending) current.prompts.set(p.receipt.admission_id, p.text);
-  for (const a of snap.approvals ?? []) if (a.admission_id) askApproval(current, turnFor(current, a.admission_id), a);
-  for (const t of current.turns.values()) if (!t.user.textContent) showPrompt(t, current.prompts.get(t.id));
+  view.replayedTo = snap.last_seq ?? 0;
+  $("session-title").textContent = snap.info.title || "New session";
+  $("session-meta").textContent = [snap.info.cwd, sessionId].filter(Boolean).join(" · ");
+  $("session-usage").textContent = "";
+  showSessionUsage(snap.info.usage);
+  for (const m of snap.messages) if (m.role === "user" && m.admission_id) view.prompts.set(m.admission_id, m.content);
+  for (const p of snap.pending) view.prompts.set(p.receipt.admission_id, p.text);
+  for (const a of snap.approvals ?? []) if (a.admission_id) askApproval(turnFor(view, a.admission_id), a);
+  for (const t of view.turns.values()) if (!t.user.textContent) showPrompt(t, view.prompts.get(t.id));
   void listSessions();
-  void follow(current);
+  void follow(view);
   await resubmitPending(sessionId);
-}
-
-/** The session's totals (SessionUsage): tokens, and cost or "cost unknown". */
-function showUsage(usage) {
-  if (!usage) return;
-  const n = usage.total_tokens;
-  const tokens = n < 1000 ? `${n}` : n < 1e6 ? `${(n / 1000).toFixed(1)}k` : `${(n / 1e6).toFixed(1)}M`;
-  const cost = usage.cost_usd === null ? "cost unknown" : `$${usage.cost_usd.toFixed(4)}`;
-  $("session-usage").textContent = `${tokens} tokens · ${cost}`;
-}
-
-// -- the transcript, drawn from events ------------------------------------------
-
-const DELIVERY = "[delegation results]";
-
-/** Show a turn's prompt; a background delegation's delivered results get a label. */
-function showPrompt(turn, text) {
-  if (!text) return;
-  const delivery = text.startsWith(DELIVERY);
-  turn.user.classList.toggle("delivery", delivery);
-  turn.user.textContent = delivery ? "↳ the helpers' results, delivered in the background" : text;
-}
-
-function turnFor(view, admissionId) {
-  let turn = view.turns.get(admissionId);
-  if (turn) return turn;
-  const box = document.createElement("div");
-  box.className = "turn";
-  box.dataset.admissionId = admissionId;
-  const user = document.createElement("div");
-  user.className = "user";
-  const answer = document.createElement("div");
-  answer.className = "assistant";
-  const outcome = document.createElement("div");
-  outcome.className = "outcome";
-  box.append(user, answer, outcome);
-  $("transcript").append(box);
-  turn = { id: admissionId, box, user, answer, outcome };
-  view.turns.set(admissionId, turn);
-  showPrompt(turn, view.prompts.get(admissionId));
-  return turn;
-}
-
-function progress(turn, text, kind) {
-  const line = document.createElement("div");
-  line.className = `progress ${kind}`;
-  line.textContent = text;
-  turn.box.insertBefore(line, turn.outcome);
-}
-
-function draw(view, ev) {
-  const aid = ev.admission_id;
-  switch (ev.type) {
-    case "session.info":
-      view.running = ev.payload.running;
-      $("cancel").disabled = !ev.payload.running;
-      if (ev.payload.usage) showUsage(ev.payload.usage);
-      return;
-    case "message.start": {
-      const turn = turnFor(view, ev.payload.admission_id);
-      if (ev.payload.text) showPrompt(turn, ev.payload.text);
-      return;
-    }
-    case "message.delta":
-      if (aid) turnFor(view, aid).answer.textContent += ev.payload.text;
-      return;
-    case "tool.start":
-      if (aid && ev.payload.name !== "delegate_task") progress(turnFor(view, aid), `⚙ ${ev.payload.name}…`, "tool");
-      return;
-    case "tool.complete":
-      if (aid && ev.payload.error) progress(turnFor(view, aid), `⚙ ${ev.payload.name} failed: ${ev.payload.error}`, "tool");
-      return;
-    case "subagent.start":
-      if (aid) progress(turnFor(view, aid), `↳ helper ${ev.payload.task_index + 1} started: ${ev.payload.goal}`, "subagent");
-      return;
-    case "subagent.complete":
-      if (aid) progress(turnFor(view, aid), `↳ helper ${(ev.payload.task_index ?? 0) + 1} ${ev.payload.status}: ${ev.payload.summary}`, "subagent");
-      return;
-    case "delegation.dispatched":
-      if (aid) progress(turnFor(view, aid), `↳ ${ev.payload.tasks.length} helper(s) working in the background`, "delegation");
-      return;
-    case "approval.requested":
-      if (aid) askApproval(view, turnFor(view, aid), ev.payload);
-      return;
-    case "approval.resolved": {
-      const box = document.querySelector(`.approval[data-approval-id="${ev.payload.approval_id}"]`);
-      if (box) settleApproval(box, ev.payload.status, ev.payload.cause);
-      return;
-    }
-    case "message.complete": {
-      const turn = turnFor(view, ev.payload.admission_id);
-      if (!turn.answer.textContent) turn.answer.textContent = ev.payload.text;
-      turn.outcome.dataset.outcome = ev.payload.outcome;
-      turn.outcome.textContent = ev.payload.outcome + (ev.payload.error ? `: ${ev.payload.error}` : "");
-      return;
-    }
-    case "session.compacted": {
-      // older turns now reach the model as a summary; the transcript here stays whole
-      const p = ev.payload;
-      const text = `· older turns compacted into a summary (${p.kind}; about ${p.tokens_before} → ${p.tokens_after} tokens per request)`;
-      if (aid) progress(turnFor(view, aid), text, "compacted");
-      else {
-        const line = document.createElement("div");
-        line.className = "progress compacted";
-        line.textContent = text;
-        $("transcript").append(line);
-      }
-      return;
-    }
-    default:
-      return; // types this page does not know are skipped
-  }
 }
 
 // -- approvals: a tool call waiting for a person's answer --------------------------
@@ -249,16 +172,26 @@ const CHOICES = [["once", "Allow once"], ["session", "Allow for this session"],
   ["always", "Always allow"], ["deny", "Deny"]];
 
 /** A prompt's box in its turn, with one button per decision; the first answer wins. */
-function askApproval(view, turn, prompt) {
+function askApproval(turn, prompt) {
   if (document.querySelector(`.approval[data-approval-id="${prompt.approval_id}"]`)) return;
+  const view = current;
   const box = document.createElement("div");
   box.className = "approval";
   box.dataset.approvalId = prompt.approval_id;
   box.dataset.status = "pending";
   const what = document.createElement("div");
   what.className = "what";
-  what.textContent = `${prompt.tool} wants to run: ${prompt.subject}` + (prompt.why ? ` (${prompt.why})` : "");
-  box.append(what);
+  const verb = prompt.kind === "file" ? "write" : "run";
+  what.textContent = `${prompt.tool} wants to ${verb}: ${prompt.subject}`;
+  const why = document.createElement("div");
+  why.className = "why";
+  why.textContent = [prompt.why, prompt.cwd ? `in ${prompt.cwd}` : ""].filter(Boolean).join(" · ");
+  const reason = document.createElement("input");
+  reason.className = "reason";
+  reason.placeholder = "reason (optional, told to the agent when denied)";
+  box.append(what, why);
+  const buttons = document.createElement("div");
+  buttons.className = "buttons";
   for (const [decision, label] of CHOICES) {
     const button = document.createElement("button");
     button.type = "button";
@@ -266,40 +199,73 @@ function askApproval(view, turn, prompt) {
     button.textContent = label;
     button.onclick = async () => {
       for (const b of box.querySelectorAll("button")) b.disabled = true;
+      const params = { session_id: view.sessionId, approval_id: prompt.approval_id, decision };
+      if (reason.value.trim()) params.reason = reason.value.trim();
       try {
-        const r = await client.call("approval.respond", {
-          session_id: view.sessionId, approval_id: prompt.approval_id, decision });
+        const r = await client.call("approval.respond", params);
         // the approval.resolved event settles the box too; an answer that came
         // too late is said at once
-        if (r.status === "already_resolved") settleApproval(box, r.approval.status, "answered elsewhere");
+        if (r.status === "already_resolved") {
+          settleApproval(box, r.approval.status, `already ${approvalNote(r.approval)}`);
+        }
       } catch (err) {
         settleApproval(box, "failed", err.message);
       }
     };
-    box.append(button);
+    buttons.append(button);
   }
-  turn.box.insertBefore(box, turn.outcome);
+  box.append(buttons, reason);
+  turn.steps.append(box);
 }
 
-function settleApproval(box, status, cause) {
+function settleApproval(box, status, note) {
+  if (box.dataset.status !== "pending" && box.dataset.status !== "failed") return;
   box.dataset.status = status;
-  for (const b of box.querySelectorAll("button")) b.remove();
-  const note = document.createElement("div");
-  note.className = "resolved";
-  note.textContent = `${status} (${cause})`;
-  box.append(note);
+  for (const b of box.querySelectorAll("button, input")) b.remove();
+  const line = document.createElement("div");
+  line.className = "resolved";
+  line.textContent = note;
+  box.append(line);
+}
+
+const HOOKS = {
+  ask: askApproval,
+  settle: settleApproval,
+  running: (yes) => { $("cancel").disabled = !yes; },
+  usage: showSessionUsage,
+};
+
+/** The session's totals (SessionUsage): tokens, and cost or "cost unknown". */
+function showSessionUsage(usage) {
+  if (!usage) return;
+  $("session-usage").textContent = usageText(usage.total_tokens, usage.cost_usd);
 }
 
 async function follow(view) {
   try {
     for await (const ev of view.stream) {
       if (current !== view) return;
-      draw(view, ev);
       const t = $("transcript");
-      t.scrollTop = t.scrollHeight;
+      const atEnd = t.scrollHeight - t.scrollTop - t.clientHeight < 80;
+      draw(view, ev, HOOKS);
+      if (atEnd) t.scrollTop = t.scrollHeight; // follow, unless the reader scrolled up
+      if (ev.type === "message.complete" || ev.type === "message.start") void listSessions();
+      if (ev.type === "message.complete" && !ev.payload.usage) void showUsage(view, ev.payload.admission_id);
     }
   } catch (err) {
     setStatus("stopped", `stopped following: ${err.message}`);
+  }
+}
+
+/** A finished turn's token use from its receipt, for a turn whose event does not
+ *  carry it (one stored before events did). */
+async function showUsage(view, admissionId) {
+  try {
+    const r = await client.call("prompt.receipt", { session_id: view.sessionId, admission_id: admissionId });
+    const turn = view.turns.get(admissionId);
+    if (turn && r.result) showTurnUsage(turn, r.result.usage, r.result.cost_usd);
+  } catch {
+    // usage is a nicety: a receipt that cannot be read leaves the line as it is
   }
 }
 
@@ -350,10 +316,17 @@ async function main() {
   client = await TetherClient.open(watchedDial(token), { retrySeconds: 24 * 3600 });
   $("new-session").disabled = $("refresh").disabled = false;
   $("new-session").onclick = async () => {
-    const snap = await client.createSession({ title: `viewer ${new Date().toLocaleString()}`, source: "web" });
+    // untitled: the owner titles it by its first prompt
+    const snap = await client.createSession({ source: "web" });
+    document.body.classList.remove("nav-open");
     await openSession(snap.session_id);
+    $("prompt").focus();
   };
   $("refresh").onclick = () => void listSessions();
+  $("show-automated").onchange = () => void listSessions();
+  $("toggle-nav").onclick = () => document.body.classList.toggle("nav-open");
+  setInterval(() => tickAll(current), 1000);
+  keepListing();
   $("prompt-form").onsubmit = async (e) => {
     e.preventDefault();
     const text = $("prompt").value;
@@ -377,6 +350,7 @@ async function main() {
   await listSessions();
   const wanted = new URLSearchParams(location.hash.slice(1)).get("session");
   if (wanted) await openSession(wanted);
+  else document.body.classList.add("nav-open"); // on a phone: the list first
 }
 
 void main();

@@ -257,7 +257,8 @@ def test_a_failed_turn_in_the_chat_gets_the_url_and_a_hint(tmp_path):
     assert "missing `/v1`" in text and f"{home}/logs/owner.log" in text, text
 
 
-def test_tether_stop_is_not_undone_by_an_open_chat_or_attach(tmp_path, run_cli):
+def test_tether_stop_is_not_undone_by_an_open_chat_which_waits_for_the_next_owner(tmp_path,
+                                                                                run_cli):
     from clihelp import owner_pid, pid_alive
     from test_session_commands import read_until
 
@@ -279,19 +280,132 @@ def test_tether_stop_is_not_undone_by_an_open_chat_or_attach(tmp_path, run_cli):
             read_until(attach, b"following")
             stopped = run_cli(home, "stop", env=env)
             assert stopped.returncode == 0, stopped
-            # both viewers say the owner stopped, and leave
-            chat.until("owner_stopped")
-            assert chat.proc.wait(timeout=30) == 3
+            # attach says the owner stopped and leaves; the chat stays, waiting
             out, _ = attach.communicate(timeout=30)
             assert attach.returncode == 3 and b"owner_stopped" in out, out
+            at = chat.until("this chat waits for the next owner")
+            time.sleep(1.5)
+            assert chat.proc.poll() is None and owner_pid(home) is None, \
+                "the chat left, or started an owner by itself"
+            # any new command starts one, and the open chat follows it there
+            again = run_cli(home, "chat", "-Q", "-q", "after the stop", env=clean_env(home))
+            assert again.returncode == 0 and "ANSWER: after the stop" in again.stdout, again
+            at = chat.until("the chat follows the new owner", after=at)
+            chat.type(b"back again", ENTER)
+            at = chat.until("ANSWER: back again", after=at)
+            # stopped again, the person's own prompt starts the next owner
+            assert run_cli(home, "stop", env=env).returncode == 0
+            at = chat.until("this chat waits for the next owner", after=at)
+            chat.type(b"start it for me", ENTER)
+            at = chat.until("ANSWER: start it for me", after=at)
+            code = chat.leave()
         finally:
             chat.close()
             if attach is not None and attach.poll() is None:
                 attach.kill()
                 attach.communicate()
+        assert code == 0, chat.term.text
         assert not pid_alive(first)
-        assert owner_pid(home) is None, "a viewer started a new owner"
-        # ... while any new command still starts one
-        again = run_cli(home, "chat", "-Q", "-q", "after the stop", env=clean_env(home))
-        assert again.returncode == 0 and "ANSWER: after the stop" in again.stdout, again
+        assert chat.term.text.count("owner_stopped") == 0, chat.term.text  # no error, a note
+        counts = db_rows(home, "SELECT count(*) FROM session_admissions GROUP BY "
+                               "target_session_id ORDER BY count(*)")
+        # the chat's three prompts in its one session, across three owners; the other
+        # session is the finite chat's
+        assert counts == [(1,), (3,)], counts
         run_cli(home, "stop", env=env)
+
+
+def test_a_long_paste_is_one_line_and_stays_out_of_the_history_and_model_is_named(tmp_path):
+    import stat
+
+
+    big = "\n".join(f"log line {i:03d} " + "x" * 40 for i in range(60))
+    seen: list[str] = []
+
+    def model(req):
+        seen.append(prompt_of(req))
+        return text_reply(f"GOT {len(prompt_of(req))} CHARS")
+
+    home = tmp_path / "home"
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url)
+        (home / "chat_history").write_text("")
+        (home / "chat_history").chmod(0o644)  # as an older tether left it
+        with OwnerProcess(home, env=tty_env(home)):
+            chat = Chat(home)
+            try:
+                at = chat.until(PROMPT, after=0)
+                chat.type(b"/model", ENTER)
+                at = chat.until("model: test-model (the owner's default, custom)", after=at)
+                chat.type(b"what is wrong here: ", paste(big), ENTER)
+                at = chat.until(f"GOT {len('what is wrong here: ') + len(big)} CHARS", after=at)
+                chat.type(b"short one", ENTER)
+                at = chat.until("GOT 9 CHARS", after=at)
+                chat.type(b"/model other-model", ENTER)
+                at = chat.until("the next prompts use model other-model", after=at)
+                chat.type(b"/model", ENTER)
+                at = chat.until("model: other-model (set in this chat)", after=at)
+                chat.until(PROMPT, after=at)
+                code = chat.leave()
+            finally:
+                chat.close()
+    text = chat.term.text
+    assert code == 0, text
+    assert seen[0] == "what is wrong here: " + big  # the whole paste was sent
+    # the input line and its echo held the placeholder, never the pasted lines
+    assert "[pasted 60 lines]" in text and "log line 030" not in text, text[-2000:]
+    history = home / "chat_history"
+    assert stat.S_IMODE(history.stat().st_mode) == 0o600
+    kept = history.read_text()
+    assert "+short one" in kept and "log line" not in kept and "pasted" not in kept
+
+
+def test_pastes_collapse_and_expand():
+    from tether.clients.pastes import Pastes
+
+    p = Pastes()
+    assert p.collapse("a\nb") == "a\nb"
+    one = p.collapse("\n".join("x" * 5 for _ in range(20)))
+    two = p.collapse("\n".join("y" * 5 for _ in range(20)))
+    wide = p.collapse("z" * 5000)
+    assert (one, two, wide) == ("[pasted 20 lines]", "[pasted 20 lines #2]",
+                                "[pasted 5000 characters]")
+    assert p.expand(f"see {one} and {two}") == "see " + "\n".join(["xxxxx"] * 20) + \
+        " and " + "\n".join(["yyyyy"] * 20)
+    assert p.expand("no paste here") == "no paste here"
+
+
+def test_a_prompt_sent_while_a_turn_runs_leaves_no_frozen_status_line(tmp_path):
+    from test_interactive_tty import Screen
+
+    gate = threading.Event()
+
+    def model(req):
+        if prompt_of(req) == "slow one":
+            return Held({"role": "assistant", "content": "SLOW DONE"}, gate, before=0)
+        return text_reply("ANSWER: " + prompt_of(req))
+
+    home = tmp_path / "home"
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url)
+        with OwnerProcess(home, env=tty_env(home)):
+            chat = Chat(home)
+            screen = Screen(chat.term)
+            try:
+                chat.until(PROMPT, after=0)
+                chat.type(b"slow one", ENTER)
+                screen.until(lambda line: "working" in line and "Ctrl-C interrupts" in line)
+                chat.type(b"queued one", ENTER)
+                at = chat.until("queued behind the running turn")
+                gate.set()
+                chat.until("ANSWER: queued one", after=at)
+                code = chat.leave()
+            finally:
+                gate.set()
+                chat.close()
+    assert code == 0, chat.term.text
+    lines = [line for line in screen.lines() if line.strip()]
+    sent = next(i for i, line in enumerate(lines) if line.startswith("› queued one"))
+    # the accepted line stays on the screen without the status line it was drawn under
+    assert "leaves (the turn goes on)" not in lines[sent - 1], lines
+    assert not any("leaves (the turn goes on)" in line for line in lines), lines

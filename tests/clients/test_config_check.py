@@ -83,3 +83,24 @@ def test_a_running_owner_is_said_to_use_what_it_read_at_start(tmp_path, run_cli)
     assert done.returncode == 0, done
     assert f"owner   running (pid {owner.proc.pid}" in done.stdout
     assert "turns   demo (offline), model tether-demo" in done.stdout
+
+
+def test_every_error_is_reported_in_one_run(tmp_path, run_cli):
+    home = tmp_path / "home"
+    write_config(home, model={"provider": "custom", "base_url": "http://127.0.0.1:9/v1",
+                              "defualt": "m1", "timeout_seconds": "soon"},
+                 daemon={"max_turns": 0}, approvals={"mode": "sometimes"},
+                 cron={"timezone": "Mars/Olympus"}, store={"readers": 0})
+    done = run_cli(home, "config", "check")
+    assert done.returncode == 2, done
+    lines = done.stderr.splitlines()
+    assert lines[0] == "tether: invalid_config: 6 problems:", done.stderr
+    problems = [line.strip() for line in lines[1:7]]
+    assert problems == [
+        "- config.yaml: unknown key `model.defualt`; did you mean `default`?",
+        "- config.yaml: `model.timeout_seconds` has the wrong type ('soon')",
+        "- config.yaml: `daemon.max_turns` and `delegation.child_max_turns` must be at least 1",
+        "- config.yaml: `cron.timezone` 'Mars/Olympus' is not an IANA time zone",
+        "- config.yaml: `approvals.mode` must be ask, auto or never",
+        "- config.yaml: `store.readers` must be at least 1"], done.stderr
+    assert lines[7].startswith("hint: fix "), done.stderr

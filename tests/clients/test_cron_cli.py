@@ -58,3 +58,33 @@ def test_a_failed_run_exits_1_and_a_bad_schedule_exits_2_naming_it(tmp_path, run
             failed = run_cli(home, "cron", "run", "x", "-Q")
             assert failed.returncode == 1 and failed.stdout == ""
             assert "turn_failed" in failed.stderr
+
+
+def test_times_in_the_jobs_zone_and_runs_with_outcome_denials_and_answer(tmp_path, run_cli):
+    from fakeprovider import tool_call_reply
+
+    def model(req):
+        if req["messages"][-1]["role"] == "tool":
+            return text_reply("\nCould not touch the file: it was denied.\nMore detail here.")
+        return tool_call_reply("terminal", {"command": "touch cron-made-this"})
+
+    home = tmp_path / "home"
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url)
+        with OwnerProcess(home):
+            assert run_cli(home, "cron", "add", "morning", "--schedule", "0 9 * * *",
+                           "--tz", "Asia/Tokyo", "-q", "make the file").returncode == 0
+            jobs = run_cli(home, "cron", "list")
+            shown = run_cli(home, "cron", "show", "morning")
+            ran = run_cli(home, "cron", "run", "morning")
+            runs = run_cli(home, "cron", "runs", "morning")
+    # 09:00 in Tokyo, whatever this machine's zone
+    [row] = jobs.stdout.splitlines()[1:]
+    assert " 09:00:00 " in row and "Asia/Tokyo" in row, jobs.stdout
+    assert "next run " in shown.stdout and " 09:00:00 Asia/Tokyo (0 9 * * *)" in shown.stdout
+    assert ran.returncode == 0, ran
+    header, line = runs.stdout.splitlines()
+    assert header.startswith("SCHEDULED (Asia/Tokyo)") and header.endswith("ANSWER"), header
+    # the turn completed, and the table says its command was not run
+    assert "completed, 1 denied" in line, line
+    assert line.endswith("Could not touch the file: it was denied."), line

@@ -99,3 +99,66 @@ def test_library_warnings_land_in_owner_log_not_only_on_stderr(tmp_path):
                  "INFO tether.owner: owner serving"):
         assert line in log
     assert "server listening" not in log
+
+
+async def test_owner_log_records_turns_tools_approvals_and_cron_fires_as_json(tmp_path, run_cli):
+    import asyncio
+    import json
+
+    from fakeprovider import FakeProvider, Status
+    from harness import Peer
+    from toolscript import ScriptedModel
+
+    script = ScriptedModel({"make": [("terminal", {"command": "touch made by agent"})]})
+
+    def model(req):
+        if "break" in (req["messages"][-1].get("content") or ""):
+            return Status(400, '{"error": {"message": "no such model"}}')
+        return script(req)
+
+    home = tmp_path / "home"
+    work = tmp_path / "work"
+    work.mkdir()
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url)
+        with OwnerProcess(home):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
+                r = await peer.result("prompt.submit", session_id=sid, input_id="m",
+                                      text="make a file")
+                ev = await peer.wait_event(lambda e: e["type"] == "approval.requested")
+                await peer.result("approval.respond", session_id=sid, decision="deny",
+                                  approval_id=ev["payload"]["approval_id"], reason="not now")
+                await peer.wait_terminal(sid, r["admission_id"])
+                r = await peer.result("prompt.submit", session_id=sid, input_id="b",
+                                      text="break it")
+                await peer.wait_terminal(sid, r["admission_id"])
+            assert (await asyncio.to_thread(run_cli, home, "cron", "add", "j", "--schedule",
+                                            "@daily", "-q", "hello")).returncode == 0
+            assert (await asyncio.to_thread(run_cli, home, "cron", "run", "j")).returncode == 0
+            shown = await asyncio.to_thread(run_cli, home, "logs", "--json", "-n", "200")
+            text = await asyncio.to_thread(run_cli, home, "logs", "-n", "200")
+    assert shown.returncode == 0, shown
+    records = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
+    events = [r for r in records if r.get("event")]
+    by = {}
+    for r in events:
+        by.setdefault(r["event"], []).append(r)
+    [asked] = by["approval.asked"]
+    assert asked["session"] == sid and asked["subject"] == "touch made by agent"
+    [resolved] = by["approval.resolved"]
+    assert (resolved["status"], resolved["decision"], resolved["reason"]) == (
+        "denied", "deny", "not now")
+    assert [t["tool"] for t in by["tool.start"]] == ["terminal"]
+    ends = {t["session"] + t["outcome"]: t for t in by["turn.end"]}
+    assert float(ends[sid + "completed"]["seconds"]) >= 0
+    assert ends[sid + "failed"]["level"] == "WARNING" and "no such model" in ends[
+        sid + "failed"]["error"]
+    [fire] = by["cron.fire"]
+    assert fire["job"] == "j" and fire["kind"] == "manual" and fire["session"].startswith("ses_")
+    assert len(by["turn.start"]) == 3 and "prompt_chars" in by["turn.start"][0]
+    assert "make a file" not in shown.stdout  # prompts are never logged
+    # the text log has the same lines, readable
+    assert 'tether.activity: approval.asked session=' in text.stdout
+    assert 'subject="touch made by agent"' in text.stdout

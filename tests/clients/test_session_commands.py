@@ -228,3 +228,106 @@ def test_rm_takes_the_delegation_children_with_it(tmp_path, run_cli):
             assert sessions(run_cli, home, "--all") == []
     for table in ("sessions", "messages", "events", "session_admissions"):
         assert db_rows(home, f"SELECT count(*) FROM {table}") == [(0,)], table
+
+
+def rm_on_a_terminal(home, sid: str, answer: str) -> subprocess.CompletedProcess[str]:
+    """`tether sessions rm SID` with a terminal for stdin, answering its question."""
+    master, slave = os.openpty()
+    try:
+        proc = subprocess.Popen([*CLI, "sessions", "rm", sid], env=clean_env(home),
+                                stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        os.write(master, answer.encode() + b"\n")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(slave)
+        os.close(master)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_rm_asks_on_a_terminal_and_keeps_a_session_open_elsewhere(tmp_path, run_cli):
+    home = tmp_path / "home"
+    with FakeProvider(lambda req: text_reply("ok")) as fake:
+        write_config(home, fake.url)
+        env = clean_env(home)
+        with OwnerProcess(home, env=env):
+            assert run_cli(home, "chat", "-Q", "-q", "keep me please").returncode == 0
+            [s] = sessions(run_cli, home)
+            sid = s["session_id"]
+            kept = rm_on_a_terminal(home, sid[4:9], "n")
+            assert kept.returncode == 2 and "nothing deleted" in kept.stderr, kept
+            # it showed what it would delete before asking
+            assert "keep me please" in kept.stderr and "2 messages" in kept.stderr, kept
+            assert "delete this session and everything in it? [y/N]" in kept.stderr
+            assert [x["session_id"] for x in sessions(run_cli, home)] == [sid]
+
+            attach = subprocess.Popen([*CLI, "attach", sid], env=env,
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT)
+            try:
+                read_until(attach, b"keep me please")
+                refused = run_cli(home, "sessions", "rm", "--yes", sid)
+                assert refused.returncode == 2, refused
+                assert refused.stderr.startswith("tether: attached: "), refused
+                assert "--force" in refused.stderr
+                assert [x["session_id"] for x in sessions(run_cli, home)] == [sid]
+                forced = run_cli(home, "sessions", "rm", "--force", sid)
+                assert forced.returncode == 0 and f"deleted {sid}" in forced.stdout, forced
+            finally:
+                attach.kill()
+                attach.communicate(timeout=30)
+            assert sessions(run_cli, home, "--all") == []
+
+            assert run_cli(home, "chat", "-Q", "-q", "second one").returncode == 0
+            [s] = sessions(run_cli, home)
+            gone = rm_on_a_terminal(home, s["session_id"], "y")
+            assert gone.returncode == 0 and f"deleted {s['session_id']}" in gone.stdout, gone
+            assert sessions(run_cli, home, "--all") == []
+
+
+async def test_cron_and_http_sessions_stay_out_of_the_list_and_last(tmp_path, run_cli):
+    import asyncio
+
+    from harness import Peer
+
+    home = tmp_path / "home"
+    work = tmp_path / "project"
+    work.mkdir()
+
+    def cli(*args):
+        return asyncio.to_thread(run_cli, home, *args)
+
+    with FakeProvider(lambda req: text_reply("ANSWER: " + prompt_of(req))) as fake:
+        write_config(home, fake.url)
+        with OwnerProcess(home, env=clean_env(home)):
+            mine = await cli("chat", "-Q", "-q", "my own question")
+            assert mine.returncode == 0, mine
+            async with await Peer.connect(home) as peer:
+                # a cron run and an HTTP conversation, both newer than the chat
+                for source, text in (("cron", "nightly report"), ("api", "from a script")):
+                    sid = (await peer.result("session.create", source=source, title=text,
+                                             cwd=str(work)))["session_id"]
+                    r = await peer.result("prompt.submit", session_id=sid, input_id=source,
+                                          text=text)
+                    await peer.wait_terminal(sid, r["admission_id"])
+            listed = await cli("sessions")
+            everything = await cli("sessions", "--all", "--json")
+            cron_only = await cli("sessions", "--source", "cron", "--json")
+            http_only = await cli("sessions", "--source", "http", "--json")
+            last = await cli("events", "--last")
+    assert listed.returncode == 0, listed
+    rows = listed.stdout.splitlines()
+    assert rows[0].split() == ["SESSION", "UPDATED", "MSGS", "TOKENS", "COST", "STATE", "SOURCE",
+                               "CWD", "TITLE"]
+    [row] = rows[1:]
+    assert "my own question" in row and " cli " in row
+    # the chat ran in the CLI's working directory (the home's parent), its end shown
+    assert "…" + tmp_path.name[-23:] in row, row
+    assert "1 api, 1 cron session(s) not shown" in listed.stderr, listed.stderr
+    assert {json.loads(x)["source"] for x in everything.stdout.splitlines()} == {
+        "cli", "cron", "api"}
+    [cron] = [json.loads(x) for x in cron_only.stdout.splitlines()]
+    assert cron["title"] == "nightly report" and cron["cwd"] == str(work)
+    assert [json.loads(x)["title"] for x in http_only.stdout.splitlines()] == ["from a script"]
+    # --last is the chat a person had, not the newer automated runs
+    assert "my own question" in last.stdout and "nightly report" not in last.stdout

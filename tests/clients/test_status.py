@@ -49,3 +49,35 @@ def test_status_of_a_demo_owner(tmp_path, run_cli):
     fields = _lines(shown.stdout)
     assert fields["provider"] == "demo (offline, no endpoint)"
     assert fields["model"] == "tether-demo"
+
+
+def test_a_socket_this_user_may_not_use_is_named_as_such_not_not_running(tmp_path, run_cli):
+    """Run as root without its capabilities (setpriv), the mode of the socket applies."""
+    import shutil
+    import subprocess
+
+    import pytest
+    from clihelp import CLI
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to drop the capability that ignores modes")
+    home = tmp_path / "home"
+    with FakeProvider(lambda req: text_reply("ok")) as fake:
+        write_config(home, fake.url)
+        env = clean_env(home)
+        with OwnerProcess(home, env=env):
+            sock = json.loads((home / "daemon.json").read_text())["socket"]
+            os.chmod(sock, 0)
+            try:
+                runs = {cmd: subprocess.run(
+                    ["setpriv", "--bounding-set=-all", "--inh-caps=-all", *CLI, *cmd],
+                    env=env, capture_output=True, text=True, timeout=60)
+                    for cmd in (("status",), ("chat", "-Q", "-q", "hi"))}
+            finally:
+                os.chmod(sock, 0o600)
+            assert run_cli(home, "status").returncode == 0  # the owner still runs
+    for cmd, out in runs.items():
+        assert out.returncode == 3, (cmd, out)
+        assert out.stderr.startswith(f"tether: permission_denied: cannot reach the owner of "
+                                     f"{home}: permission denied on its socket {sock}"), out
+        assert "not running" not in out.stderr and "run tether as the owner's user" in out.stderr

@@ -28,6 +28,27 @@ from fakeprovider import FakeProvider, Held, is_child, text_reply, tool_call_rep
 PACKAGE = Path(__file__).resolve().parents[2] / "clients" / "typescript"
 
 
+#: an answer in markdown for the viewer page: a heading, a list, code, a table, a
+#: long unbroken word, and HTML that must not run or load anything
+MARKDOWN = """## Findings
+
+- one **bold** point
+- a [link](https://example.com/docs)
+
+```python
+print("hello")
+```
+
+| a | b |
+|---|---|
+| 1 | 2 |
+
+averyveryveryveryveryveryverylongwordwithoutanyspacesthatmustnotwidenthepageatall
+
+<img src=x onerror="window.__xss = 1"><script>window.__xss = 2</script>
+"""
+
+
 def model(release_dir: Path):
     """Delegates when asked to; runs a command that asks for approval when asked to;
     answers ``BIG`` prompts at length; holds an answer (``HOLD:<name>``) until the test
@@ -39,8 +60,15 @@ def model(release_dir: Path):
             return text_reply("child finished its part")
         prompt = [m for m in msgs if m["role"] == "user"][-1]["content"] or ""
         if msgs[-1]["role"] == "tool":
+            if "show the steps" in prompt:
+                return text_reply("Printed **both** lines.")
             ran = "run the sleep command" in prompt
             return text_reply("The command ran." if ran else "Joined the helpers' results.")
+        if prompt.startswith("MARKDOWN"):
+            return text_reply(MARKDOWN)
+        if "show the steps" in prompt:
+            # `sleep` is not read-only: the policy asks, so the page shows an approval
+            return tool_call_reply("terminal", {"command": "sh -c 'echo alpha; echo beta; sleep 0'"})
         if prompt.startswith("BIG"):
             return text_reply(prompt + " " + "x" * 60_000)  # fills socket buffers fast
         if prompt.startswith("[delegation results]"):

@@ -68,13 +68,53 @@ def test_web_prints_a_link_that_works_once(tmp_path, run_cli):
         assert "web viewer" in listed and "one-time link" not in listed
 
 
-def test_web_needs_an_owner_with_a_tcp_listener(tmp_path, run_cli):
+def test_web_opens_the_tcp_listener_of_a_running_owner_without_stopping_it(tmp_path,
+                                                                          run_cli):
+    import subprocess
+    import threading
+    import time
+
+    from clihelp import CLI
+    from fakeprovider import FakeProvider, Held
+
+    gate = threading.Event()
     home = tmp_path / "home"
-    write_config(home)
-    with OwnerProcess(home):
-        out = run_cli(home, "web", "--no-open")
-    assert out.returncode == 3
-    assert "no TCP listener" in out.stderr and "tether stop" in out.stderr
+    answer_message = {"role": "assistant", "content": "SLOW_ANSWER"}
+    with FakeProvider(lambda req: Held(answer_message, gate, before=0)) as fake:
+        write_config(home, fake.url)
+        with OwnerProcess(home) as owner:
+            assert json.loads((home / "daemon.json").read_text())["tcp_url"] is None
+            turn = subprocess.Popen([*CLI, "chat", "-Q", "-q", "a long turn"],
+                                    env=owner.env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                deadline = time.monotonic() + 30
+                while not fake.requests and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert fake.requests, "the turn never reached the model"
+                refused = run_cli(home, "web", "--no-open", "--tcp", "192.0.2.1:80")
+                assert refused.returncode == 3 and "not a loopback address" in refused.stderr
+                out = run_cli(home, "web", "--no-open", "--tcp", "127.0.0.1:0")
+                assert out.returncode == 0, out
+                desc = json.loads((home / "daemon.json").read_text())
+                base = desc["tcp_url"].replace("ws://", "http://")
+                assert out.stdout.strip().startswith(base + "web/#once=tt_")
+                assert "now listens on" in out.stderr
+                assert desc["pid"] == owner.proc.pid  # the same owner, not a new one
+                with urllib.request.urlopen(base + "web/", timeout=10) as page:
+                    assert page.status == 200
+                again = run_cli(home, "web", "--no-open")  # listening already: the same port
+                assert again.returncode == 0 and again.stdout.startswith(base + "web/#once=")
+                assert "now listens" not in again.stderr
+                gate.set()
+                answer, _ = turn.communicate(timeout=60)
+            finally:
+                gate.set()
+                if turn.poll() is None:
+                    turn.kill()
+                    turn.communicate()
+            # the turn that ran meanwhile was not disturbed
+            assert turn.returncode == 0 and answer == "SLOW_ANSWER\n"
 
 
 def test_web_starts_an_owner_with_a_tcp_listener(tmp_path, run_cli, reap_owners):

@@ -67,6 +67,9 @@ def test_not_dangerous(command):
     "ls", "ls -la src", "cat README.md", "pwd", "git status", "git log --oneline | head -5",
     "grep -rn foo . | wc -l", "env", "env | sort", "echo hi 2>&1", "ls >/dev/null",
     "find . -name '*.py'", "git diff HEAD~1", "head -n 3 a && tail b", "which python",
+    "git branch", "git branch -a", "git tag -l 'v*'", "git remote -v", "git -C sub log",
+    "LANG=C sort a", "awk -F: '{print $1}' /etc/passwd", "xxd a.bin", "uniq -c a",
+    "command -v git", "bash -c 'ls | wc -l'", "ls | timeout 5 grep x", "git log -p",
 ])
 def test_read_only(command):
     assert read_only(command)
@@ -76,13 +79,22 @@ def test_read_only(command):
     "", "touch x", "echo hi > file", "cat a >> b", "ls $(rm x)", "ls `rm x`",
     "git commit -m x", "git branch -D main", "find . -delete", "find . -exec rm {} ;",
     "python -c 'print(1)'", "sort -o out in", "ls; touch x", "npm install",
+    "git branch new-feature", "git tag v1", "git remote add o url", "git -c a=b log",
+    "git log --output=x", "git grep -O'vi' x", "git diff --ext-diff", "LD_PRELOAD=./x.so ls",
+    "PAGER=sh git log", "awk 'BEGIN{system(\"id\")}'", "awk '{print > \"f\"}' a",
+    "awk -f prog.awk a", "gawk -i inplace '{print}' a", "sed -i s/a/b/ f", "less +!id f",
+    "xxd a b", "uniq a b", "tree -o out", "rg --pre cat x", "sort --compress-program=sh a",
+    "find . -fprint out", "echo hi >&2 > f", "cat a | tee b", "xargs cat", "sudo cat a",
+    "nohup ls", "setsid ls", "ls >| f", "ls &> f", "cat /proc/self/environ",
+    "cat ~/.ssh/id_rsa", "ps eww", "date -s now", "hostname evil", "env X=1 ls",
+    "$CMD", "/???/?s", "echo ${x:-$(touch y)}", "bash < s.sh", "python3 <<EOF\nx\nEOF",
 ])
 def test_not_read_only(command):
     assert not read_only(command)
 
 
-def cmd(subject: str, attended: bool = True) -> Request:
-    return Request("command", subject, "/work", attended)
+def cmd(subject: str, attended: bool = True, sandbox: str = "none") -> Request:
+    return Request("command", subject, "/work", attended, sandbox)
 
 
 def write(path: str, attended: bool = True, cwd: str | None = "/work") -> Request:
@@ -126,9 +138,10 @@ def test_mode_ask():
 
 
 def test_mode_auto_asks_only_for_danger_and_writes_outside_the_cwd():
-    assert d(cmd("touch x"), "auto").action == "allow"
-    assert d(cmd("make test"), "auto").action == "allow"
-    out = d(cmd("rm -rf build"), "auto")
+    # with a sandbox in force; without one, auto fails closed (test_without_a_sandbox)
+    assert d(cmd("touch x", sandbox="workspace-write"), "auto").action == "allow"
+    assert d(cmd("make test", sandbox="workspace-write"), "auto").action == "allow"
+    out = d(cmd("rm -rf build", sandbox="workspace-write"), "auto")
     assert out.action == "ask" and "recursive removal" in out.reason
     assert d(write("/work/a.txt"), "auto").action == "allow"
     assert d(write("/work"), "auto").action == "allow"

@@ -110,6 +110,8 @@ async def test_every_reply_and_event_of_real_traffic_validates(tmp_path):
                 await call("token.list")
                 await call("token.revoke", token_id=minted["token_id"])
                 await call("token.revoke", token_id=minted["token_id"])  # not_found
+                await call("runtime.listen_tcp", address="127.0.0.1:0")
+                await call("runtime.listen_tcp", address="nonsense")  # listening already
                 sid = (await call("session.create", title="schema",
                                   cwd=str(tmp_path)))["result"]["session_id"]
                 await call("session.list")

@@ -65,3 +65,26 @@ async def test_a_cursor_the_owner_did_not_issue_is_invalid_params(tmp_path):
         # the last page says it is the last, even when it is full
         page = await peer.result("session.list", limit=1)
         assert len(page["sessions"]) == 1 and page["next_cursor"] is None
+
+
+async def test_an_untitled_session_is_titled_by_its_first_prompt(tmp_path):
+    long_line = "please look at the flaky upload test in the storage module " * 3
+    async with owner_session(tmp_path, lambda request: text_reply("ok")) as (
+            _home, _provider, _owner, peer, first):
+        untitled = (await peer.result("session.create", cwd=str(tmp_path)))["session_id"]
+        titled = (await peer.result("session.create", title="my name"))["session_id"]
+        for sid, text in ((untitled, "\n\n  fix   the build\nthen run the tests"),
+                          (titled, "something else"), (untitled, "a second prompt")):
+            r = await peer.result("prompt.submit", session_id=sid, input_id=text, text=text)
+            await peer.wait_terminal(sid, r["admission_id"])
+        long_one = (await peer.result("session.create"))["session_id"]
+        r = await peer.result("prompt.submit", session_id=long_one, input_id="l",
+                              text=long_line)
+        await peer.wait_terminal(long_one, r["admission_id"])
+        listed = {s["session_id"]: s for s in
+                  (await peer.result("session.list", limit=10))["sessions"]}
+    assert listed[untitled]["title"] == "fix the build"  # the first line, not the second prompt
+    assert listed[untitled]["cwd"] == str(tmp_path)
+    assert listed[titled]["title"] == "my name"
+    title = listed[long_one]["title"]
+    assert title.endswith("…") and len(title) <= 80 and long_line.startswith(title[:-1]), title

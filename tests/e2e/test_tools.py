@@ -25,9 +25,13 @@ async def test_edit_a_file_and_run_a_command_end_to_end(tmp_path):
     })
     home = tmp_path / "home"
     with FakeProvider(model) as provider:
-        # mode auto: writes inside the cwd and non-dangerous commands need no answer
+        # mode auto: writes inside the cwd need no answer. Where no sandbox can be made
+        # the policy fails closed (only one plain read-only command runs unasked), so
+        # this list of two runs by the rule that allows exactly it, with or without one
         write_config(home, provider.url, model={"api_key": SECRET},
-                     approvals={"mode": "auto"}, sandbox={"env_allow": ["HARMLESS_*"]})
+                     approvals={"mode": "auto",
+                                "allow": ["cat notes.txt; echo done-$((40+2))"]},
+                     sandbox={"env_allow": ["HARMLESS_*"]})
         env = clean_env(home, MY_SERVICE_TOKEN=TOKEN, HARMLESS_SETTING="visible-value",
                         DB_PASS="hunter2-db", MYAPP_PW="hunter2-app")
         with OwnerProcess(home, env=env):
@@ -54,6 +58,12 @@ async def test_edit_a_file_and_run_a_command_end_to_end(tmp_path):
     assert starts[2]["subject"] == "cat notes.txt; echo done-$((40+2))"
     assert completes[2]["summary"].startswith("exit 0")
     assert completes[1]["summary"].startswith("edited ")
+    # and a preview to show under it: the edit's diff, the command's last lines
+    assert completes[1]["preview"] == ("--- a/notes.txt\n+++ b/notes.txt\n@@ -1,3 +1,3 @@\n"
+                                       " alpha\n-beta\n+BETA\n gamma")
+    assert edit["diff"] == completes[1]["preview"]  # the model sees what it changed too
+    assert completes[2]["preview"] == "alpha\nBETA\ngamma\ndone-42"
+    assert "preview" not in completes[0]  # a read shows nothing more
     # the command ran in the session's cwd, with an allowlist of the owner's environment
     [printed] = tool_results(model, "env")
     assert f"PWD={work}" in printed["output"] or str(work) in printed["output"]

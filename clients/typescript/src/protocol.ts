@@ -82,6 +82,8 @@ InvalidRequestErrorData?: InvalidRequestErrorData
 JsonRpcError?: JsonRpcError
 JsonRpcRequest?: JsonRpcRequest
 JsonRpcResult?: JsonRpcResult
+ListenTcpParams?: ListenTcpParams
+ListenTcpResult?: ListenTcpResult
 McpAttachParams?: McpAttachParams
 McpAttachResult?: McpAttachResult
 McpListParams?: McpListParams
@@ -387,6 +389,10 @@ error?: (string | null)
  * one short line on what it did
  */
 summary?: (string | null)
+/**
+ * a few lines a viewer shows under the summary: the unified diff of a file edit, the last lines of a command's output
+ */
+preview?: (string | null)
 [k: string]: unknown | undefined
 }
 /**
@@ -1294,6 +1300,13 @@ result: {
 [k: string]: unknown | undefined
 }
 }
+export interface ListenTcpParams {
+address?: (string | null)
+}
+export interface ListenTcpResult {
+tcp_url: string
+opened: boolean
+}
 export interface McpAttachParams {
 session_id: string
 /**
@@ -1705,6 +1718,7 @@ cwd?: (string | null)
 }
 export interface SessionDeleteParams {
 session_id: string
+force?: boolean
 }
 export interface SessionDeleteResult {
 deleted: string[]
@@ -1791,7 +1805,8 @@ usage: (SessionUsage | null)
 }
 /**
  * Exactly one of ``prefix`` (a session id or its start, with or without the
- * ``ses_``) and ``last`` (the most recently active top-level session).
+ * ``ses_``) and ``last`` (the most recently active top-level session with
+ * messages whose source is not automated: not cron, the HTTP endpoint, a helper).
  */
 export interface SessionLookupParams {
 prefix?: (string | null)
@@ -1982,6 +1997,8 @@ export interface Methods {
   "ping": { params: PingParams; result: PingResult };
   /** Ask the owner to drain (refuse new admissions, let running turns finish) and exit. */
   "runtime.shutdown": { params: RuntimeShutdownParams; result: ShutdownResult };
+  /** Open the owner's TCP listener (WebSocket, the viewer page, the HTTP API) if it has none, until it stops; Unix socket only. Running turns go on (`tether web`). */
+  "runtime.listen_tcp": { params: ListenTcpParams; result: ListenTcpResult };
   /** Mint a bearer token for the TCP listener; the token is shown once. */
   "token.create": { params: TokenCreateParams; result: TokenCreateResult };
   /** List the TCP tokens (ids, labels, expiry; never the tokens); Unix socket only. */
