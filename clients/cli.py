@@ -27,13 +27,13 @@ from .commands import (
     cmd_resolve,
     cmd_schema,
     cmd_serve,
-    cmd_sessions,
     cmd_status,
     cmd_stop,
 )
 from .cron_cmd import add_cron_parser
 from .exits import CONTEXT, EXIT_OK, EXIT_SIGINT, EXIT_USAGE, CliError, from_exception, report
 from .remote import REMOTE_COMMANDS, add_remote_options
+from .session_parser import add_sessions_parser
 
 __all__ = ["main", "build_parser"]
 
@@ -221,42 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="finite; print events as JSON lines, the final receipt last")
     p.set_defaults(func=cmd_chat)
 
-    p = command("sessions", "list sessions, newest first; rm, rename, prune them",
-                description=(
-                    "List sessions, newest first (empty ones, delegation children and "
-                    "those of cron jobs and the HTTP endpoint only with --all or --source), "
-                    "or manage them: `tether sessions rm ID...`, `tether "
-                    "sessions rename ID TITLE`, `tether sessions prune`. Wherever a session "
-                    "id is taken, an unambiguous prefix of it will do (`ses_` may be left "
-                    "out)."))
-    p.add_argument("--limit", type=int, default=20, metavar="N", help="how many (default 20)")
-    p.add_argument("--all", action="store_true",
-                   help="include delegation child sessions, empty sessions, and those of "
-                        "cron jobs and the HTTP endpoint")
-    p.add_argument("--source", action="append", metavar="SOURCE",
-                   help="only sessions from SOURCE: cli, web, acp, cron, http (api), "
-                        "delegation; may be repeated")
-    p.add_argument("--json", action="store_true", help="print JSON lines")
-    p.set_defaults(func=cmd_sessions, action=None)
-    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
-    a = actions.add_parser("rm", help="delete sessions (with their delegation children)",
-                           description="Delete sessions with their delegation child sessions. "
-                           "On a terminal it shows what it will delete and asks first. "
-                           "A session with a queued or running prompt, an unknown admission, "
-                           "a running background process or an undelivered background "
-                           "delegation is refused; so is one open in another viewer (a chat, "
-                           "attach, the web page) unless --force.")
-    a.add_argument("ids", metavar="ID", nargs="+")
-    a.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
-    a.add_argument("-f", "--force", action="store_true",
-                   help="do not ask, and delete even while another viewer has it open")
-    a = actions.add_parser("rename", help="set a session's title")
-    a.add_argument("session_id", metavar="ID")
-    a.add_argument("title", metavar="TITLE")
-    a = actions.add_parser("prune", help="delete empty sessions (nothing ever asked)")
-    a.add_argument("--older-than", type=float, default=60.0, metavar="MIN",
-                   help="only those created at least MIN minutes ago (default 60)")
-    a.add_argument("--dry-run", action="store_true", help="list them, delete nothing")
+    add_sessions_parser(command, _Parser)
 
     p = command("cancel", "cancel the running turn of a session, from any terminal")
     p.add_argument("session_id", metavar="ID", nargs="?",

@@ -41,7 +41,12 @@ EXAMPLES: dict[str, str] = {
   tether sessions --source cron     # only the runs of scheduled jobs
   tether sessions rename 3f2a 'release notes'
   tether sessions rm 3f2a           # asks first on a terminal
-  tether sessions prune --dry-run""",
+  tether sessions prune --dry-run
+  tether sessions fork 3f2a --at 120 # a new session with the turns ended by seq 120
+  tether sessions compact 3f2a      # summarise its older turns now""",
+    "export": """\
+  tether export 3f2a > session.md   # the whole session as Markdown
+  tether export --last --format json -o session.json""",
     "cancel": """\
   tether cancel                     # the one session running a turn
   tether cancel 3f2a""",

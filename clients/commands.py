@@ -128,13 +128,16 @@ def cmd_status(args: Any) -> int:
 
 async def _status(home: Any, desc: dict[str, Any], as_json: bool) -> int:
     from .client import TetherClient
+    from .usage_fmt import add_up, cost, tokens, top_level_usage
 
     async with await TetherClient.connect(home, autostart=False) as client:
         info = await client.describe()
+        usage = add_up(await top_level_usage(client))
     if as_json:
         import orjson
 
-        print(orjson.dumps({"home": str(home), "descriptor": desc, "runtime": info}).decode())
+        print(orjson.dumps({"home": str(home), "descriptor": desc, "runtime": info,
+                            "usage": usage}).decode())
         return EXIT_OK
     print(f"owner running for {home}")
     print(f"  pid           {info.get('pid')}")
@@ -151,6 +154,8 @@ async def _status(home: Any, desc: dict[str, Any], as_json: bool) -> int:
     if isinstance(info.get("sandbox"), str):  # an older owner does not say
         print(f"  sandbox       {info['sandbox']}")
     print(f"  capabilities  {', '.join(info.get('capabilities') or [])}")
+    print(f"  usage         {tokens(usage['total_tokens'])} tokens in {usage['requests']} "
+          f"requests, cost {cost(usage)}")
     if changed := config_changed_since(home, desc.get("started_at")):
         print(f"  note          {changed}")
     return EXIT_OK
@@ -192,14 +197,21 @@ def cmd_sessions(args: Any) -> int:
 
 
 async def _sessions(home: Any, args: Any) -> int:
-    from . import session_cmds
+    from . import long_cmds, session_cmds
     from .remote import connect_owner
 
     run = {None: session_cmds.cmd_sessions_list, "rm": session_cmds.cmd_sessions_rm,
            "rename": session_cmds.cmd_sessions_rename,
-           "prune": session_cmds.cmd_sessions_prune}[args.action]
+           "prune": session_cmds.cmd_sessions_prune, "fork": long_cmds.cmd_sessions_fork,
+           "compact": long_cmds.cmd_sessions_compact}[args.action]
     async with await connect_owner(home, autostart=False) as client:
         return await run(client, args)
+
+
+def cmd_export(args: Any) -> int:
+    from .long_cmds import export
+
+    return int(_run(export(_home(args), args)))
 
 
 def cmd_cancel(args: Any) -> int:

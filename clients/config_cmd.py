@@ -84,7 +84,7 @@ def cmd_config(args: Any) -> int:
             print(f"note    {name} is set: an owner started from here injects test faults")
     print()
     key_width = max(len(s.key) for s in report.settings)
-    values = [_text(s.value) for s in report.settings]
+    values = [_text(s.value, s.key) for s in report.settings]
     value_width = min(max(len(v) for v in values), 40)
     for s, v in zip(report.settings, values, strict=True):
         print(f"{s.key:<{key_width}}  {v:<{value_width}}  {s.source}")
@@ -104,13 +104,17 @@ def _owner_note(home: Any) -> None:
         print(f"note    {changed}")
 
 
-def _text(value: Any) -> str:
+def _text(value: Any, key: str = "") -> str:
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
         return ", ".join(value) if value else "[]"
+    if isinstance(value, dict) and key == "model.prices":
+        import orjson
+
+        return orjson.dumps(value).decode() if value else "{}"
     if isinstance(value, dict):  # an MCP server: its non-empty keys, key=value
         return "; ".join(f"{k}={_text(v)}" for k, v in value.items()
                          if v not in ([], {}, None) and v != {"allow": [], "deny": []})

@@ -23,7 +23,7 @@ __all__ = ["REMOTE_COMMANDS", "Remote", "add_remote_options", "connect_owner", "
 
 #: the commands that accept --url/--token (tokens and shutdown stay on the Unix socket)
 REMOTE_COMMANDS = frozenset({"chat", "status", "sessions", "cancel", "attach", "events",
-                             "resolve", "approvals", "approve", "deny", "cron"})
+                             "resolve", "approvals", "approve", "deny", "cron", "export"})
 
 
 class Remote(NamedTuple):
@@ -74,14 +74,18 @@ async def connect_owner(home: Any, *, autostart: bool = True) -> TetherClient:
 
 async def remote_status(as_json: bool) -> int:
     """``tether status --url``: which node answered, and what it says of itself."""
+    from .usage_fmt import add_up, cost, tokens, top_level_usage
+
     remote: Remote = CONTEXT.remote
     async with await connect_owner(None) as client:
         info = await client.describe()
         node = client.url
+        usage = add_up(await top_level_usage(client))
     if as_json:
         import orjson
 
-        print(orjson.dumps({"node": node, "nodes": remote.urls, "runtime": info}).decode())
+        print(orjson.dumps({"node": node, "nodes": remote.urls, "runtime": info,
+                            "usage": usage}).decode())
         return EXIT_OK
     others = [u for u in remote.urls if u != node]
     print(f"node {node} answered" + (f" (also given: {', '.join(others)})" if others else ""))
@@ -89,4 +93,6 @@ async def remote_status(as_json: bool) -> int:
     print(f"  version       {info.get('version')} ({info.get('protocol')})")
     print(f"  instance      {info.get('instance_id')}, epoch {info.get('epoch')}")
     print(f"  capabilities  {', '.join(info.get('capabilities') or [])}")
+    print(f"  usage         {tokens(usage['total_tokens'])} tokens in {usage['requests']} "
+          f"requests, cost {cost(usage)}")
     return EXIT_OK

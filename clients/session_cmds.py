@@ -143,12 +143,16 @@ async def cmd_sessions_list(client: Any, args: Any) -> int:
         print("no sessions yet; `tether chat` starts one" if not sources else
               f"no sessions from {', '.join(sorted(sources))}", file=sys.stderr)
     else:
-        print(f"{'SESSION':<28}  {'UPDATED':<16}  {'MSGS':>4}  {'STATE':<7}  "
-              f"{'SOURCE':<10}  {'CWD':<24}  TITLE")
+        print(f"{'SESSION':<28}  {'UPDATED':<16}  {'MSGS':>4}  {'TOKENS':>6}  {'COST':>8}  "
+              f"{'STATE':<7}  {'SOURCE':<10}  {'CWD':<24}  TITLE")
+    from .usage_fmt import cost, tokens
+
     for s in shown:
         state = "running" if s.get("running") else "idle"
+        usage = s.get("usage") or {}
         print(f"{s['session_id']:<28}  {format_time(s.get('updated_at')):<16}  "
-              f"{s.get('message_count', 0):>4}  {state:<7}  "
+              f"{s.get('message_count', 0):>4}  {tokens(usage.get('total_tokens')):>6}  "
+              f"{cost(usage):>8}  {state:<7}  "
               f"{pad(s.get('source') or '-', 10)}  {pad(short_path(s.get('cwd'), 24), 24)}  "
               f"{pad(s.get('title') or '', 40).rstrip()}")
     if hidden:

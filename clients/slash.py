@@ -1,5 +1,5 @@
 """The interactive chat's own commands (``/help``, ``/exit``, ``/new``, ``/resume ID``,
-``/cancel``, ``/model M``, ``/sessions``); anything else starting with ``/`` is
+``/cancel``, ``/model M``, ``/sessions``, ``/cost``, ``/compact``); anything else starting with ``/`` is
 refused with the list, never sent to the model (``//text`` sends ``/text``).
 """
 
@@ -23,6 +23,8 @@ HELP = """\
 /sessions         the latest sessions
 /cancel           interrupt the running turn (also Ctrl-C on an empty line)
 /model [M]        show, or set for the next prompts, the model
+/cost             this session's tokens and cost
+/compact [FOCUS]  summarise older turns now (FOCUS: what the summary must keep)
 //text            send "/text" as a prompt
 Keys: Alt-Enter or Esc Enter inserts a newline; a paste stays one prompt; Up/Down history."""
 
@@ -61,6 +63,23 @@ async def run_command(chat: Chat, line: str) -> None:
             chat.say(f"the next prompts use model {arg}")
         else:
             chat.say(f"model: {await current_model(chat)}")
+    elif name == "cost":
+        if chat.session_id is None:
+            chat.say("no session yet: nothing spent")
+            return
+        from .usage_fmt import cost_lines
+
+        found = await chat.client.call("session.lookup", prefix=chat.session_id)
+        usage = (found["matches"] or [{}])[0].get("usage")
+        for line in cost_lines(usage):
+            chat.say(line)
+    elif name == "compact":
+        if chat.session_id is None:
+            chat.say("no session yet: nothing to compact")
+            return
+        from .long_cmds import compact_line
+
+        chat.say(await compact_line(chat.client, chat.session_id, arg or None))
     elif name == "sessions":
         page = await chat.client.list_sessions(limit=50)
         shown = [s for s in page["sessions"]
@@ -73,7 +92,6 @@ async def run_command(chat: Chat, line: str) -> None:
             chat.say("no sessions yet")
     else:
         chat.say(f"unknown command /{name}; /help lists them (//text sends /text)")
-
 
 
 async def current_model(chat: Any) -> str:

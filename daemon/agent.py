@@ -15,8 +15,10 @@ from typing import Any, Protocol
 
 import orjson
 
+from .budget import Budget, squeeze
 from .provider import Completion, Provider, ProviderError
 from .tools import Tool, ToolContext
+from .usage import add
 
 __all__ = ["AgentResult", "AgentSink", "run_agent"]
 
@@ -50,9 +52,7 @@ class AgentSink(Protocol):
 
 
 def _add_usage(total: dict[str, int], usage: dict[str, int]) -> None:
-    for key, value in usage.items():
-        if isinstance(value, int):
-            total[key] = total.get(key, 0) + value
+    add(total, usage)
 
 
 def _assistant_message(c: Completion) -> dict[str, Any]:
@@ -88,24 +88,33 @@ async def _run_tool(tools: dict[str, Tool], name: str, arguments: str,
 async def run_agent(*, provider: Provider, model: str, reasoning: str | None,
                     messages: list[dict[str, Any]], tools: dict[str, Tool], max_turns: int,
                     sink: AgentSink, tool_context: Callable[[str], ToolContext],
+                    budget: Budget | None = None,
+                    result: AgentResult | None = None,
                     client_tools: list[dict[str, Any]] | None = None,
                     extras: dict[str, Any] | None = None) -> AgentResult:
     """Run the loop over ``messages`` (history plus the new user message).
 
     Appends what it produces to ``messages`` and reports it to ``sink.record``.
     Provider failures end the loop with exit_reason ``failed``; cancellation
-    propagates to the caller. ``client_tools`` (function schemas) are offered
-    beside ``tools``: a call of one ends the loop (exit_reason ``tool_calls``)
-    once the calls of our own tools in the same answer have run. ``extras`` go
-    with every model request (``tool_choice`` with the first only: it asks for
-    the next answer).
+    propagates to the caller. With ``budget``, a request that would pass it has its
+    largest contents cut first (budget.squeeze; the sink has recorded them whole).
+    ``result``, when given, is filled as the loop goes (its usage and api_calls
+    count every request made), so a caller that is cancelled knows what was spent.
+    ``client_tools`` (function schemas) are offered beside ``tools``: a call of
+    one ends the loop (exit_reason ``tool_calls``) once the calls of our own
+    tools in the same answer have run. ``extras`` go with every model request
+    (``tool_choice`` with the first only: it asks for the next answer).
     """
     schemas = [t.schema() for t in tools.values() if not t.stand_in] \
         + list(client_tools or ()) or None
     theirs = {s["function"]["name"] for s in client_tools or ()}
-    result = AgentResult(text="", exit_reason="max_turns", model=model)
+    if result is None:
+        result = AgentResult(text="", exit_reason="max_turns", model=model)
+    result.exit_reason, result.model = "max_turns", model
     extra = dict(extras or {})
     for _ in range(max_turns):
+        if budget is not None:
+            squeeze(messages, schemas, budget)
         try:
             completion = await provider.complete(
                 messages=messages, tools=schemas, model=model, reasoning=reasoning,

@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from .usage import normalise
+
 __all__ = [
     "AttemptFailed",
     "Completion",
@@ -95,10 +97,8 @@ def _embedded_error(obj: dict) -> AttemptFailed:
 
 
 def _int_usage(raw: Any) -> dict[str, int]:
-    """Keep the integer counters of a usage object (nested *_details objects are dropped)."""
-    if not isinstance(raw, dict):
-        return {}
-    return {k: v for k, v in raw.items() if isinstance(v, int) and not isinstance(v, bool)}
+    """The counters of a usage object, cached and reasoning tokens included (usage.py)."""
+    return normalise(raw)
 
 
 def _arguments_text(raw: Any) -> str:

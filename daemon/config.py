@@ -41,6 +41,15 @@ class ModelConfig:
     request_timeout_seconds: float = 600.0
     max_retries: int = 2
     retry_backoff_seconds: float = 0.5
+    # long sessions (docs/long-sessions.md): the model's context window in tokens
+    # (None: the price table's figure for the model, else DEFAULT_CONTEXT_WINDOW),
+    # the share of it a request may fill before older turns are summarised, and
+    # when that happens: auto, manual (/compact only) or off
+    context_window: int | None = None
+    compact_at: float = 0.8
+    compact: str = "auto"
+    # USD per million tokens by model name: {MODEL: {input, output, cached_input}}
+    prices: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -215,6 +224,32 @@ def _section(cls: type, raw: Any, name: str, errors: list[str]) -> Any:
     return cls(**values)
 
 
+def _prices(raw: Any) -> dict[str, dict[str, float]]:
+    """``model.prices``: {MODEL: {input, output, cached_input?}}, USD per million tokens."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError("config.yaml: `model.prices` must be a mapping of model names to "
+                          "{input, output, cached_input}")
+    out: dict[str, dict[str, float]] = {}
+    for name, price in raw.items():
+        where = f"config.yaml: `model.prices.{name}`"
+        if not isinstance(price, dict):
+            raise ConfigError(f"{where} must be a mapping {{input, output, cached_input}}")
+        for key in price:
+            if key not in ("input", "output", "cached_input"):
+                raise _unknown(key, ["input", "output", "cached_input"], f"model.prices.{name}.")
+        for key in ("input", "output"):
+            if key not in price:
+                raise ConfigError(f"{where} needs `{key}` (USD per million tokens)")
+        for key, value in price.items():
+            if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{where}.{key} must be a number of USD per million "
+                                  f"tokens, not {value!r}")
+        out[str(name)] = {k: float(v) for k, v in price.items()}
+    return out
+
+
 def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
     """Read config.yaml (missing file = defaults) and apply the environment."""
     return build_config(read_config_file(path), env)
@@ -252,7 +287,15 @@ def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Conf
     for key in raw:
         if key not in sections:
             errors.append(str(_unknown(key, sections, "")))
-    model = _section(ModelConfig, raw.get("model"), "model", errors)
+    raw_model = raw.get("model")
+    prices: dict[str, dict[str, float]] = {}
+    if isinstance(raw_model, dict):
+        try:
+            prices = _prices(raw_model.get("prices"))
+        except ConfigError as exc:
+            errors.append(str(exc))
+        raw_model = {k: v for k, v in raw_model.items() if k != "prices"}
+    model = replace(_section(ModelConfig, raw_model, "model", errors), prices=prices)
     delegation = _section(DelegationConfig, raw.get("delegation"), "delegation", errors)
     daemon = _section(DaemonConfig, raw.get("daemon"), "daemon", errors)
     approvals = _section(ApprovalsConfig, raw.get("approvals"), "approvals", errors)
@@ -301,6 +344,13 @@ def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Conf
         errors.append("config.yaml: `model.provider` is openai but no API key is set: "
                       "set OPENAI_API_KEY or `model.api_key` (or use provider custom "
                       "for an endpoint that needs none)")
+    if model.compact not in ("auto", "manual", "off"):
+        errors.append("config.yaml: `model.compact` must be auto, manual or off")
+    if not 0.1 <= model.compact_at <= 1.0:
+        errors.append("config.yaml: `model.compact_at` must be from 0.1 to 1.0 (a share "
+                      "of the context window)")
+    if model.context_window is not None and model.context_window < 256:
+        errors.append("config.yaml: `model.context_window` must be at least 256 tokens")
     for key in ("connect_timeout_seconds", "timeout_seconds", "request_timeout_seconds"):
         if not getattr(model, key) > 0:
             errors.append(f"config.yaml: `model.{key}` must be more than 0")

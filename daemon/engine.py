@@ -16,6 +16,8 @@ from typing import Any
 from .agent import AgentResult, run_agent
 from .approvals.policy import Verdict
 from .approvals.service import ApprovalCall, ApprovalService
+from .budget import Budget
+from .provider import Provider
 from .providers import Providers
 from .settings import TurnSettings
 from .sink import EventSink
@@ -46,12 +48,33 @@ class Engine:
         self._tools = tools
         self._approvals = approvals
 
+    def provider(self, settings: TurnSettings) -> Provider:
+        """The provider of ``settings``; ResolveError if none fits."""
+        return self._providers.for_settings(settings)
+
+    async def budget(self, settings: TurnSettings) -> Budget:
+        """How many tokens one request of a run with ``settings`` may send."""
+        return await self._providers.windows.budget(settings)
+
+    async def schemas(self, settings: TurnSettings, depth: int, session_id: str = "",
+                      client_tools: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """The tool schemas a request of such a run sends (they count in its budget):
+        the tools offered at this moment and an HTTP client's own."""
+        tools = await self._tools.offered(settings.toolsets, depth, session_id)
+        return [t.schema() for t in tools.values() if not t.stand_in] + list(client_tools or ())
+
     async def run(self, run: AgentRun, settings: TurnSettings, messages: list[dict[str, Any]],
-                  sink: EventSink, client_tools: list[dict[str, Any]] | None = None,
+                  sink: EventSink, budget: Budget | None = None,
+                  progress: AgentResult | None = None,
+                  client_tools: list[dict[str, Any]] | None = None,
                   extras: dict[str, Any] | None = None) -> AgentResult:
         """Run the agent to its answer; ResolveError if no provider fits the settings,
-        StorageError if what it reported could not be written."""
+        StorageError if what it reported could not be written. Every request is kept
+        within ``budget`` (default: the settings' model's, budget.squeeze); ``progress``
+        is the result filled as the loop goes; ``client_tools`` and ``extras``: an
+        HTTP client's own tools and request keys (agent.run_agent)."""
         provider = self._providers.for_settings(settings)
+        budget = budget or await self.budget(settings)
 
         approvals = self._approvals
 
@@ -74,7 +97,7 @@ class Engine:
             provider=provider, model=settings.model, reasoning=settings.reasoning,
             messages=messages,
             tools=await self._tools.offered(settings.toolsets, run.depth, run.session_id),
-            max_turns=settings.max_turns, sink=sink, tool_context=context,
-            client_tools=client_tools, extras=extras)
+            max_turns=settings.max_turns, sink=sink, tool_context=context, budget=budget,
+            result=progress, client_tools=client_tools, extras=extras)
         await sink.settle()
         return result

@@ -181,7 +181,7 @@ def build_dispatcher(*, identity: Identity, db: Store, bus: EventBus,
         return await admissions.resolve_unknown(p.session_id, p.admission_id)
 
     # session management (session_admin.py)
-    session_admin = admin or SessionAdmin(sessions.journal, sessions.scheduler)
+    session_admin = admin or SessionAdmin(sessions.journal, sessions.scheduler, sessions.prices)
 
     @d.register("session.rename")
     async def session_rename(p: ms.SessionRenameParams, call: Call) -> dict[str, Any]:

@@ -178,10 +178,12 @@ def digest(payload_json: str) -> str:
 
 
 def result_json(text: str, usage: dict[str, Any], error: str | None,
+                extra: dict[str, Any] | None = None,
                 tool_calls: list[dict[str, Any]] | None = None) -> str:
     """The stored result of a terminal admission (``error`` only when there is one;
+    ``extra``: the model asked and the turn's cost_usd, for a turn that asked one;
     ``tool_calls``, the calls of an HTTP client's tools that ended the turn, likewise)."""
-    result: dict[str, Any] = {"text": text, "usage": usage}
+    result: dict[str, Any] = {"text": text, "usage": usage, **(extra or {})}
     if error:
         result["error"] = error
     if tool_calls:
@@ -196,8 +198,10 @@ def receipt_from_row(row: dict[str, Any]) -> dict[str, Any]:
     if terminal and row.get("result_json"):
         stored = orjson.loads(row["result_json"])
         # the wire TurnResult always has all three keys (error null on success)
+        # model and cost_usd: null for a turn that asked no model (or of an older owner)
         result = {"text": stored.get("text") or "", "usage": stored.get("usage") or {},
-                  "error": stored.get("error")}
+                  "error": stored.get("error"), "model": stored.get("model"),
+                  "cost_usd": stored.get("cost_usd")}
     return {
         "admission_id": row["admission_id"],
         "session_id": row["target_session_id"],

@@ -25,6 +25,7 @@ from .ledger import (
     sources,
 )
 from .scheduler import Scheduler
+from .usage import Prices, totals, turn_cost
 
 __all__ = ["start", "settle", "orphan", "start_payload", "START_TEXT_CHARS"]
 
@@ -65,22 +66,39 @@ def start_payload(admission_id: str, row: dict[str, Any],
 
 def settle(tx: Tx, view: Scheduler, session_id: str, admission_id: str, event: Event,
            outcome: str, *, text: str = "", usage: dict[str, Any] | None = None,
-           error: str | None = None, tool_calls: list[dict[str, Any]] | None = None) -> bool:
+           error: str | None = None, model: str | None = None, requests: int = 0,
+           prices: Prices | None = None, tool_calls: list[dict[str, Any]] | None = None) -> bool:
     """→ terminal/``outcome`` by ``event``, announced with ``message.complete`` and
     ``session.info``; False (and nothing written) if the row's status does not
-    allow ``event`` (it was settled already, say)."""
+    allow ``event`` (it was settled already, say).
+
+    A turn that asked a model (``model``) also adds its ``usage`` to the session's
+    sums in the same commit: ``message.complete`` carries the turn's usage and
+    cost, ``session.info`` the session's totals (docs/long-sessions.md)."""
     if outcome not in outcomes(event):
         raise IllegalTransition(f"{event.value} cannot record {outcome!r}")
-    body = result_json(text, usage or {}, error, tool_calls)
+    usage = usage or {}
+    prices = prices or Prices()
+    extra: dict[str, Any] = {}
+    if model is not None:
+        extra = {"model": model, "cost_usd": turn_cost(prices, model, usage)}
+    body = result_json(text, usage, error, extra, tool_calls)
     if not admissions.finish(tx.conn, admission_id, outcome, body, tx.now, sources(event)):
         return False
-    complete: dict[str, Any] = {"admission_id": admission_id, "outcome": outcome, "text": text}
+    complete: dict[str, Any] = {"admission_id": admission_id, "outcome": outcome, "text": text,
+                                "usage": usage, **extra}
     if error:
         complete["error"] = error
+    if model is not None:
+        sessions.add_usage(tx.conn, session_id, model, usage, requests)
     tx.event(session_id, "message.complete", complete, admission_id)
-    info = view.view(session_id)
+    info: dict[str, Any] = dict(view.view(session_id))
     if info["running"] == admission_id:
         info["running"] = None  # its turn is ending: the slot is freed right after this
+    if model is not None:  # the totals changed: say so (only a turn that asked a model)
+        row = sessions.get(tx.conn, session_id)
+        if row is not None:
+            info["usage"] = totals(row["usage"], prices)
     tx.event(session_id, "session.info", info)
     return True
 

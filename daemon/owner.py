@@ -52,6 +52,7 @@ from .events import EventBus
 from .fleet.feed import Feed
 from .fleet.node import FleetNode
 from .handlers import Identity, build_dispatcher
+from .history import History, history_handlers
 from .home import Home
 from .journal import Journal
 from .mcp.manager import McpManager, mcp_handlers
@@ -208,7 +209,7 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                                               epoch=epoch,
                                               place=fleet.place if fleet else None,
                                               sandbox_mode=config.sandbox.mode)
-            sessions = SessionService(journal, bus, scheduler, supervisor,
+            sessions = SessionService(journal, bus, scheduler, supervisor, turns.prices,
                                       sandbox_mode=config.sandbox.mode)
             children = ChildRunner(engine, journal, supervisor, config)
             background = BackgroundDelegations(children, journal, supervisor, config,
@@ -234,6 +235,9 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                                           admissions=admissions_svc, turns=turns,
                                           supervisor=supervisor, mcp=mcp.describe_all,
                                           register=[cron_handlers(cron_jobs, cron),
+                                                    history_handlers(History(
+                                                        journal, turns.prices, engine,
+                                                        config, turns.compactor)),
                                                     approval_handlers(approvals),
                                                     mcp_handlers(mcp, partial(
                                                         session_exists, db)),

@@ -21,6 +21,7 @@ from .demo import DemoProvider
 from .provider import OPENAI_BASE_URL, OpenAIProvider, Provider
 from .settings import ResolveError, TurnSettings
 from .stream_mode import StreamMemory
+from .windows import ContextWindows
 
 __all__ = ["Providers", "make_provider"]
 
@@ -70,6 +71,8 @@ class Providers:
         self._http = http
         self._overrides = dict(overrides or {})
         self._config_path = config_path
+        #: each run's context window and budget (windows.py)
+        self.windows = ContextWindows(config, http)
         #: endpoints and models found unable to stream (model.stream auto), for the owner's life
         self.stream_memory = StreamMemory()
 

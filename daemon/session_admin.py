@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from tether.rpc.errors import InvalidParams, NotFound
 from tether.rpc.names import AUTOMATED_SOURCES
 from tether.store import session_admin as rows
@@ -21,6 +23,7 @@ from tether.store.conn import Conn
 
 from .journal import Journal, Tx
 from .scheduler import Scheduler
+from .usage import Prices, totals
 
 __all__ = ["SessionAdmin", "LOOKUP_MAX"]
 
@@ -30,7 +33,9 @@ _ID_PREFIX = "ses_"
 
 
 class SessionAdmin:
-    def __init__(self, journal: Journal, scheduler: Scheduler) -> None:
+    def __init__(self, journal: Journal, scheduler: Scheduler,
+                 prices: Prices | None = None) -> None:
+        self._prices = prices or Prices()
         self._journal = journal
         self._db = journal.db
         self._scheduler = scheduler
@@ -108,4 +113,6 @@ class SessionAdmin:
         running = self._scheduler.running
         for r in found:
             r["running"] = r["session_id"] in running
+            raw = r.pop("usage_json", None)
+            r["usage"] = totals(orjson.loads(raw) if raw else {}, self._prices)
         return {"matches": found[:LOOKUP_MAX], "more": len(found) > LOOKUP_MAX}

@@ -33,6 +33,7 @@ from .journal import Journal, Tx
 from .scheduler import Scheduler
 from .settings import check_turn_options
 from .supervisor import Supervisor
+from .usage import Prices, totals
 
 __all__ = ["SessionService", "new_session_id", "event_dicts"]
 
@@ -60,12 +61,14 @@ def event_dicts(session_id: str, rows: list[dict[str, Any]]) -> list[dict[str, A
             for r in rows]
 
 
-def _info(row: dict[str, Any]) -> dict[str, Any]:
+def _info(row: dict[str, Any], prices: Prices) -> dict[str, Any]:
     opts = row["options"]
     return {"source": row["source"], "title": row["title"], "cwd": row["cwd"],
             "model": opts.get("model"), "provider": opts.get("provider"),
             "toolsets": opts.get("toolsets"), "created_at": row["created_at"],
-            "parent_session_id": row["parent_session_id"]}
+            "parent_session_id": row["parent_session_id"],
+            "usage": totals(row["usage"], prices), "forked_from": row["forked_from"],
+            "forked_at_seq": row["forked_at_seq"]}
 
 
 #: first element of every session.list cursor: a cursor of another shape (one
@@ -102,7 +105,9 @@ def _same_session(found: dict[str, Any], request_id: str, digest: str) -> str:
 
 class SessionService:
     def __init__(self, journal: Journal, bus: EventBus, scheduler: Scheduler,
-                 supervisor: Supervisor, *, sandbox_mode: str = "workspace-write") -> None:
+                 supervisor: Supervisor, prices: Prices | None = None, *,
+                 sandbox_mode: str = "workspace-write") -> None:
+        self._prices = prices or Prices()
         #: sandbox.mode: a session's default sandbox may not be looser
         self.sandbox_mode = sandbox_mode
         self._journal = journal
@@ -114,6 +119,10 @@ class SessionService:
     @property
     def journal(self) -> Journal:
         return self._journal
+
+    @property
+    def prices(self) -> Prices:
+        return self._prices
 
     @property
     def scheduler(self) -> Scheduler:
@@ -189,7 +198,8 @@ class SessionService:
                 payload = orjson.loads(a["payload_json"])
                 pending.append({"receipt": ledger.receipt_from_row(a), "text": payload["text"]})
             snap = {
-                "session_id": session_id, "stored_session_id": session_id, "info": _info(row),
+                "session_id": session_id, "stored_session_id": session_id,
+                "info": _info(row, self._prices),
                 "messages": messages.list_for(c, session_id), "pending": pending,
                 "last_seq": events.last_seq(c, session_id), "events": None,
                 # pending approval prompts: a viewer that attaches late can answer them
@@ -235,7 +245,8 @@ class SessionService:
         out = [{"session_id": r["session_id"], "title": r["title"], "source": r["source"],
                 "created_at": r["created_at"], "updated_at": r["updated_at"],
                 "message_count": r["message_count"], "running": r["session_id"] in running,
-                "parent_session_id": r["parent_session_id"], "cwd": r["cwd"]} for r in rows]
+                "parent_session_id": r["parent_session_id"], "cwd": r["cwd"],
+                "usage": totals(r["usage"], self._prices)} for r in rows]
         nxt = _encode_cursor(rows[-1]["created_at"], rows[-1]["session_id"]) if more else None
         return {"sessions": out, "next_cursor": nxt}
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-__all__ = ["SYSTEM_PROMPT", "UNFINISHED_TOOL_CALL", "chat_history", "client_request",
-           "rules_message", "turn_messages"]
+__all__ = ["SYSTEM_PROMPT", "SUMMARY_HEADER", "UNFINISHED_TOOL_CALL", "chat_history",
+           "client_request", "rules_message", "turn_messages"]
 
 RULES_FILES = ("AGENTS.md", ".tether/rules.md")
 RULES_MAX_BYTES = 64 * 1024
@@ -26,6 +26,11 @@ SYSTEM_PROMPT = (
     "to helper agents when that helps; their results come back to you as tool results "
     "(or, for background delegations, as a later message)."
 )
+
+
+#: what a request shows before a compaction's summary, in place of the turns it stands for
+SUMMARY_HEADER = ("Summary of the earlier part of this session (older turns were compacted; "
+                  "the full transcript is kept by tether, this is what you remember of it):\n")
 
 
 #: the reply given to the model for a tool call whose turn ended before it returned
@@ -100,14 +105,18 @@ def rules_message(cwd: str | None) -> dict[str, Any] | None:
 
 
 def turn_messages(history: list[dict[str, Any]], cwd: str | None,
-                  ignore_rules: bool) -> list[dict[str, Any]]:
+                  ignore_rules: bool, summary: str | None = None) -> list[dict[str, Any]]:
     """A parent turn's messages: the system prompt, the project rules (unless
-    ``ignore_rules``), then the session's transcript (its new user message last)."""
+    ``ignore_rules``), the latest compaction's ``summary`` (the older turns it
+    stands for are not in ``history``), then the session's transcript (its new
+    user message last)."""
     system = SYSTEM_PROMPT
     if cwd:  # relative paths and commands work there
         system += f"\nThe session's working directory is {cwd}."
     msgs = [{"role": "system", "content": system}]
     if not ignore_rules and (rules := rules_message(cwd)):
         msgs.append(rules)
+    if summary:
+        msgs.append({"role": "system", "content": SUMMARY_HEADER + summary})
     msgs.extend(chat_history(history))
     return msgs

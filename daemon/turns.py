@@ -20,10 +20,11 @@ from typing import Any
 
 import orjson
 
-from tether.store import StorageError, messages
+from tether.store import StorageError, compactions, messages
 
 from . import outcomes
 from .agent import AgentResult
+from .compaction import CompactionFailed, Compactor, Target
 from .config import Config
 from .engine import AgentRun, Engine
 from .journal import Fenced, Journal
@@ -34,6 +35,7 @@ from .settings import ResolveError, resolve_turn
 from .sink import EventSink
 from .supervisor import Supervisor
 from .transcript import client_request, turn_messages
+from .usage import Prices
 
 __all__ = ["TurnRunner"]
 
@@ -73,6 +75,8 @@ class TurnRunner:
         self._supervisor = supervisor
         self._config = config
         self._epoch = epoch
+        self.prices = Prices(config.model.prices)
+        self.compactor = Compactor(journal)
         self.running: dict[str, _Running] = {}  # by session_id
 
     # -- scheduling -------------------------------------------------------
@@ -188,22 +192,34 @@ class TurnRunner:
             return
         if started is None:
             return
-        row, session, history = started
+        row, session, history, summary = started
         payload = orjson.loads(row["payload_json"])
         sink = EventSink(self._journal_for(sid), sid, aid)
         result: AgentResult | None = None
+        # filled as the agent goes: a turn stopped halfway still counts what it spent
+        progress = AgentResult(text="", exit_reason="interrupted", model="")
         outcome, error = "failed", None
         try:
             settings = resolve_turn(self._config, session["options"],
                                     payload.get(TURN_OPTION_KEY, {}))
-            msgs = turn_messages(history, session.get("cwd"), settings.ignore_rules)
+            progress.model = settings.model
+            msgs = turn_messages(history, session.get("cwd"), settings.ignore_rules, summary)
+            budget = await self._engine.budget(settings)
+            request = client_request(payload)
+            if self._config.model.compact == "auto" and budget.count(msgs, await self._engine.schemas(
+                    settings, 0, sid, request.get("client_tools"))) > budget.limit:
+                record = await self._compact(sid, aid, settings, budget)
+                if record is not None:  # the request sends the new summary and the rest
+                    history = [r for r in history if r["index"] >= record["end_index"]]
+                    msgs = turn_messages(history, session.get("cwd"), settings.ignore_rules,
+                                         record["summary"])
             agent = AgentRun(session_id=sid, admission_id=aid, depth=0,
                              late_delivery=not payload.get("finite"), cwd=session.get("cwd"),
                              attended=not payload.get("finite"))
             # the model's retries are shown to viewers as model.retry events
             RETRY_LISTENER.set(lambda info: sink.event("model.retry", info))
-            result = await self._engine.run(agent, settings, msgs, sink,
-                                            **client_request(payload))
+            result = await self._engine.run(agent, settings, msgs, sink, budget, progress,
+                                            **request)
             outcome = "completed" if result.ok else "failed"
             error = result.error
         except ResolveError as exc:
@@ -218,14 +234,27 @@ class TurnRunner:
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
             sink.flush()
         text = result.text if result is not None else "".join(sink.streamed)
-        usage = result.usage if result is not None else {}
+        spent = result or (progress if progress.api_calls else None)
         calls = result.tool_calls if result is not None else None
-        await self._finish(sid, aid, Event.FINISH, outcome, text=text, usage=usage, error=error,
-                           tool_calls=calls)
+        await self._finish(sid, aid, Event.FINISH, outcome, text=text,
+                           usage=spent.usage if spent else {}, error=error,
+                           model=spent.model if spent else None,
+                           requests=spent.api_calls if spent else 0, tool_calls=calls)
 
-    async def _start(self, sid: str, aid: str) -> tuple[dict, dict, list] | None:
-        """Mark the admission started; (row, session, transcript), or None if it no
-        longer was queued. A failing store is retried until it heals (the turn keeps
+    async def _compact(self, sid: str, aid: str, settings: Any, budget: Any) -> dict | None:
+        """Auto-compaction before a turn's first request (compaction.py); a failure
+        is logged and the request is cut to fit instead (budget.squeeze)."""
+        target = Target(sid, settings.model, settings.reasoning, aid, None, "auto")
+        try:
+            return await self.compactor.compact(target, self._engine.provider(settings),
+                                                budget, self._journal_for(sid))
+        except CompactionFailed as exc:
+            log.warning("compaction of %s failed: %s", sid, exc)
+            return None
+
+    async def _start(self, sid: str, aid: str) -> tuple[dict, dict, list, str | None] | None:
+        """Mark the admission started; (row, session, transcript from the latest
+        compaction on, that compaction's summary), or None if it no longer was queued. A failing store is retried until it heals (the turn keeps
         its place: the session's queue waits); while draining it gives up instead,
         leaving the admission queued for the next owner."""
         try:
@@ -239,8 +268,16 @@ class TurnRunner:
             return None
         # the transcript can be long: read it off the loop, never in a write unit
         # (those run on the event loop). Reads keep working while writes fail.
+        def read(c: Any) -> tuple[list[dict[str, Any]], str | None]:
+            # a turn reads from its latest compaction on: its cost does not grow with
+            # the session's age (docs/long-sessions.md)
+            last = compactions.latest(c, sid)
+            start = last["end_index"] if last else 0
+            return (messages.list_for(c, sid, start, with_index=True),
+                    last["summary"] if last else None)
+
         try:
-            history = await self._journal.db.read(lambda c: messages.list_for(c, sid))
+            history, summary = await self._journal.db.read(read)
         except StorageError as exc:
             # started but cannot see its transcript: end it failed rather than leave it
             # started (which only a restart would turn into `unknown`)
@@ -248,11 +285,12 @@ class TurnRunner:
                                error=f"storage_unavailable: cannot read the transcript: "
                                      f"{exc.detail}")
             return None
-        return started[0], started[1], history
+        return started[0], started[1], history, summary
 
     async def _finish(self, sid: str, aid: str, event: Event, outcome: str, *,
                       text: str = "", usage: dict[str, Any] | None = None,
-                      error: str | None = None,
+                      error: str | None = None, model: str | None = None,
+                      requests: int = 0,
                       tool_calls: list[dict[str, Any]] | None = None) -> None:
         if (run := self.running.get(sid)) is not None and run.admission_id == aid:
             # from here on a stop (interrupt, cancel) must not cut the retries short:
@@ -266,7 +304,8 @@ class TurnRunner:
         with contextlib.suppress(StorageError):
             await self._journal_for(sid).persist(
                 lambda tx: outcomes.settle(tx, self._scheduler, sid, aid, event, outcome,
-                                           text=text, usage=usage, error=error,
+                                           text=text, usage=usage, error=error, model=model,
+                                           requests=requests, prices=self.prices,
                                            tool_calls=tool_calls),
                 f"the outcome of {aid} ({outcome})",
                 give_up=lambda n: sup.draining and n >= FINISH_ATTEMPTS_WHILE_DRAINING)

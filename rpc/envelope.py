@@ -47,6 +47,7 @@ EVENT_TYPES: tuple[str, ...] = (
     REPLAY_GAP,
     "cron.notice",
     "model.retry",
+    "session.compacted",
 )
 
 #: replay_gap reasons: the owner unsubscribed a viewer whose event queue was full

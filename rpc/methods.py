@@ -57,6 +57,14 @@ from .models_cron import (
     CronRunsResult,
     CronUpdateParams,
 )
+from .models_history import (
+    SessionCompactParams,
+    SessionCompactResult,
+    SessionExportParams,
+    SessionExportResult,
+    SessionForkParams,
+    SessionForkResult,
+)
 from .models_mcp import (
     McpAttachParams,
     McpAttachResult,
@@ -269,4 +277,13 @@ METHODS: dict[str, Method] = _table(
         SessionLookupResult,
         "Find sessions by id prefix, or the most recently active top-level one (last).",
     ),
+    Method("session.fork", SessionForkParams, SessionForkResult,
+           "Copy a session's history up to a seq (its turns ended by then, compactions "
+           "included) into a new session; the original is untouched."),
+    Method("session.export", SessionExportParams, SessionExportResult,
+           "The whole session as a document: turns, tool calls with results, approvals, "
+           "delegations, compactions, usage (json or markdown)."),
+    Method("session.compact", SessionCompactParams, SessionCompactResult,
+           "Summarise the session's older turns now (all but the newest), so requests "
+           "send the summary in their place; the transcript stays whole."),
 )

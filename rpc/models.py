@@ -21,45 +21,18 @@ from pydantic import Field, StringConstraints, model_validator
 
 from .models_base import Model
 from .models_mcp import McpServerInfo
+from .models_usage import SessionUsage
 from .protocol import MAX_ATTACHMENTS, MAX_ID_CHARS, MAX_SEQ, MAX_TEXT_CHARS
 
-__all__ = [
-    "TURN_OPTION_FIELDS",
-    "Attachment",
-    "Event",
-    "EventsSinceResult",
-    "InterruptResult",
-    "Model",
-    "OkResult",
-    "PendingAdmission",
-    "PingParams",
-    "PingResult",
-    "PromptCancelParams",
-    "PromptReceiptParams",
-    "PromptResolveUnknownParams",
-    "PromptSubmitParams",
-    "Receipt",
-    "RuntimeDescribeParams",
-    "RuntimeDescribeResult",
-    "RuntimeShutdownParams",
-    "SessionCreateParams",
-    "SessionDetachParams",
-    "SessionEventsSinceParams",
-    "SessionInfo",
-    "SessionInterruptParams",
-    "SessionListParams",
-    "SessionListResult",
-    "SessionResumeParams",
-    "SessionSummary",
-    "ShutdownResult",
-    "Snapshot",
-    "TokenCreateParams",
-    "TokenCreateResult",
-    "TranscriptMessage",
-    "TurnDefaults",
-    "TurnOptions",
-    "TurnResult",
-]
+__all__ = ["TURN_OPTION_FIELDS", "Attachment", "Event", "EventsSinceResult", "InterruptResult",
+           "Model", "OkResult", "PendingAdmission", "PingParams", "PingResult",
+           "PromptCancelParams", "PromptReceiptParams", "PromptResolveUnknownParams",
+           "PromptSubmitParams", "Receipt", "RuntimeDescribeParams", "RuntimeDescribeResult",
+           "RuntimeShutdownParams", "SessionCreateParams", "SessionDetachParams",
+           "SessionEventsSinceParams", "SessionInfo", "SessionInterruptParams",
+           "SessionListParams", "SessionListResult", "SessionResumeParams", "SessionSummary",
+           "ShutdownResult", "Snapshot", "TokenCreateParams", "TokenCreateResult",
+           "TranscriptMessage", "TurnDefaults", "TurnOptions", "TurnResult"]
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_CHARS)]
 Timestamp = float  # unix seconds
@@ -238,9 +211,12 @@ class TokenCreateResult(Model):
 
 
 class TurnResult(Model):
+    # model and cost_usd (null: no known price): sent for a turn that asked a model
     text: str
     usage: dict[str, int]
     error: str | None = None
+    model: str | None = None
+    cost_usd: float | None = None
 
 
 class Receipt(Model):
@@ -266,6 +242,10 @@ class SessionInfo(Model):
     toolsets: list[str] | None
     created_at: Timestamp
     parent_session_id: str | None = None
+    usage: SessionUsage | None = None
+    #: a fork's origin: the session and the seq it was forked at (session.fork)
+    forked_from: str | None = None
+    forked_at_seq: int | None = None
 
 
 class TranscriptMessage(Model):
@@ -312,7 +292,7 @@ class Event(Model):
     delegation.dispatched  delegation_id, tasks
     delegation.complete    delegation_id, state, admission_id (of the delivery),
                            results: [{task_index, status}]
-    message.complete       admission_id, outcome, text, error?
+    message.complete       admission_id, outcome, text, error?, usage?, model?, cost_usd?
     approval.requested     approval_id, call_id, tool, kind, subject, why, cwd,
                            choices, expires_at
     approval.resolved      approval_id, status, decision, cause, reason
@@ -323,6 +303,7 @@ class Event(Model):
                            outcome, text, error (a scheduled job's delivered answer)
     model.retry            attempt (the next, from 2), attempts, delay_seconds, reason,
                            detail (why the last attempt failed)
+    session.compacted      compaction_id, first_index, end_index, summary, model, ...
     =====================  =========================================================
     """
 
@@ -383,6 +364,7 @@ class SessionSummary(Model):
     running: bool
     parent_session_id: str | None = None
     cwd: str | None = None  # the session's working directory
+    usage: SessionUsage | None = None
 
 
 class SessionListResult(Model):

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from .models import Outcome
+from .models_usage import SessionUsage
 
 __all__ = ["EVENT_MODELS", "EVENT_PAYLOADS", "AnyEvent", "ErrorData", "ErrorObject",
            "EventNotification", "FieldProblem", "JsonRpcError", "JsonRpcRequest",
@@ -39,6 +40,8 @@ class SessionInfoPayload(Payload):
     awaiting_approval: str | None = Field(default=None, description=(
         "the approval the running turn waits on (null once answered); sent only by "
         "the approval events' session.info"))
+    usage: SessionUsage | None = Field(default=None, description=(
+        "the session's token and cost totals; sent by the session.info that ends a turn"))
 
 
 class MessageStartPayload(Payload):
@@ -148,6 +151,12 @@ class MessageCompletePayload(Payload):
     outcome: Outcome
     text: str
     error: str | None = None
+    usage: dict[str, int] | None = Field(default=None, description=(
+        "the turn's tokens: prompt_tokens, completion_tokens, total_tokens, and "
+        "cached_tokens, reasoning_tokens where the model server reports them"))
+    model: str | None = Field(default=None, description="the model the turn asked")
+    cost_usd: float | None = Field(default=None, description=(
+        "the turn's cost in USD; null when the model has no known price"))
 
 
 class ReplayGapPayload(Payload):
@@ -213,6 +222,22 @@ class CronNoticePayload(Payload):
     error: str | None
 
 
+class SessionCompactedPayload(Payload):
+    """Older turns were summarised: from now on a request sends ``summary`` in place
+    of transcript messages [first_index, end_index); the transcript stays whole."""
+
+    compaction_id: str
+    first_index: int
+    end_index: int
+    summary: str
+    model: str
+    tokens_before: int = Field(description=(
+        "estimated tokens of the history a request sent before (summary and messages)"))
+    tokens_after: int = Field(description="... and after (the new summary and what is kept)")
+    kind: Literal["auto", "manual"]
+    focus: str | None = None
+
+
 #: event type -> its payload model (the order of envelope.EVENT_TYPES)
 EVENT_PAYLOADS: dict[str, type[Payload]] = {
     "session.info": SessionInfoPayload,
@@ -233,6 +258,7 @@ EVENT_PAYLOADS: dict[str, type[Payload]] = {
     "session.replay_gap": ReplayGapPayload,
     "cron.notice": CronNoticePayload,
     "model.retry": ModelRetryPayload,
+    "session.compacted": SessionCompactedPayload,
 }
 
 

@@ -53,6 +53,12 @@ SOMETIMES_ABSENT: frozenset[tuple[str, str]] = frozenset({
     ("ToolCompletePayload", "preview"),
     ("SubagentStartPayload", "delegation_id"),
     ("SubagentCompletePayload", "delegation_id"),
+    # long sessions: totals only on the session.info that ends a turn; a turn's
+    # usage, model and cost only when it asked a model
+    ("SessionInfoPayload", "usage"),
+    ("MessageCompletePayload", "usage"),
+    ("MessageCompletePayload", "model"),
+    ("MessageCompletePayload", "cost_usd"),
     # a cron job's stored options hold only the options that were given
     *(("TurnOptions", f) for f in ("provider", "model", "base_url", "toolsets", "reasoning",
                                    "max_turns", "ignore_rules", "sandbox")),

@@ -9,7 +9,7 @@ import orjson
 from . import sessions
 from .conn import Conn, serialise_session
 
-__all__ = ["append", "list_for", "tail"]
+__all__ = ["append", "list_for", "count", "tail"]
 
 
 def append(conn: Conn, session_id: str, messages: list[dict[str, Any]],
@@ -39,19 +39,35 @@ def append(conn: Conn, session_id: str, messages: list[dict[str, Any]],
     sessions.touch(conn, session_id, now, len(messages))
 
 
-def list_for(conn: Conn, session_id: str) -> list[dict[str, Any]]:
-    rows = conn.execute(
-        "SELECT role, content, tool_calls_json, tool_call_id, name, admission_id, created_at "
-        "FROM messages WHERE session_id = ? ORDER BY idx",
-        (session_id,),
-    )
+def list_for(conn: Conn, session_id: str, start: int = 0, end: int | None = None, *,
+             with_index: bool = False) -> list[dict[str, Any]]:
+    """The transcript in order, from position ``start`` (a compaction's end_index: a
+    turn reads only what its latest compaction does not stand for) up to ``end``
+    (exclusive); ``with_index`` adds each message's position as ``index``."""
+    sql = ("SELECT idx, role, content, tool_calls_json, tool_call_id, name, admission_id, "
+           "created_at FROM messages WHERE session_id = ? AND idx >= ?")
+    args: tuple[Any, ...] = (session_id, start)
+    if end is not None:
+        sql += " AND idx < ?"
+        args += (end,)
+    rows = conn.execute(sql + " ORDER BY idx", args)
     out = []
     for r in rows:
         m = dict(r)
         raw = m.pop("tool_calls_json")
         m["tool_calls"] = orjson.loads(raw) if raw else None
+        index = m.pop("idx")
+        if with_index:
+            m["index"] = index
         out.append(m)
     return out
+
+
+def count(conn: Conn, session_id: str) -> int:
+    """How many messages the transcript has (the next message's position)."""
+    (n,) = conn.execute("SELECT COALESCE(MAX(idx), -1) + 1 FROM messages WHERE session_id = ?",
+                        (session_id,)).fetchone()
+    return int(n)
 
 
 def tail(conn: Conn, session_id: str, count: int) -> list[dict[str, Any]]:

@@ -230,7 +230,32 @@ CREATE TABLE api_conversations (
 CREATE INDEX api_conversations_session ON api_conversations(session_id)
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+# long sessions (docs/long-sessions.md): each session's token sums by model, where a
+# fork came from, and compaction records (a summary standing for messages
+# [first_index, end_index) of the transcript, which itself stays whole)
+_V7 = """
+ALTER TABLE sessions ADD COLUMN usage_json TEXT;
+ALTER TABLE sessions ADD COLUMN forked_from TEXT;
+ALTER TABLE sessions ADD COLUMN forked_at_seq INTEGER;
+CREATE TABLE compactions (
+    compaction_id TEXT PRIMARY KEY,
+    session_id    TEXT NOT NULL REFERENCES sessions(session_id),
+    first_index   INTEGER NOT NULL,
+    end_index     INTEGER NOT NULL,
+    summary       TEXT NOT NULL,
+    model         TEXT NOT NULL,
+    tokens_before INTEGER NOT NULL,
+    tokens_after  INTEGER NOT NULL,
+    kind          TEXT NOT NULL CHECK (kind IN ('auto', 'manual')),
+    focus         TEXT,
+    usage_json    TEXT NOT NULL,
+    created_at    REAL NOT NULL,
+    CHECK (end_index > first_index AND first_index >= 0)
+);
+CREATE INDEX compactions_session ON compactions(session_id, end_index)
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

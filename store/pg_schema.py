@@ -249,7 +249,30 @@ CREATE TABLE api_conversations (
 CREATE INDEX api_conversations_session ON api_conversations(session_id)
 """
 
-PG_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+# long sessions: SQLite's version 7, column for column (store/migrations.py)
+_V4 = """
+ALTER TABLE sessions ADD COLUMN usage_json TEXT;
+ALTER TABLE sessions ADD COLUMN forked_from TEXT;
+ALTER TABLE sessions ADD COLUMN forked_at_seq BIGINT;
+CREATE TABLE compactions (
+    compaction_id TEXT PRIMARY KEY,
+    session_id    TEXT NOT NULL REFERENCES sessions(session_id),
+    first_index   BIGINT NOT NULL,
+    end_index     BIGINT NOT NULL,
+    summary       TEXT NOT NULL,
+    model         TEXT NOT NULL,
+    tokens_before BIGINT NOT NULL,
+    tokens_after  BIGINT NOT NULL,
+    kind          TEXT NOT NULL CHECK (kind IN ('auto', 'manual')),
+    focus         TEXT,
+    usage_json    TEXT NOT NULL,
+    created_at    DOUBLE PRECISION NOT NULL,
+    CHECK (end_index > first_index AND first_index >= 0)
+);
+CREATE INDEX compactions_session ON compactions(session_id, end_index)
+"""
+
+PG_MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
 PG_SCHEMA_VERSION = len(PG_MIGRATIONS)
 
 #: the advisory lock key migrations hold (any fixed number; "tether" in ASCII)

@@ -9,7 +9,7 @@ from .conn import Conn, dialect
 __all__ = ["rename", "subtree", "busy", "delete", "empty_before", "by_prefix", "last_active"]
 
 _SUMMARY = ("session_id, title, source, created_at, updated_at, message_count, "
-            "parent_session_id, cwd")
+            "parent_session_id, cwd, usage_json")
 
 
 def rename(conn: Conn, session_id: str, title: str) -> bool:
@@ -52,7 +52,7 @@ _CHILD_TABLES = (("events", "session_id"), ("messages", "session_id"),
                  ("approvals", "session_id"), ("approval_rules", "session_id"),
                  ("processes", "session_id"), ("session_admissions", "target_session_id"),
                  ("async_delegations", "origin_session_id"),
-                 ("api_conversations", "session_id"))
+                 ("api_conversations", "session_id"), ("compactions", "session_id"))
 #: PostgreSQL only (the fleet): leases go with their session (ON DELETE CASCADE)
 _PG_CHILD_TABLES = (("turn_stops", "session_id"),)
 

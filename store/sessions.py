@@ -8,12 +8,14 @@ import orjson
 
 from .conn import Conn
 
-__all__ = ["insert", "get", "get_by_request", "list_page", "touch", "title_if_untitled"]
+__all__ = ["insert", "get", "get_by_request", "list_page", "touch", "add_usage",
+           "title_if_untitled"]
 
-_COLUMNS = (
+_INSERTED = (
     "session_id, request_id, params_digest, parent_session_id, source, title, cwd, "
     "options_json, created_at, updated_at, message_count"
 )
+_COLUMNS = _INSERTED + ", usage_json, forked_from, forked_at_seq"
 
 
 def _row(row: Any) -> dict[str, Any] | None:
@@ -21,6 +23,8 @@ def _row(row: Any) -> dict[str, Any] | None:
         return None
     out = dict(row)
     out["options"] = orjson.loads(out.pop("options_json"))
+    raw = out.pop("usage_json", None)
+    out["usage"] = orjson.loads(raw) if raw else {}
     return out
 
 
@@ -28,7 +32,7 @@ def insert(conn: Conn, *, session_id: str, request_id: str | None,
            params_digest: str | None, parent_session_id: str | None, source: str | None,
            title: str | None, cwd: str | None, options: dict[str, Any], now: float) -> None:
     conn.execute(
-        f"INSERT INTO sessions({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
+        f"INSERT INTO sessions({_INSERTED}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)",
         (session_id, request_id, params_digest, parent_session_id, source, title, cwd,
          orjson.dumps(options, option=orjson.OPT_SORT_KEYS).decode(), now, now),
     )
@@ -71,6 +75,27 @@ def touch(conn: Conn, session_id: str, now: float, added_messages: int = 0) -> N
         "WHERE session_id = ?",
         (now, added_messages, session_id),
     )
+
+
+def add_usage(conn: Conn, session_id: str, model: str, usage: dict[str, int],
+              requests: int = 0) -> None:
+    """Add one turn's (or compaction's) token counters to the session's sums for
+    ``model`` (sessions.usage_json: {model: {counter: n, "requests": n}})."""
+    if not usage and not requests:
+        return
+    row = conn.execute("SELECT usage_json FROM sessions WHERE session_id = ?",
+                       (session_id,)).fetchone()
+    if row is None:
+        return
+    sums: dict[str, dict[str, int]] = orjson.loads(row[0]) if row[0] else {}
+    mine = sums.setdefault(model or "unknown", {})
+    for key, value in usage.items():
+        if isinstance(value, int) and not isinstance(value, bool):
+            mine[key] = mine.get(key, 0) + value
+    if requests:
+        mine["requests"] = mine.get("requests", 0) + requests
+    conn.execute("UPDATE sessions SET usage_json = ? WHERE session_id = ?",
+                 (orjson.dumps(sums, option=orjson.OPT_SORT_KEYS).decode(), session_id))
 
 
 def title_if_untitled(conn: Conn, session_id: str, title: str) -> bool:

@@ -195,7 +195,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif fake.api_key and self.headers.get("Authorization") != f"Bearer {fake.api_key}":
             self._send(401, b'{"error": {"message": "invalid api key"}}', "application/json")
         else:
-            listed = [{"id": m, "object": "model", "owned_by": "fake"} for m in fake.models]
+            listed = [m if isinstance(m, dict) else {"id": m, "object": "model",
+                                                     "owned_by": "fake"} for m in fake.models]
             self._send(200, json.dumps({"object": "list", "data": listed}).encode(),
                        "application/json")
 
@@ -333,9 +334,10 @@ class FakeProvider:
     """A running fake provider at ``url`` (``http://127.0.0.1:PORT/v1``); use as a context manager."""
 
     def __init__(self, handler: Callable[[dict], Reply | dict], *,
-                 models: tuple[str, ...] = ("test-model",), api_key: str | None = None) -> None:
+                 models: tuple[str | dict, ...] = ("test-model",),
+                 api_key: str | None = None) -> None:
         self.handler = handler
-        self.models = models  # what GET /v1/models lists
+        self.models = models  # what GET /v1/models lists (a dict: that entry as it is)
         self.api_key = api_key  # the key GET /v1/models requires (None: any or none)
         self.gets: list[tuple[str, dict[str, str]]] = []  # (path, headers) of each GET
         self.requests: list[dict] = []

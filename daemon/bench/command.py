@@ -44,13 +44,13 @@ TARGETS: list[tuple[str, str, float]] = [
 SIZES: dict[str, dict[str, int]] = {
     "quick": dict(ping=200, ping_block=50, submit=60, retry=60, adm_clients=8, adm_each=10,
                   adm_rounds=2, turn_sessions=8, turn_each=3, viewers=4, events=120,
-                  oneshot=1, floor=2),
+                  oneshot=1, floor=2, long_turns=100),
     "default": dict(ping=4000, ping_block=250, submit=1500, retry=1500, adm_clients=64,
                     adm_each=45, adm_rounds=3, turn_sessions=64, turn_each=16, viewers=100,
-                    events=2000, oneshot=8, floor=8),
+                    events=2000, oneshot=8, floor=8, long_turns=1000),
     "long": dict(ping=20000, ping_block=500, submit=6000, retry=6000, adm_clients=64,
                  adm_each=240, adm_rounds=6, turn_sessions=64, turn_each=60, viewers=100,
-                 events=10000, oneshot=25, floor=25),
+                 events=10000, oneshot=25, floor=25, long_turns=5000),
 }
 
 

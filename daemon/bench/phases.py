@@ -354,6 +354,11 @@ class Bench:
                             ("fanout", self.fanout)):
             if phases is None or name in phases:
                 await phase()
+        if phases is not None and "long_session" in phases:  # on request only: it is long
+            from .longsession import long_session
+
+            progress(f"long session: {self.n['long_turns']} turns in one session")
+            self.out["long_session"] = await long_session(self, self.n["long_turns"])
         await self.admin.close()
         if phases is None or "oneshot" in phases:
             self.oneshot()

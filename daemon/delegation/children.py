@@ -81,7 +81,15 @@ class ChildRunner:
                 progress = orjson.dumps({"results": [r for r in filled if r is not None],
                                          "partial": True}).decode()
 
+            usage, model, calls = result.get("usage") or {}, result["model"], result["api_calls"]
+            if usage:
+                payload["usage"] = usage
+
             def unit(tx: Tx) -> None:
+                # what the child spent counts for its own session and for the session
+                # that delegated (docs/long-sessions.md, "Tokens and cost")
+                for sid in (child["child_session_id"], parent.session_id):
+                    sessions.add_usage(tx.conn, sid, model, usage, calls)
                 tx.event(parent.session_id, "subagent.complete", payload, parent.admission_id)
                 if delegation_id is not None and progress is not None:
                     # a crash now still keeps this child's work
@@ -163,7 +171,7 @@ class ChildRunner:
                 {"role": "user", "content": prompt}], sink)
             result.update(status="completed" if out.ok else "failed",
                           summary=out.text[:SUMMARY_MAX_CHARS], api_calls=out.api_calls,
-                          exit_reason=out.exit_reason)
+                          exit_reason=out.exit_reason, usage=out.usage)
             if out.error:
                 result["error"] = out.error
         except asyncio.CancelledError:

@@ -131,8 +131,11 @@ def parse_responses_request(body: bytes, models: tuple[str, ...],
 def _usage(result: dict[str, Any]) -> dict[str, Any]:
     raw = result.get("usage") or {}
     given, said = int(raw.get("prompt_tokens", 0)), int(raw.get("completion_tokens", 0))
-    return {"input_tokens": given, "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": said, "output_tokens_details": {"reasoning_tokens": 0},
+    # the details the model server reported (usage.py keeps them), else 0
+    return {"input_tokens": given,
+            "input_tokens_details": {"cached_tokens": int(raw.get("cached_tokens", 0))},
+            "output_tokens": said,
+            "output_tokens_details": {"reasoning_tokens": int(raw.get("reasoning_tokens", 0))},
             "total_tokens": int(raw.get("total_tokens", given + said))}
 
 

@@ -21,13 +21,19 @@ def completion_id(admission_id: str) -> str:
     return "chatcmpl-" + admission_id
 
 
-def usage_of(receipt: dict[str, Any]) -> dict[str, int]:
+def usage_of(receipt: dict[str, Any]) -> dict[str, Any]:
     """OpenAI's usage object from a receipt's (counters the model did not report are 0)."""
     raw = (receipt.get("result") or {}).get("usage") or {}
     prompt = int(raw.get("prompt_tokens", 0))
     done = int(raw.get("completion_tokens", 0))
-    return {"prompt_tokens": prompt, "completion_tokens": done,
-            "total_tokens": int(raw.get("total_tokens", prompt + done))}
+    out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": done,
+                           "total_tokens": int(raw.get("total_tokens", prompt + done))}
+    # OpenAI's nested details, where the model server reported them (usage.py)
+    if "cached_tokens" in raw:
+        out["prompt_tokens_details"] = {"cached_tokens": int(raw["cached_tokens"])}
+    if "reasoning_tokens" in raw:
+        out["completion_tokens_details"] = {"reasoning_tokens": int(raw["reasoning_tokens"])}
+    return out
 
 
 def completion(receipt: dict[str, Any], model: str, created: int,
@@ -55,7 +61,7 @@ def tool_call_deltas(tool_calls: list[dict[str, Any]]) -> dict[str, Any]:
 
 def chunk(admission_id: str, model: str, created: int, delta: dict[str, Any] | None,
           finish_reason: str | None = None,
-          usage: dict[str, int] | None = None) -> dict[str, Any]:
+          usage: dict[str, Any] | None = None) -> dict[str, Any]:
     """One ``chat.completion.chunk``; ``delta`` None is the usage chunk (no choices)."""
     body: dict[str, Any] = {"id": completion_id(admission_id),
                             "object": "chat.completion.chunk", "created": created,

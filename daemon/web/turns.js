@@ -124,6 +124,25 @@ export function tickAll(view) {
   for (const turn of view?.turns.values() ?? []) tick(turn);
 }
 
+/** "1.2k tokens · $0.0012": a count of tokens, short, and a cost ("cost unknown": a
+ *  model without a known price; `cost` undefined: not said). */
+export function usageText(tokens, cost) {
+  const n = tokens < 1000 ? `${tokens}` : tokens < 1e6 ? `${(tokens / 1000).toFixed(1)}k`
+    : `${(tokens / 1e6).toFixed(1)}M`;
+  if (cost === undefined) return `${n} tokens`;
+  return `${n} tokens · ${cost === null ? "cost unknown" : `$${cost.toFixed(4)}`}`;
+}
+
+/** A finished turn's tokens in and out, and its cost where the model has a price. */
+export function showTurnUsage(turn, usage, cost) {
+  if (typeof usage?.prompt_tokens !== "number" || typeof usage?.completion_tokens !== "number") return;
+  if (turn.outcome.querySelector(".usage")) return;
+  const n = (x) => x.toLocaleString("en");
+  const spent = typeof cost === "number" ? ` · $${cost.toFixed(4)}` : "";
+  turn.outcome.append(el("span", "usage",
+    ` · ${n(usage.prompt_tokens)} tokens in, ${n(usage.completion_tokens)} out${spent}`));
+}
+
 const DECIDED = { once: "approved once", session: "approved for this session",
   always: "approved always", deny: "denied" };
 
@@ -144,6 +163,7 @@ export function draw(view, ev, hooks) {
       view.running = ev.payload.running;
       if (ev.payload.running) startTurn(turnFor(view, ev.payload.running), live);
       hooks.running(Boolean(ev.payload.running));
+      if (ev.payload.usage) hooks.usage(ev.payload.usage);
       return;
     case "message.start": {
       const turn = turnFor(view, ev.payload.admission_id);
@@ -215,6 +235,15 @@ export function draw(view, ev, hooks) {
       turn.status.hidden = true;
       turn.outcome.dataset.outcome = ev.payload.outcome;
       turn.outcome.textContent = ev.payload.outcome + (ev.payload.error ? `: ${ev.payload.error}` : "") + took;
+      showTurnUsage(turn, ev.payload.usage, ev.payload.cost_usd);
+      return;
+    }
+    case "session.compacted": {
+      // older turns now reach the model as a summary; the transcript here stays whole
+      const p = ev.payload;
+      const text = `· older turns compacted into a summary (${p.kind}; about ${p.tokens_before} → ${p.tokens_after} tokens per request)`;
+      if (aid) progress(turnFor(view, aid), text, "compacted");
+      else $("transcript").append(el("div", "progress compacted", text));
       return;
     }
     default:

@@ -3,7 +3,7 @@
 // clients/typescript/dist) over the owner's TCP listener, same origin.
 import { browserDial } from "./browser.js";
 import { TetherClient, newInputId } from "./core.js";
-import { approvalNote, draw, showPrompt, tickAll, turnFor } from "./turns.js";
+import { approvalNote, draw, showPrompt, showTurnUsage, tickAll, turnFor, usageText } from "./turns.js";
 
 const TOKEN_KEY = "tether.viewer.token";
 const PENDING_KEY = "tether.viewer.pending."; // + session id: a prompt being submitted
@@ -155,6 +155,8 @@ async function openSession(sessionId) {
   view.replayedTo = snap.last_seq ?? 0;
   $("session-title").textContent = snap.info.title || "New session";
   $("session-meta").textContent = [snap.info.cwd, sessionId].filter(Boolean).join(" · ");
+  $("session-usage").textContent = "";
+  showSessionUsage(snap.info.usage);
   for (const m of snap.messages) if (m.role === "user" && m.admission_id) view.prompts.set(m.admission_id, m.content);
   for (const p of snap.pending) view.prompts.set(p.receipt.admission_id, p.text);
   for (const a of snap.approvals ?? []) if (a.admission_id) askApproval(turnFor(view, a.admission_id), a);
@@ -230,7 +232,14 @@ const HOOKS = {
   ask: askApproval,
   settle: settleApproval,
   running: (yes) => { $("cancel").disabled = !yes; },
+  usage: showSessionUsage,
 };
+
+/** The session's totals (SessionUsage): tokens, and cost or "cost unknown". */
+function showSessionUsage(usage) {
+  if (!usage) return;
+  $("session-usage").textContent = usageText(usage.total_tokens, usage.cost_usd);
+}
 
 async function follow(view) {
   try {
@@ -241,26 +250,20 @@ async function follow(view) {
       draw(view, ev, HOOKS);
       if (atEnd) t.scrollTop = t.scrollHeight; // follow, unless the reader scrolled up
       if (ev.type === "message.complete" || ev.type === "message.start") void listSessions();
-      if (ev.type === "message.complete") void showUsage(view, ev.payload.admission_id);
+      if (ev.type === "message.complete" && !ev.payload.usage) void showUsage(view, ev.payload.admission_id);
     }
   } catch (err) {
     setStatus("stopped", `stopped following: ${err.message}`);
   }
 }
 
-/** A finished turn's token use, from its receipt (events do not carry it). */
+/** A finished turn's token use from its receipt, for a turn whose event does not
+ *  carry it (one stored before events did). */
 async function showUsage(view, admissionId) {
   try {
     const r = await client.call("prompt.receipt", { session_id: view.sessionId, admission_id: admissionId });
-    const u = r.result?.usage ?? {};
-    if (typeof u.prompt_tokens !== "number" || typeof u.completion_tokens !== "number") return;
     const turn = view.turns.get(admissionId);
-    if (!turn || turn.outcome.querySelector(".usage")) return;
-    const span = document.createElement("span");
-    span.className = "usage";
-    const n = (x) => x.toLocaleString("en");
-    span.textContent = ` · ${n(u.prompt_tokens)} tokens in, ${n(u.completion_tokens)} out`;
-    turn.outcome.append(span);
+    if (turn && r.result) showTurnUsage(turn, r.result.usage, r.result.cost_usd);
   } catch {
     // usage is a nicety: a receipt that cannot be read leaves the line as it is
   }

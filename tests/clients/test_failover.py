@@ -238,6 +238,7 @@ async def test_the_cli_with_two_urls_answers_through_the_node_that_is_up(tmp_pat
         shown = orjson.loads(status.stdout)
         assert shown["node"] == b.descriptor["tcp_url"]
         assert shown["runtime"]["pid"] == b.proc.pid
+        assert shown["usage"]["requests"] >= 1  # the fleet's sessions' totals
         text = run_cli(home, "status", "--url", urls, env=clean_env(home, TETHER_TOKEN=token))
         assert text.stdout.startswith(f"node {b.descriptor['tcp_url']} answered"), text
         assert not home.exists()

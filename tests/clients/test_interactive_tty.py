@@ -17,7 +17,7 @@ import subprocess
 import time
 
 from clihelp import CLI
-from fakeprovider import FakeProvider, Stall, is_child, text_reply, tool_call_reply
+from fakeprovider import FakeProvider, Message, Stall, is_child, text_reply, tool_call_reply
 from harness import OwnerProcess, clean_env, db_rows, write_config
 
 # Runs the CLI as the leader of a new session whose controlling terminal is the pty
@@ -203,3 +203,57 @@ def test_ctrl_c_interrupts_the_running_turn_and_the_chat_goes_on(tmp_path):
     assert code == 0, term.text
     assert db_rows(home, "SELECT outcome FROM session_admissions ORDER BY seq") == [
         ("cancelled",), ("completed",)]
+
+
+def test_cost_and_compact_in_the_chat(tmp_path):
+    """/cost prints the session's tokens and cost (priced from config); /compact asks
+    the model for a summary and says what it did."""
+    def model(request: dict):
+        if request["messages"][0]["content"].startswith("You compact the history"):
+            return text_reply("SUMMARY_OF_EARLIER_TURNS")
+        asked = request["messages"][-1]["content"]
+        return Message({"role": "assistant", "content": f"ANSWER_TO_{asked.upper()}"},
+                       usage={"prompt_tokens": 1000, "completion_tokens": 100,
+                              "total_tokens": 1100})
+
+    home = tmp_path / "home"
+    with FakeProvider(model) as fake:
+        write_config(home, fake.url, model={"prices": {"test-model": {"input": 1.0,
+                                                                      "output": 10.0}}})
+        env = clean_env(home, TERM="xterm", NO_COLOR="1", PROMPT_TOOLKIT_NO_CPR="1")
+        with OwnerProcess(home, env=env):
+            master, slave = os.openpty()
+            proc = subprocess.Popen([CLI[0], *WITH_CONTROLLING_TTY, "chat", "-q", "first"],
+                                    stdin=slave, stdout=slave, stderr=slave, env=env,
+                                    cwd=tmp_path)
+            os.close(slave)
+            term = Terminal(master)
+            try:
+                term.read_until(b"ANSWER_TO_FIRST")
+                term.read_until(PROMPT, after=term.output.rindex(b"ANSWER_TO_FIRST"))
+                term.drain(0.3)
+                os.write(master, b"second\n")
+                term.read_until(b"ANSWER_TO_SECOND")
+                deadline = time.monotonic() + 20  # both turns settled: their usage is in
+                while db_rows(home, "SELECT COUNT(*) FROM session_admissions WHERE "
+                                    "status = 'terminal'")[0][0] < 2:
+                    assert time.monotonic() < deadline, term.text
+                    time.sleep(0.05)
+                term.drain(0.3)
+                term.read_until(PROMPT, after=term.output.rindex(b"ANSWER_TO_SECOND"))
+                os.write(master, b"/cost\n")
+                term.read_until(b"cost: $0.0040")
+                os.write(master, b"/compact the answers\n")
+                term.read_until(b"compacted messages 0")
+                term.read_until(PROMPT, after=term.output.rindex(b"compacted messages 0"))
+                os.write(master, b"\x04")
+                code = proc.wait(timeout=20)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                os.close(master)
+    assert code == 0, term.text
+    assert "tokens: 2000 prompt (0 cached), 200 completion (0 reasoning), 2 requests" \
+        in term.text
+    assert db_rows(home, "SELECT kind, focus FROM compactions") == [("manual", "the answers")]

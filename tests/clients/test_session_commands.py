@@ -317,7 +317,8 @@ async def test_cron_and_http_sessions_stay_out_of_the_list_and_last(tmp_path, ru
             last = await cli("events", "--last")
     assert listed.returncode == 0, listed
     rows = listed.stdout.splitlines()
-    assert rows[0].split() == ["SESSION", "UPDATED", "MSGS", "STATE", "SOURCE", "CWD", "TITLE"]
+    assert rows[0].split() == ["SESSION", "UPDATED", "MSGS", "TOKENS", "COST", "STATE", "SOURCE",
+                               "CWD", "TITLE"]
     [row] = rows[1:]
     assert "my own question" in row and " cli " in row
     # the chat ran in the CLI's working directory (the home's parent), its end shown

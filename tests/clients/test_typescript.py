@@ -67,7 +67,8 @@ def model(release_dir: Path):
         if prompt.startswith("MARKDOWN"):
             return text_reply(MARKDOWN)
         if "show the steps" in prompt:
-            return tool_call_reply("terminal", {"command": "sh -c 'echo alpha; echo beta'"})
+            # `sleep` is not read-only: the policy asks, so the page shows an approval
+            return tool_call_reply("terminal", {"command": "sh -c 'echo alpha; echo beta; sleep 0'"})
         if prompt.startswith("BIG"):
             return text_reply(prompt + " " + "x" * 60_000)  # fills socket buffers fast
         if prompt.startswith("[delegation results]"):

@@ -113,7 +113,13 @@ def test_receipt_of_a_terminal_admission_always_has_text_usage_and_error():
         status="terminal", outcome="completed",
         result_json='{"text":"ok","usage":{"prompt_tokens":3}}'))
     assert done["outcome"] == "completed"
-    assert done["result"] == {"text": "ok", "usage": {"prompt_tokens": 3}, "error": None}
+    # model and cost_usd: null for a result stored without them (a turn that asked no model)
+    assert done["result"] == {"text": "ok", "usage": {"prompt_tokens": 3}, "error": None,
+                              "model": None, "cost_usd": None}
+    priced = ledger.receipt_from_row(row(
+        status="terminal", outcome="completed",
+        result_json='{"text":"ok","usage":{},"model":"gpt-4o","cost_usd":0.25}'))
+    assert (priced["result"]["model"], priced["result"]["cost_usd"]) == ("gpt-4o", 0.25)
     failed = ledger.receipt_from_row(row(
         status="terminal", outcome="failed",
         result_json='{"text":"","usage":{},"error":"server_error: boom"}'))

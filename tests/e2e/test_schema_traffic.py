@@ -162,6 +162,13 @@ async def test_every_reply_and_event_of_real_traffic_validates(tmp_path):
                 await until(lambda: any(e["type"] == "cron.notice" for e in peer.events),
                             what="the job's answer delivered")
                 await call("cron.remove", name="schema-job")
+                # long sessions: a manual compaction (session.compacted), fork, export
+                compacted = (await call("session.compact", session_id=sid,
+                                        focus="the answers"))["result"]
+                assert compacted["compacted"] is True
+                await call("session.fork", session_id=sid)
+                for fmt in ("json", "markdown"):
+                    await call("session.export", session_id=sid, format=fmt)
                 # the session commands
                 other = (await call("session.create", title="other"))["result"]["session_id"]
                 await call("session.rename", session_id=other, title="renamed")

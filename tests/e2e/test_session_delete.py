@@ -1,6 +1,6 @@
 """session.delete through the real owner, on both stores: a session goes with every
 row it ever had, whatever kind (approvals and the rules its answers made, background
-processes, background delegations and their child sessions), and is kept while it
+processes, background delegations and their child sessions, compactions), and is kept while it
 still has work or another viewer has it open (unless forced)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ CHILD_TABLES = [("sessions", "session_id"), ("events", "session_id"),
                 ("messages", "session_id"), ("approvals", "session_id"),
                 ("approval_rules", "session_id"), ("processes", "session_id"),
                 ("session_admissions", "target_session_id"),
-                ("async_delegations", "origin_session_id")]
+                ("async_delegations", "origin_session_id"), ("compactions", "session_id")]
 PG_TABLES = [("session_leases", "session_id"), ("turn_stops", "session_id")]
 
 
@@ -99,11 +99,19 @@ async def test_every_kind_of_child_row_goes_with_its_session(tmp_path, work):
                     delegated)]
                 assert children
 
+                # older turns summarised: a compactions row
+                compacted = await session()
+                for text in ("first note", "second note"):
+                    await turn(peer, compacted, text)
+                done = await peer.result("session.compact", session_id=compacted)
+                assert done["compacted"] is True, done
+
                 kept = await session()
                 await turn(peer, kept, "hello")
                 for sid, kinds in ((approved, {"approvals", "approval_rules"}),
                                    (process, {"processes"}),
-                                   (delegated, {"async_delegations"})):
+                                   (delegated, {"async_delegations"}),
+                                   (compacted, {"compactions"})):
                     ids = [sid] + (children if sid == delegated else [])
                     assert kinds <= set(leftovers(home, ids)), (sid, leftovers(home, ids))
                     out = await peer.result("session.delete", session_id=sid)

@@ -172,7 +172,9 @@ async def raw():
 async def test_a_viewer_that_stops_reading_gets_a_gap_and_catches_up(tmp_path, raw):
     home = tmp_path / "home"
     answers = iter([burst_sse(1600, "a"), text_reply("SECOND")])
-    with FakeProvider(lambda req: next(answers)) as provider:
+    # the burst outgrows the context window: the second turn first compacts it
+    # (docs/long-sessions.md), which asks the model once more
+    with FakeProvider(lambda req: next(answers, text_reply("SUMMARY"))) as provider:
         # the default viewer queue (1024 events): ~4.8 MB of deltas overflow it
         write_config(home, provider.url)
         with OwnerProcess(home):

@@ -156,6 +156,7 @@ def test_event_types_are_spec_section_6():
         "session.replay_gap",
         "cron.notice",  # SPEC §12: a scheduled job's answer delivered to a session
         "model.retry",
+        "session.compacted",  # SPEC §13: long sessions
     )
     for name in EVENT_TYPES:
         assert name in Event.__doc__
@@ -223,6 +224,8 @@ def test_receipt_terminal_with_result():
         "text": "done",
         "usage": {"prompt_tokens": 3},
         "error": None,
+        "model": None,
+        "cost_usd": None,
     }
     with pytest.raises(ValidationError):
         Receipt(admission_id="a", session_id="s", input_id="i", status="done")

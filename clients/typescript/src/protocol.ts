@@ -5,11 +5,11 @@
 /**
  * One event: a union discriminated by ``type``
  */
-export type AnyEvent = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | ToolProgressEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | SessionReplayGapEvent | CronNoticeEvent | ModelRetryEvent)
+export type AnyEvent = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | ToolProgressEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | SessionReplayGapEvent | CronNoticeEvent | ModelRetryEvent | SessionCompactedEvent)
 /**
  * One entry of a session's durable event log (never the replay-gap notice).
  */
-export type Event = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | ToolProgressEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | CronNoticeEvent | ModelRetryEvent)
+export type Event = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | ToolProgressEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | CronNoticeEvent | ModelRetryEvent | SessionCompactedEvent)
 /**
  * Look a receipt up by exactly one of admission_id or input_id.
  */
@@ -65,6 +65,14 @@ ErrorObject?: ErrorObject
 Event?: Event
 EventNotification?: EventNotification
 EventsSinceResult?: EventsSinceResult
+ExportApproval?: ExportApproval
+ExportCompaction?: ExportCompaction
+ExportDelegation?: ExportDelegation
+ExportDocument?: ExportDocument
+ExportMessage?: ExportMessage
+ExportSession?: ExportSession
+ExportToolCall?: ExportToolCall
+ExportTurn?: ExportTurn
 FieldProblem?: FieldProblem
 ForbiddenErrorData?: ForbiddenErrorData
 InternalErrorErrorData?: InternalErrorErrorData
@@ -114,11 +122,19 @@ RuntimeDescribeParams?: RuntimeDescribeParams
 RuntimeDescribeResult?: RuntimeDescribeResult
 RuntimeDrainingErrorData?: RuntimeDrainingErrorData
 RuntimeShutdownParams?: RuntimeShutdownParams
+SessionCompactParams?: SessionCompactParams
+SessionCompactResult?: SessionCompactResult
+SessionCompactedEvent?: SessionCompactedEvent
+SessionCompactedPayload?: SessionCompactedPayload
 SessionCreateParams?: SessionCreateParams
 SessionDeleteParams?: SessionDeleteParams
 SessionDeleteResult?: SessionDeleteResult
 SessionDetachParams?: SessionDetachParams
 SessionEventsSinceParams?: SessionEventsSinceParams
+SessionExportParams?: SessionExportParams
+SessionExportResult?: SessionExportResult
+SessionForkParams?: SessionForkParams
+SessionForkResult?: SessionForkResult
 SessionInfo?: SessionInfo
 SessionInfoEvent?: SessionInfoEvent
 SessionInfoPayload?: SessionInfoPayload
@@ -134,6 +150,7 @@ SessionRenameResult?: SessionRenameResult
 SessionReplayGapEvent?: SessionReplayGapEvent
 SessionResumeParams?: SessionResumeParams
 SessionSummary?: SessionSummary
+SessionUsage?: SessionUsage
 ShutdownResult?: ShutdownResult
 Snapshot?: Snapshot
 StorageUnavailableErrorData?: StorageUnavailableErrorData
@@ -231,7 +248,36 @@ running: (string | null)
  * the approval the running turn waits on (null once answered); sent only by the approval events' session.info
  */
 awaiting_approval?: (string | null)
+/**
+ * the session's token and cost totals; sent by the session.info that ends a turn
+ */
+usage?: (SessionUsage | null)
 [k: string]: unknown | undefined
+}
+/**
+ * A session's tokens, summed over every model request made for it (its turns,
+ * its compactions and the delegation children it started). ``cost_usd`` is null
+ * when any model used has no known price: unknown, never a guess.
+ */
+export interface SessionUsage {
+prompt_tokens: number
+completion_tokens: number
+total_tokens: number
+cached_tokens: number
+reasoning_tokens: number
+/**
+ * model requests made
+ */
+requests: number
+cost_usd: (number | null)
+/**
+ * the same counters (and requests) per model name
+ */
+by_model: {
+[k: string]: {
+[k: string]: number | undefined
+} | undefined
+}
 }
 /**
  * A turn began: which input, who sent it, and what it asked (every viewer sees
@@ -475,6 +521,20 @@ admission_id: string
 outcome: ("completed" | "failed" | "cancelled" | "interrupted")
 text: string
 error?: (string | null)
+/**
+ * the turn's tokens: prompt_tokens, completion_tokens, total_tokens, and cached_tokens, reasoning_tokens where the model server reports them
+ */
+usage?: ({
+[k: string]: number | undefined
+} | null)
+/**
+ * the model the turn asked
+ */
+model?: (string | null)
+/**
+ * the turn's cost in USD; null when the model has no known price
+ */
+cost_usd?: (number | null)
 [k: string]: unknown | undefined
 }
 /**
@@ -604,6 +664,39 @@ attempts: number
 delay_seconds: number
 reason: string
 detail: string
+[k: string]: unknown | undefined
+}
+/**
+ * Older turns were summarised: from now on a request sends ``summary`` in place
+ * of transcript messages [first_index, end_index); the transcript stays whole.
+ */
+export interface SessionCompactedEvent {
+session_id: string
+seq: number
+admission_id: (string | null)
+type: "session.compacted"
+payload: SessionCompactedPayload
+}
+/**
+ * Older turns were summarised: from now on a request sends ``summary`` in place
+ * of transcript messages [first_index, end_index); the transcript stays whole.
+ */
+export interface SessionCompactedPayload {
+compaction_id: string
+first_index: number
+end_index: number
+summary: string
+model: string
+/**
+ * estimated tokens of the history a request sent before (summary and messages)
+ */
+tokens_before: number
+/**
+ * ... and after (the new summary and what is kept)
+ */
+tokens_after: number
+kind: ("auto" | "manual")
+focus: (string | null)
 [k: string]: unknown | undefined
 }
 export interface ApprovalListParams {
@@ -770,6 +863,8 @@ usage: {
 [k: string]: number | undefined
 }
 error: (string | null)
+model: (string | null)
+cost_usd: (number | null)
 }
 export interface CronListParams {
 
@@ -880,6 +975,126 @@ params: AnyEvent
 export interface EventsSinceResult {
 events: Event[]
 last_seq: number
+}
+export interface ExportApproval {
+approval_id: string
+tool: string
+kind: string
+subject: string
+why: string
+/**
+ * pending, approved, denied, expired or cancelled
+ */
+status: string
+decision: (string | null)
+cause: (string | null)
+reason: (string | null)
+}
+export interface ExportCompaction {
+compaction_id: string
+first_index: number
+end_index: number
+summary: string
+model: string
+tokens_before: number
+tokens_after: number
+kind: ("auto" | "manual")
+focus: (string | null)
+usage: {
+[k: string]: number | undefined
+}
+created_at: number
+}
+export interface ExportDelegation {
+child_session_id: (string | null)
+task_index: (number | null)
+goal: (string | null)
+status: (string | null)
+summary: (string | null)
+delegation_id: (string | null)
+}
+/**
+ * A whole session as a program loads it: every turn, the whole transcript (its
+ * messages in order, tool results whole), the compactions, and the totals.
+ */
+export interface ExportDocument {
+format: "tether.session"
+version: 1
+exported_at: number
+last_seq: number
+session: ExportSession
+turns: ExportTurn[]
+compactions: ExportCompaction[]
+messages: ExportMessage[]
+}
+export interface ExportSession {
+session_id: string
+title: (string | null)
+source: (string | null)
+cwd: (string | null)
+model: (string | null)
+provider: (string | null)
+created_at: number
+parent_session_id: (string | null)
+forked_from: (string | null)
+forked_at_seq: (number | null)
+usage: SessionUsage
+}
+/**
+ * One admission, from its start to its outcome.
+ */
+export interface ExportTurn {
+admission_id: string
+input_id: (string | null)
+principal: (string | null)
+/**
+ * the whole prompt (null: it never ran)
+ */
+prompt: (string | null)
+answer: string
+/**
+ * null: still running when exported
+ */
+outcome: (("completed" | "failed" | "cancelled" | "interrupted") | null)
+error: (string | null)
+usage: {
+[k: string]: number | undefined
+}
+model: (string | null)
+cost_usd: (number | null)
+start_seq: (number | null)
+end_seq: (number | null)
+tool_calls: ExportToolCall[]
+approvals: ExportApproval[]
+delegations: ExportDelegation[]
+}
+export interface ExportToolCall {
+call_id: string
+name: string
+/**
+ * the JSON text the model wrote, verbatim
+ */
+arguments: string
+/**
+ * the whole result the model was given (null: the call never returned)
+ */
+result: (string | null)
+error: (string | null)
+}
+/**
+ * A transcript message with its position (compactions and turns refer to it).
+ */
+export interface ExportMessage {
+role: ("user" | "assistant" | "tool" | "system")
+content: (string | null)
+tool_calls: ({
+[k: string]: unknown | undefined
+}[] | null)
+tool_call_id: (string | null)
+name: (string | null)
+admission_id: (string | null)
+created_at: number
+index: number
 }
 export interface ForbiddenErrorData {
 reason: "forbidden"
@@ -1466,6 +1681,21 @@ problem?: (string | null)
 export interface RuntimeShutdownParams {
 
 }
+export interface SessionCompactParams {
+session_id: string
+/**
+ * what the summary must keep, in a few words
+ */
+focus?: (string | null)
+}
+/**
+ * ``compacted`` false: nothing to summarise (``reason`` says why).
+ */
+export interface SessionCompactResult {
+compacted: boolean
+compaction: (ExportCompaction | null)
+reason: (string | null)
+}
 export interface SessionCreateParams {
 /**
  * one of the owner's providers
@@ -1501,6 +1731,42 @@ session_id: string
 after_seq: number
 limit?: number
 }
+export interface SessionExportParams {
+session_id: string
+format?: ("markdown" | "json")
+}
+/**
+ * ``document`` for format json, ``markdown`` for format markdown.
+ */
+export interface SessionExportResult {
+format: ("markdown" | "json")
+document: (ExportDocument | null)
+markdown: (string | null)
+}
+/**
+ * Fork ``session_id`` at event ``at_seq`` (default: its last): the new session's
+ * history is every turn that had ended by then.
+ */
+export interface SessionForkParams {
+session_id: string
+at_seq?: (number | null)
+}
+export interface SessionForkResult {
+/**
+ * the new session
+ */
+session_id: string
+forked_from: string
+/**
+ * the seq of the last turn end the fork holds (at most at_seq; 0: none)
+ */
+forked_at_seq: number
+message_count: number
+/**
+ * compaction records copied with the messages
+ */
+compactions: number
+}
 export interface SessionInfo {
 source: (string | null)
 title: (string | null)
@@ -1510,6 +1776,9 @@ provider: (string | null)
 toolsets: (string[] | null)
 created_at: number
 parent_session_id: (string | null)
+usage: (SessionUsage | null)
+forked_from: (string | null)
+forked_at_seq: (number | null)
 }
 export interface SessionInterruptParams {
 session_id: string
@@ -1532,6 +1801,7 @@ message_count: number
 running: boolean
 parent_session_id: (string | null)
 cwd: (string | null)
+usage: (SessionUsage | null)
 }
 /**
  * Exactly one of ``prefix`` (a session id or its start, with or without the
@@ -1795,6 +2065,12 @@ export interface Methods {
   "mcp.attach": { params: McpAttachParams; result: McpAttachResult };
   /** Find sessions by id prefix, or the most recently active top-level one (last). */
   "session.lookup": { params: SessionLookupParams; result: SessionLookupResult };
+  /** Copy a session's history up to a seq (its turns ended by then, compactions included) into a new session; the original is untouched. */
+  "session.fork": { params: SessionForkParams; result: SessionForkResult };
+  /** The whole session as a document: turns, tool calls with results, approvals, delegations, compactions, usage (json or markdown). */
+  "session.export": { params: SessionExportParams; result: SessionExportResult };
+  /** Summarise the session's older turns now (all but the newest), so requests send the summary in their place; the transcript stays whole. */
+  "session.compact": { params: SessionCompactParams; result: SessionCompactResult };
 }
 export type MethodName = keyof Methods;
 
@@ -1818,9 +2094,10 @@ export interface EventPayloads {
   "session.replay_gap": ReplayGapPayload;
   "cron.notice": CronNoticePayload;
   "model.retry": ModelRetryPayload;
+  "session.compacted": SessionCompactedPayload;
 }
 export type EventType = keyof EventPayloads;
-export const EVENT_TYPES: readonly EventType[] = ["session.info","message.start","message.delta","reasoning.delta","tool.start","tool.complete","tool.progress","subagent.start","subagent.complete","delegation.dispatched","delegation.complete","message.complete","approval.requested","approval.resolved","process.complete","session.replay_gap","cron.notice","model.retry"];
+export const EVENT_TYPES: readonly EventType[] = ["session.info","message.start","message.delta","reasoning.delta","tool.start","tool.complete","tool.progress","subagent.start","subagent.complete","delegation.dispatched","delegation.complete","message.complete","approval.requested","approval.resolved","process.complete","session.replay_gap","cron.notice","model.retry","session.compacted"];
 
 /** Error reason -> its data; the code of each is in ERROR_CODES. */
 export interface ErrorDataByReason {

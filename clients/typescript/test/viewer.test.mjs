@@ -184,11 +184,14 @@ test("desktop and phone: steps in order, markdown made safe, a live list, no sid
   const steps = await page.$$eval(".turn .steps > *", (els) => els.map((e) => e.className));
   assert.deepEqual(steps, ["progress tool", "approval", "assistant"]);
   assert.match(await page.textContent(".approval .resolved"), /^approved for this session: fine here/);
-  assert.match(await page.textContent(".progress.tool"), /terminal.*sh -c 'echo alpha; echo beta'.*→ exit 0 · 2 lines of output/s);
+  assert.match(await page.textContent(".progress.tool"), /terminal.*sh -c 'echo alpha; echo beta; sleep 0'.*→ exit 0 · 2 lines of output/s);
   assert.equal(await page.textContent(".progress.tool .preview"), "alpha\nbeta\n");
   assert.equal(await page.innerHTML(".turn .assistant"), "<p>Printed <strong>both</strong> lines.</p>");
   await page.waitForSelector(".outcome .usage");
   assert.match(await page.textContent(".outcome"), /^completed · \d+ s · [\d,]+ tokens in, [\d,]+ out$/);
+  // the session's totals in its header (the scripted model has no price)
+  await page.waitForFunction(() => document.getElementById("session-usage").textContent !== "");
+  assert.match(await page.textContent("#session-usage"), /^[\d.]+k? tokens · cost unknown$/);
   assert.equal(await page.isHidden(".working"), true);
   // the session took its title from the first prompt, in the header and in the list
   await page.waitForSelector('#sessions li[aria-current="true"] >> text=Please show the steps.');
