@@ -100,6 +100,8 @@ def _show(s: dict[str, Any], *, with_tools: bool) -> None:
         state = "idle (starts when a turn needs it)"
     print(f"{s['name']:<16} {state:<10} {s['transport']:<5} {len(s['tools']):>3} tools  "
           f"{shorten(s['target'], 80)}")
+    if s.get("sandbox"):
+        print(f"  runs in: {shorten(s['sandbox'], 200)}")
     if s.get("session_id"):
         print(f"  attached to session {s['session_id']} by a client (mcp.attach)")
     if s.get("error"):

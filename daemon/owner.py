@@ -222,7 +222,8 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                 tools.add(tool)
             mcp = McpManager(config.mcp, env=os.environ, logs=home.logs,
                              media=home.root / "mcp-media", version=identity.version,
-                             output_chars=config.tools.output_chars)
+                             output_chars=config.tools.output_chars, sandbox=sandbox,
+                             state=home.root / "mcp-state")
             tools.add_dynamic("mcp", mcp.tools)
             cron = CronService(journal, admissions_svc.admit, supervisor, config,
                                **({"max_sleep": FLEET_SLEEP_SECONDS} if fleet else {}))

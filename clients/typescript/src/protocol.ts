@@ -1136,6 +1136,7 @@ retry_at: (number | null)
 starts: number
 protocol: (string | null)
 tools: McpToolInfo[]
+sandbox: (string | null)
 session_id: (string | null)
 }
 export interface McpToolInfo {
