@@ -189,7 +189,9 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                               secrets=(config.model.api_key, config.delegation.api_key))
             log.info("sandbox: %s", sandbox.describe())
             identity = Identity(version=tether_version(), instance_id=instance_id, epoch=epoch,
-                                turn_defaults=turn_defaults(config), sandbox=sandbox.describe())
+                                turn_defaults=turn_defaults(config), sandbox=sandbox.describe(),
+                                sandbox_mode=config.sandbox.mode,
+                                approvals_mode=config.approvals.mode)
             supervisor = Supervisor(tasks)
             fleet = FleetNode(journal, scheduler, supervisor, node_id=identity.instance_id,
                               epoch=epoch, lease_seconds=store.lease_seconds,

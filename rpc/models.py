@@ -214,6 +214,10 @@ class RuntimeDescribeResult(Model):
     toolsets: list[str]
     turn_defaults: TurnDefaults
     sandbox: str  # the boundary around commands, e.g. "bubblewrap 0.8.0, workspace-write, …"
+    #: sandbox.mode of the configuration: a turn may ask for this or stricter
+    sandbox_mode: SandboxMode = "workspace-write"
+    #: approvals.mode of the configuration (no client can change it)
+    approvals_mode: Literal["ask", "auto", "never"] = "ask"
     #: the configured MCP servers, their state and the tools they offer (docs/mcp.md)
     mcp_servers: list[McpServerInfo] = []
 

@@ -1407,6 +1407,8 @@ providers: string[]
 toolsets: string[]
 turn_defaults: TurnDefaults
 sandbox: string
+sandbox_mode: ("workspace-write" | "read-only" | "off")
+approvals_mode: ("ask" | "auto" | "never")
 mcp_servers: McpServerInfo[]
 }
 /**
