@@ -4,8 +4,12 @@ server with ``sandbox: false`` (the user's escalation) runs as the owner's user.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import sys
 import tempfile
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -33,13 +37,21 @@ async def test_a_sandboxed_server_reads_nothing_of_the_owner_and_writes_only_its
     probe = {"read": [config], "write": [escape, "~/cache.txt"]}
     model = ScriptedModel({"reach": [("mcp__boxed__reach", probe)],
                            "free": [("mcp__free__reach", probe)]})
-    servers = {"boxed": stdio_server(), "free": {**stdio_server(), "sandbox": False}}
+    marker = f"hung-{uuid.uuid4().hex}"  # in the argv of a sandboxed server that never answers
+    servers = {"boxed": stdio_server(), "free": {**stdio_server(), "sandbox": False},
+               "hung": {"command": sys.executable, "timeout_seconds": 2,
+                        "args": ["-c", "import os, pathlib, time; pathlib.Path(os.environ["
+                                 "'HOME'], 'started').touch(); time.sleep(120)", marker]}}
     # the subjects name paths outside the workspace: trusted here, not asked about
     approvals = {"mode": "auto", "allow": ["mcp__boxed__*", "mcp__free__*"]}
     async with owner(tmp_path, model, servers, approvals=approvals) as (home, peer, sid):
         await turn(peer, sid, "reach out", "s1")
         boxed_info = {s["name"]: s for s in (await peer.result("mcp.list"))["servers"]}
         boxed_escape = Path(escape).exists()
+        # the owner gave up on the hung server: nothing of its sandbox is left running
+        deadline = time.monotonic() + 15
+        while (left := running(marker)) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
         await turn(peer, sid, "free to go", "s2")
         listed = {s["name"]: s for s in (await peer.result("mcp.list"))["servers"]}
     [boxed] = tool_results(model, "reach")
@@ -59,3 +71,20 @@ async def test_a_sandboxed_server_reads_nothing_of_the_owner_and_writes_only_its
     assert f[f"read {config}"].startswith("ok: ") and f[f"write {escape}"] == "ok"
     assert f["HOME"] != str(state)
     assert listed["free"]["sandbox"].startswith("none — mcp.servers.free.sandbox is false")
+    assert boxed_info["hung"]["state"] == "failed"
+    assert "within 2 s" in boxed_info["hung"]["error"]
+    assert (home / "mcp-state" / "hung" / "started").exists() and not left, left
+
+
+def running(marker: str) -> list[str]:
+    """The processes whose command line holds ``marker``."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                line = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in line:
+                out.append(f"{proc.name}: {line}")
+    return out
