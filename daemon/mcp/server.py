@@ -13,7 +13,9 @@ A server that stops is started again at the next need. A server whose start
 failed is tried again in the background (nobody waits for it), when its
 backoff allows: 1 s, 2 s, 4 s, ... at most 60 s after the last failure.
 stderr of a stdio server goes to ``<home>/logs/mcp-<name>.log``; its last lines
-are quoted when it will not start.
+are quoted when it will not start. A stdio server runs in the sandbox
+(``Sandbox.server_argv``) unless its ``sandbox: false`` or no sandbox can be
+made; its ``HOME`` is then ``<home>/mcp-state/<name>``, the one place it writes.
 """
 
 from __future__ import annotations
@@ -248,9 +250,13 @@ class McpServer:
                     env = {k: expand(v, self._env) for k, v in cfg.env}
                     if self.sandboxed:
                         assert self._sandbox is not None
+                        try:
+                            here: str | None = os.getcwd()
+                        except OSError:  # the owner's directory is gone
+                            here = None
                         argv = self._sandbox.server_argv(
                             argv, state_dir=str(self.state_dir), network=cfg.network,
-                            cwd=os.getcwd())
+                            cwd=here)
                         env = {"HOME": str(self.state_dir), **env}
                     params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
                     transport: Any = stdio_client(params, errlog=errlog)
