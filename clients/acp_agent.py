@@ -17,7 +17,10 @@ editor: close it mid-turn, the turn finishes in the owner; open it again
 - every event of an open session → ``session/update`` (acp_updates.py);
 - ``approval.requested`` → ``session/request_permission``; an answer given
   elsewhere first (``approval.resolved``) stops waiting for the editor's;
-- ``session/cancel`` → prompt.cancel of the running prompt.
+- ``session/cancel`` → prompt.cancel of the running prompt;
+- config options (and session modes) ``sandbox`` and ``approvals``
+  (acp_options.py): the editor may make this session's sandbox stricter,
+  carried by each prompt.submit; approvals.mode is shown, not changeable.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from typing import Any
 from acp import PROTOCOL_VERSION, RequestError, run_agent
 from acp.schema import (
     AgentCapabilities,
+    ConfigOptionUpdate,
+    CurrentModeUpdate,
     Implementation,
     InitializeResponse,
     ListSessionsResponse,
@@ -42,22 +47,27 @@ from acp.schema import (
     SessionCapabilities,
     SessionInfo,
     SessionListCapabilities,
+    SetSessionConfigOptionResponse,
+    SetSessionModeResponse,
     StopReason,
 )
 
 from tether.rpc.errors import RpcError
 
+from .acp_options import APPROVALS, SANDBOX, Settings
 from .acp_updates import (
     DECISIONS,
     PERMISSION_OPTIONS,
     call_id,
+    error_for,
     event_updates,
+    input_id_for,
     mcp_specs,
     prompt_text,
     tool_update,
     transcript_updates,
 )
-from .client import OwnerUnavailable, TetherClient, new_input_id
+from .client import OwnerUnavailable, TetherClient
 
 __all__ = ["TetherAgent", "cmd_acp"]
 
@@ -79,25 +89,8 @@ class _Session:
         self.arrived = asyncio.Event()
         self.running: str | None = None  # the admission of this editor's prompt
         self.follower: asyncio.Task[None] | None = None
-
-
-def _input_id(session_id: str, message_id: Any) -> str:
-    """The prompt's input id: derived from the editor's message id when it sends one
-    (``_meta.messageId``), so a prompt sent again (a restarted adapter, a retry) is
-    the same admission, never a second turn; else a fresh one."""
-    if isinstance(message_id, str) and 0 < len(message_id) <= 200:
-        import hashlib
-
-        return "in_acp_" + hashlib.sha256(f"{session_id}\0{message_id}".encode()).hexdigest()[:32]
-    return new_input_id()
-
-
-def _error(exc: BaseException) -> RequestError:
-    if isinstance(exc, RpcError):
-        return RequestError(-32000, f"{exc.reason}: {exc.detail}")
-    if isinstance(exc, OwnerUnavailable):
-        return RequestError(-32000, f"tether owner unavailable ({exc.reason}): {exc}")
-    return RequestError.internal_error({"detail": str(exc)})
+        #: the sandbox mode the editor chose for its prompts (None: the configured one)
+        self.sandbox: str | None = None
 
 
 class TetherAgent:
@@ -107,6 +100,7 @@ class TetherAgent:
         self._tether: TetherClient | None = None
         self._editor: Any = None
         self._sessions: dict[str, _Session] = {}
+        self._settings: Settings | None = None
 
     def on_connect(self, conn: Any) -> None:
         self._editor = conn
@@ -118,8 +112,18 @@ class TetherAgent:
                 # a viewer: an owner stopped on purpose (`tether stop`) stays stopped
                 self._tether.keep_owner_stopped = True
             except OwnerUnavailable as exc:
-                raise _error(exc) from None
+                raise error_for(exc) from None
         return self._tether
+
+    async def _owner_settings(self) -> Settings:
+        """What the owner's configuration lets an editor choose (asked once)."""
+        if self._settings is None:
+            client = await self._client()
+            try:
+                self._settings = Settings(await client.call("runtime.describe"))
+            except RpcError as exc:
+                raise error_for(exc) from None
+        return self._settings
 
     async def close(self) -> None:
         for s in self._sessions.values():
@@ -151,10 +155,13 @@ class TetherAgent:
         try:
             snap = await client.create_session(source="acp", cwd=cwd)
         except RpcError as exc:
-            raise _error(exc) from None
+            raise error_for(exc) from None
         await self._attach_mcp(snap["session_id"], mcp_servers)
         await self._open(snap["session_id"], cwd)
-        return NewSessionResponse(session_id=snap["session_id"])
+        settings = await self._owner_settings()
+        return NewSessionResponse(session_id=snap["session_id"],
+                                  config_options=settings.options(None),
+                                  modes=settings.modes(None))
 
     async def _attach_mcp(self, sid: str, servers: list[Any] | None) -> None:
         """The editor's MCP servers, for this session's turns (mcp.attach). A server
@@ -180,10 +187,13 @@ class TetherAgent:
         if old is not None:
             await self._forget(old)
         s = await self._open(session_id, cwd, replay=True)
+        s.sandbox = old.sandbox if old is not None else None
         await self._attach_mcp(session_id, mcp_servers)
         for prompt in (s.stream.snapshot or {}).get("approvals") or []:
             self._ask(s, prompt)
-        return LoadSessionResponse()
+        settings = await self._owner_settings()
+        return LoadSessionResponse(config_options=settings.options(s.sandbox),
+                                   modes=settings.modes(s.sandbox))
 
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None,
                             **kwargs: Any) -> ListSessionsResponse:
@@ -191,7 +201,7 @@ class TetherAgent:
         try:
             page = await client.list_sessions(limit=100, cursor=cursor)
         except RpcError as exc:
-            raise _error(exc) from None
+            raise error_for(exc) from None
         out = [SessionInfo(session_id=s["session_id"], cwd=s.get("cwd") or "",
                            title=s.get("title"),
                            updated_at=datetime.fromtimestamp(s["updated_at"], UTC).isoformat())
@@ -209,7 +219,7 @@ class TetherAgent:
             snap = await client.resilient(stream.open)
         except RpcError as exc:
             stream.close()
-            raise _error(exc) from None
+            raise error_for(exc) from None
         s = _Session(sid, snap["info"].get("cwd") or cwd, stream)
         self._sessions[sid] = s
         if replay:
@@ -291,13 +301,15 @@ class TetherAgent:
         s = await self._session(session_id)
         client = await self._client()
         text, attachments = prompt_text(prompt)
-        input_id = _input_id(session_id, kwargs.get("messageId"))
+        input_id = input_id_for(session_id, kwargs.get("messageId"))
         s.own_inputs.add(input_id)
+        options: dict[str, Any] = {"sandbox": s.sandbox} if s.sandbox else {}
         try:
             receipt = await client.resilient(lambda: client.submit(
-                session_id, input_id, text or " ", attachments=attachments or None))
+                session_id, input_id, text or " ", attachments=attachments or None,
+                **options))
         except RpcError as exc:
-            raise _error(exc) from None
+            raise error_for(exc) from None
         aid = receipt["admission_id"]
         s.running = aid
         try:
@@ -326,8 +338,35 @@ class TetherAgent:
         except RpcError as exc:
             log.info("cancel of %s: %s", s.running, exc.detail)
 
-    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> None:
-        raise RequestError.method_not_found("session/set_mode")
+    async def _choose_sandbox(self, session_id: str, value: Any) -> tuple[_Session, Settings]:
+        settings = await self._owner_settings()
+        chosen = settings.check_sandbox(value)
+        s = await self._session(session_id)
+        s.sandbox = None if chosen == settings.sandbox else chosen
+        return s, settings
+
+    async def set_config_option(self, config_id: str, session_id: str, value: str | bool,
+                                **kwargs: Any) -> SetSessionConfigOptionResponse:
+        if config_id == SANDBOX:
+            s, settings = await self._choose_sandbox(session_id, value)
+            await self._editor.session_update(session_id=session_id, update=CurrentModeUpdate(
+                session_update="current_mode_update",
+                current_mode_id=s.sandbox or settings.sandbox))
+        elif config_id == APPROVALS:
+            settings = await self._owner_settings()
+            settings.check_approvals(value)
+            s = await self._session(session_id)
+        else:
+            raise RequestError(-32602, f"no config option {config_id!r} (tether has "
+                                       f"{SANDBOX!r} and {APPROVALS!r})")
+        return SetSessionConfigOptionResponse(config_options=settings.options(s.sandbox))
+
+    async def set_session_mode(self, session_id: str, mode_id: str,
+                               **kwargs: Any) -> SetSessionModeResponse:
+        s, settings = await self._choose_sandbox(session_id, mode_id)
+        await self._editor.session_update(session_id=session_id, update=ConfigOptionUpdate(
+            session_update="config_option_update", config_options=settings.options(s.sandbox)))
+        return SetSessionModeResponse()
 
     async def ext_method(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         raise RequestError.method_not_found(method)

@@ -13,10 +13,14 @@ import os
 from typing import Any
 
 import orjson
-from acp import helpers
+from acp import RequestError, helpers
 from acp.schema import PermissionOption, ToolCallLocation, ToolCallUpdate
 
-__all__ = ["event_updates", "transcript_updates", "call_id", "tool_update", "PERMISSION_OPTIONS",
+from tether.rpc.errors import RpcError
+
+from .client import OwnerUnavailable, new_input_id
+
+__all__ = ["input_id_for", "error_for", "event_updates", "transcript_updates", "call_id", "tool_update", "PERMISSION_OPTIONS",
            "DECISIONS", "prompt_text", "mcp_specs"]
 
 _KINDS = {"terminal": "execute", "process": "execute", "read_file": "read", "list_dir": "read",
@@ -233,3 +237,22 @@ def mcp_specs(servers: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
         else:
             skipped.append(f"{getattr(s, 'name', '?')} ({kind})")
     return specs, skipped
+
+
+def input_id_for(session_id: str, message_id: Any) -> str:
+    """The prompt's input id: derived from the editor's message id when it sends one
+    (``_meta.messageId``), so a prompt sent again (a restarted adapter, a retry) is
+    the same admission, never a second turn; else a fresh one."""
+    if isinstance(message_id, str) and 0 < len(message_id) <= 200:
+        import hashlib
+
+        return "in_acp_" + hashlib.sha256(f"{session_id}\0{message_id}".encode()).hexdigest()[:32]
+    return new_input_id()
+
+
+def error_for(exc: BaseException) -> RequestError:
+    if isinstance(exc, RpcError):
+        return RequestError(-32000, f"{exc.reason}: {exc.detail}")
+    if isinstance(exc, OwnerUnavailable):
+        return RequestError(-32000, f"tether owner unavailable ({exc.reason}): {exc}")
+    return RequestError.internal_error({"detail": str(exc)})

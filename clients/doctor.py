@@ -290,8 +290,9 @@ def _mcp(report: Any, runtime: dict[str, Any] | None, checks: list[Check]) -> No
                                 f"stderr is in logs/mcp-{name}.log); `tether mcp tools {name}` "
                                 "tries it again"))
         elif s["state"] == "ready":
+            where = f"; {s['sandbox']}" if s.get("sandbox") else ""
             checks.append(Check(what, "ok", f"{s['transport']} {s['target']}: ready, "
-                                            f"{len(s['tools'])} tools"))
+                                            f"{len(s['tools'])} tools{where}"))
         elif s["state"] == "disabled":
             checks.append(Check(what, "skip", "enabled: false in config.yaml"))
         else:

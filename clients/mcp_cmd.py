@@ -44,6 +44,11 @@ def add_mcp_parser(command: Any) -> None:
     p.add_argument("--timeout", type=float, metavar="SECONDS",
                    help="add: timeout_seconds of start-up and of each call (default 60)")
     p.add_argument("--disabled", action="store_true", help="add: written with enabled: false")
+    p.add_argument("--no-network", action="store_true",
+                   help="add: the sandboxed stdio server gets no network (network: false)")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="add: run the stdio server as your user, outside the sandbox "
+                        "(sandbox: false; an escalation: it can read and write all you can)")
     p.add_argument("--json", action="store_true", help="list, tools: print JSON")
     p.set_defaults(func=cmd_mcp)
 
@@ -100,6 +105,8 @@ def _show(s: dict[str, Any], *, with_tools: bool) -> None:
         state = "idle (starts when a turn needs it)"
     print(f"{s['name']:<16} {state:<10} {s['transport']:<5} {len(s['tools']):>3} tools  "
           f"{shorten(s['target'], 80)}")
+    if s.get("sandbox"):
+        print(f"  runs in: {shorten(s['sandbox'], 200)}")
     if s.get("session_id"):
         print(f"  attached to session {s['session_id']} by a client (mcp.attach)")
     if s.get("error"):
@@ -194,6 +201,13 @@ def _add(home: Path, args: Any) -> int:
     if args.header and not args.url or args.env and args.url:
         raise CliError(EXIT_USAGE, "usage", "--env is for a command server, --header for a "
                        "--url server")
+    if (args.no_network or args.no_sandbox) and args.url:
+        raise CliError(EXIT_USAGE, "usage", "--no-network and --no-sandbox are for a command "
+                       "server (tether does not run a --url server)")
+    if args.no_sandbox:
+        entry["sandbox"] = False
+    if args.no_network:
+        entry["network"] = False
     if args.timeout is not None:
         entry["timeout_seconds"] = args.timeout
     if args.disabled:

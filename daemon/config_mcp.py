@@ -26,6 +26,9 @@ class McpServerConfig:
     tools_allow: tuple[str, ...] = ()  # fnmatch patterns of the server's own tool names
     tools_deny: tuple[str, ...] = ()
     timeout_seconds: float = 60.0  # start-up, a tools listing, one call
+    #: a stdio server runs in the sandbox (docs/mcp.md); false is the user's escalation
+    sandbox: bool = True
+    network: bool = True  # a sandboxed stdio server may use the network
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,8 @@ def _unknown(key: Any, known: list[str], where: str) -> ConfigError:
     return ConfigError(f"config.yaml: unknown key `{where}{text}`{hint}")
 
 
-_MCP_KEYS = ["command", "args", "env", "url", "headers", "enabled", "tools", "timeout_seconds"]
+_MCP_KEYS = ["command", "args", "env", "url", "headers", "enabled", "tools", "timeout_seconds",
+             "sandbox", "network"]
 
 
 def _strings(value: Any, where: str) -> tuple[tuple[str, str], ...]:
@@ -98,9 +102,14 @@ def mcp_server(name: Any, raw: Any) -> McpServerConfig:
         raise ConfigError(f"config.yaml: `{where}.args` and `env` are for a `command` server")
     if url is None and raw.get("headers"):
         raise ConfigError(f"config.yaml: `{where}.headers` are for a `url` server")
-    enabled = raw.get("enabled", True)
-    if not isinstance(enabled, bool):
-        raise ConfigError(f"config.yaml: `{where}.enabled` must be true or false")
+    flags = {}
+    for key in ("enabled", "sandbox", "network"):
+        flags[key] = raw.get(key, True)
+        if not isinstance(flags[key], bool):
+            raise ConfigError(f"config.yaml: `{where}.{key}` must be true or false")
+    if command is None and ("sandbox" in raw or "network" in raw):
+        raise ConfigError(f"config.yaml: `{where}.sandbox` and `network` are for a `command` "
+                          "server (tether does not run a `url` server)")
     tools = raw.get("tools") or {}
     if not isinstance(tools, dict) or any(k not in ("allow", "deny") for k in tools) or not all(
             isinstance(v, list) and all(isinstance(p, str) for p in v) for v in tools.values()):
@@ -111,9 +120,9 @@ def mcp_server(name: Any, raw: Any) -> McpServerConfig:
         raise ConfigError(f"config.yaml: `{where}.timeout_seconds` must be more than 0")
     return McpServerConfig(
         name=name, command=command, args=tuple(args), env=_strings(raw.get("env"), f"{where}.env"),
-        url=url, headers=_strings(raw.get("headers"), f"{where}.headers"), enabled=enabled,
+        url=url, headers=_strings(raw.get("headers"), f"{where}.headers"), enabled=flags["enabled"],
         tools_allow=tuple(tools.get("allow") or ()), tools_deny=tuple(tools.get("deny") or ()),
-        timeout_seconds=float(timeout))
+        timeout_seconds=float(timeout), sandbox=flags["sandbox"], network=flags["network"])
 
 
 def parse_mcp(raw: Any) -> McpConfig:

@@ -103,6 +103,8 @@ def config_report(path: Path, env: Mapping[str, str]) -> ConfigReport:
                  "env": [k for k, _ in server.env] or None,
                  "headers": [k for k, _ in server.headers] or None,
                  "enabled": server.enabled, "timeout_seconds": server.timeout_seconds,
+                 "sandbox": server.sandbox if server.command else None,
+                 "network": server.network if server.command else None,
                  "tools": {"allow": list(server.tools_allow), "deny": list(server.tools_deny)}}
         settings.append(Setting(f"mcp.servers.{server.name}",
                                 {k: v for k, v in shown.items() if v is not None},

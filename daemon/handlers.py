@@ -75,6 +75,9 @@ class Identity:
     turn_defaults: dict[str, str | None]
     #: the boundary around the agent's commands (toolsets/sandbox.py Sandbox.describe)
     sandbox: str = "none"
+    #: sandbox.mode and approvals.mode of the configuration (an ACP editor shows them)
+    sandbox_mode: str = "workspace-write"
+    approvals_mode: str = "ask"
 
 
 def build_dispatcher(*, identity: Identity, db: Store, bus: EventBus,
@@ -96,6 +99,8 @@ def build_dispatcher(*, identity: Identity, db: Store, bus: EventBus,
                 "pid": os.getpid(), "capabilities": CAPABILITIES,
                 "providers": list(PROVIDER_NAMES), "toolsets": list(TOOLSETS),
                 "turn_defaults": identity.turn_defaults, "sandbox": identity.sandbox,
+                "sandbox_mode": identity.sandbox_mode,
+                "approvals_mode": identity.approvals_mode,
                 "mcp_servers": mcp() if mcp is not None else []}
 
     @d.register("ping")

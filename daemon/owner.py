@@ -190,7 +190,9 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                               secrets=(config.model.api_key, config.delegation.api_key))
             log.info("sandbox: %s", sandbox.describe())
             identity = Identity(version=tether_version(), instance_id=instance_id, epoch=epoch,
-                                turn_defaults=turn_defaults(config), sandbox=sandbox.describe())
+                                turn_defaults=turn_defaults(config), sandbox=sandbox.describe(),
+                                sandbox_mode=config.sandbox.mode,
+                                approvals_mode=config.approvals.mode)
             supervisor = Supervisor(tasks)
             fleet = FleetNode(journal, scheduler, supervisor, node_id=identity.instance_id,
                               epoch=epoch, lease_seconds=store.lease_seconds,
@@ -223,7 +225,8 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                 tools.add(tool)
             mcp = McpManager(config.mcp, env=os.environ, logs=home.logs,
                              media=home.root / "mcp-media", version=identity.version,
-                             output_chars=config.tools.output_chars)
+                             output_chars=config.tools.output_chars, sandbox=sandbox,
+                             state=home.root / "mcp-state")
             tools.add_dynamic("mcp", mcp.tools)
             cron = CronService(journal, admissions_svc.admit, supervisor, config,
                                **({"max_sleep": FLEET_SLEEP_SECONDS} if fleet else {}))

@@ -5,12 +5,10 @@ wrong JSON types are errors, and nothing is coerced (``"true"`` is not a bool,
 ``1`` is not a string, ``1.0`` is not an int). Timestamps are floats of unix
 seconds. Ids are non-empty strings of at most 200 characters.
 
-Result models are built by the daemon. The cheapest way is plain keyword
-arguments, with nested values given as plain dicts (rows straight from the
-store): validation then runs once, in pydantic-core. Measured on a 200-message
-snapshot it is about 2x faster than building nested models first and about 5x
-faster than ``model_construct``, whose Python-level loop loses to it; and
-``model_construct`` with dicts where models belong serialises with warnings.
+Result models are built by the daemon from plain keyword arguments, nested values
+as plain dicts (store rows): validation runs once, in pydantic-core. On a 200-message
+snapshot that is ~2x faster than building nested models first and ~5x faster than
+``model_construct`` (which also warns when serialising dicts where models belong).
 """
 
 from __future__ import annotations
@@ -187,6 +185,8 @@ class RuntimeDescribeResult(Model):
     toolsets: list[str]
     turn_defaults: TurnDefaults
     sandbox: str  # the boundary around commands, e.g. "bubblewrap 0.8.0, workspace-write, …"
+    sandbox_mode: SandboxMode = "workspace-write"  # configured; turns may ask for stricter
+    approvals_mode: Literal["ask", "auto", "never"] = "ask"  # configured; no client changes it
     #: the configured MCP servers, their state and the tools they offer (docs/mcp.md)
     mcp_servers: list[McpServerInfo] = []
 

@@ -34,6 +34,9 @@ class McpServerInfo(Model):
     starts: int  # start attempts since the owner started
     protocol: str | None  # the MCP protocol version negotiated
     tools: list[McpToolInfo]  # the tools offered (the last known, when not ready)
+    #: what a stdio server runs in ("sandboxed, network on, ..." or "none — why");
+    #: null for a url server
+    sandbox: str | None = None
     #: the session a server attached by a client serves (mcp.attach); null: config.yaml's
     session_id: str | None = None
 

@@ -25,6 +25,7 @@ from tether.rpc.errors import InvalidParams, NotFound
 from ..config import ConfigError, McpConfig, McpServerConfig, mcp_server
 from ..settings import shown_url
 from ..tools import Tool, ToolContext
+from ..toolsets.sandbox import Sandbox
 from .results import render, tool_name
 from .server import McpServer, Unavailable
 
@@ -77,8 +78,10 @@ MAX_ATTACHED = 64
 
 class McpManager:
     def __init__(self, config: McpConfig, *, env: Mapping[str, str], logs: Path, media: Path,
-                 version: str, output_chars: int) -> None:
+                 version: str, output_chars: int, sandbox: Sandbox | None = None,
+                 state: Path | None = None) -> None:
         self._env, self._logs, self._version = env, logs, version
+        self._sandbox, self._state = sandbox, state
         self._servers = {c.name: self._new(c) for c in config.servers}
         #: session_id → name → a server a client brought for that session
         self._attached: dict[str, dict[str, McpServer]] = {}
@@ -86,7 +89,8 @@ class McpManager:
         self._limit = output_chars
 
     def _new(self, config: McpServerConfig) -> McpServer:
-        return McpServer(config, env=self._env, logs=self._logs, version=self._version)
+        return McpServer(config, env=self._env, logs=self._logs, version=self._version,
+                         sandbox=self._sandbox, state=self._state)
 
     @property
     def servers(self) -> dict[str, McpServer]:
@@ -152,7 +156,10 @@ class McpManager:
             shown = orjson.dumps(args).decode()
             if len(shown) > SUBJECT_ARGS_CHARS:
                 shown = shown[:SUBJECT_ARGS_CHARS] + "…"
-            verdict = await ctx.approve(name, "command", f"{name} {shown}")
+            # a sandboxed server writes nothing but its own directory: as a command in
+            # a read-only sandbox; any other fails closed like a command without one
+            verdict = await ctx.approve(name, "command", f"{name} {shown}",
+                                        sandbox="read-only" if server.sandboxed else "none")
             if not verdict.allowed:
                 return _error(f"the MCP tool was not called: {verdict.reason}", denied=True,
                               approval_id=verdict.approval_id)
@@ -186,6 +193,7 @@ class McpManager:
             else shown_url(c.url or ""),
             "enabled": c.enabled, "state": server.state, "error": server.error,
             "retry_at": server.retry_at, "starts": server.starts, "protocol": server.protocol,
+            "sandbox": server.boundary(),
             "tools": [{"name": tool_name(server.name, t.name), "tool": t.name,
                        "description": (t.description or "")[:500]} for t in server.tools],
         }

@@ -13,7 +13,9 @@ A server that stops is started again at the next need. A server whose start
 failed is tried again in the background (nobody waits for it), when its
 backoff allows: 1 s, 2 s, 4 s, ... at most 60 s after the last failure.
 stderr of a stdio server goes to ``<home>/logs/mcp-<name>.log``; its last lines
-are quoted when it will not start.
+are quoted when it will not start. A stdio server runs in the sandbox
+(``Sandbox.server_argv``) unless its ``sandbox: false`` or no sandbox can be
+made; its ``HOME`` is then ``<home>/mcp-state/<name>``, the one place it writes.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import McpServerConfig
+from ..toolsets.sandbox import Sandbox
 
 __all__ = ["McpServer", "Unavailable", "expand"]
 
@@ -68,8 +71,12 @@ def _allowed(name: str, allow: tuple[str, ...], deny: tuple[str, ...]) -> bool:
 
 class McpServer:
     def __init__(self, config: McpServerConfig, *, env: Mapping[str, str], logs: Path,
-                 version: str) -> None:
+                 version: str, sandbox: Sandbox | None = None,
+                 state: Path | None = None) -> None:
         self.config = config
+        self._sandbox = sandbox
+        #: a sandboxed server's own writable directory (its HOME)
+        self.state_dir = (state or logs.parent / "mcp-state") / config.name
         self.name = config.name
         self.state = "idle" if config.enabled else "disabled"
         self.error: str | None = None
@@ -92,6 +99,29 @@ class McpServer:
         #: its last start failed (not: it stopped while running)
         self.start_failed = False
         self._retry: asyncio.Task[bool] | None = None
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether this server runs in the sandbox (a stdio server, unless the
+        configuration or the missing sandbox says otherwise)."""
+        return bool(self.config.command and self.config.sandbox
+                    and self._sandbox is not None and self._sandbox.serves())
+
+    def boundary(self) -> str | None:
+        """What the server runs in, for people: None for a url server."""
+        cfg, sandbox = self.config, self._sandbox
+        if not cfg.command:
+            return None
+        if self.sandboxed:
+            return f"sandboxed, network {'on' if cfg.network else 'off'}, writes only " \
+                   f"{self.state_dir}"
+        if not cfg.sandbox:
+            why = f"mcp.servers.{cfg.name}.sandbox is false"
+        elif sandbox is None or sandbox.config.mode == "off":
+            why = "sandbox.mode is off"
+        else:
+            why = sandbox.probe.why or "no sandbox can be made"
+        return f"none — {why}; it runs as the owner's user"
 
     # -- starting and stopping ---------------------------------------------
 
@@ -216,9 +246,19 @@ class McpServer:
                     errlog = stack.enter_context(open(self._log_path, "a", encoding="utf-8"))
                     errlog.write(f"--- tether starts {cfg.command} at {time.ctime()}\n")
                     errlog.flush()
-                    params = StdioServerParameters(
-                        command=cfg.command, args=list(cfg.args),
-                        env={k: expand(v, self._env) for k, v in cfg.env})
+                    argv = [cfg.command, *cfg.args]
+                    env = {k: expand(v, self._env) for k, v in cfg.env}
+                    if self.sandboxed:
+                        assert self._sandbox is not None
+                        try:
+                            here: str | None = os.getcwd()
+                        except OSError:  # the owner's directory is gone
+                            here = None
+                        argv = self._sandbox.server_argv(
+                            argv, state_dir=str(self.state_dir), network=cfg.network,
+                            cwd=here)
+                        env = {"HOME": str(self.state_dir), **env}
+                    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env)
                     transport: Any = stdio_client(params, errlog=errlog)
                 else:
                     assert cfg.url is not None

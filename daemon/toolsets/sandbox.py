@@ -16,6 +16,10 @@ system). ``Sandbox`` turns one command into the argv that runs it:
   ``store.url`` covered, even when they lie inside the cwd; every capability
   dropped; ``--new-session`` (no ``TIOCSTI`` into a terminal) and
   ``--die-with-parent`` (nothing outlives the owner);
+- for an MCP stdio server (``server_argv``): the same, but the network shared
+  (unless the server's ``network: false``), nothing of the workspace writable,
+  and a directory of the server's own (``<home>/mcp-state/NAME``, its HOME)
+  bound read-write over the covered home;
 - outside (``none``: ``sandbox.mode: off``, no sandbox could be made, or an
   approved escalation): ``/bin/sh -c`` as the owner's user.
 
@@ -30,7 +34,7 @@ import functools
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -175,6 +179,43 @@ class Sandbox:
             raise ValueError(f"no sandbox {boundary!r} can be made here")
         return [self.probe.bwrap, *self._mounts(os.path.realpath(workspace), boundary),
                 "--chdir", os.path.realpath(cwd), "--", *shell]
+
+    def serves(self) -> bool:
+        """Whether long-running helpers (MCP stdio servers) run in a sandbox here."""
+        return self.config.mode != "off" and self.probe.ok
+
+    def server_argv(self, argv: Sequence[str], *, state_dir: str, network: bool,
+                    cwd: str | None = None) -> list[str]:
+        """The argv that runs ``argv`` (an MCP stdio server) in a sandbox: the
+        filesystem read-only, a private /tmp, the owner's home and the store's
+        credential files covered, the network shared when ``network``, and only
+        ``state_dir`` (made if missing; the server's HOME, for its caches) writable.
+        The server starts in ``cwd`` when that stays visible, in ``state_dir``
+        otherwise."""
+        if not self.serves() or self.probe.bwrap is None:
+            raise ValueError("no sandbox can be made here for a server")
+        state = os.path.realpath(state_dir)
+        os.makedirs(state, mode=0o700, exist_ok=True)
+        out = [self.probe.bwrap, *_BASE]
+        covered = ["/tmp"] if network else ["/tmp", "/run"]
+        if not network:
+            out.append("--unshare-net")
+        for area in covered:
+            out += ["--tmpfs", area]
+        home = self._home
+        if not any(_under(home, area) for area in covered):
+            out += ["--tmpfs", home]
+        hidden = (*covered, home)
+        for path in self._files:
+            if not any(_under(path, a) for a in hidden) and os.path.lexists(path) \
+                    and not os.path.isdir(path):
+                out += ["--ro-bind", "/dev/null", path]
+        out += ["--bind", state, state]
+        where = os.path.realpath(cwd) if cwd else state
+        if not os.path.isdir(where) or any(_under(where, a) for a in hidden) \
+                or any(_under(where, k) for k in _KERNEL):
+            where = state
+        return [*out, "--chdir", where, "--", *argv]
 
     def _mounts(self, cwd: str, boundary: str) -> list[str]:
         out = list(_BASE)

@@ -23,7 +23,7 @@ from acp.schema import (
     SseMcpServer,
 )
 from fakeprovider import FakeProvider
-from harness import Peer, clean_env, write_config
+from harness import Peer, clean_env, sandbox_missing, write_config
 from toolscript import ScriptedModel, tool_results
 
 
@@ -234,3 +234,53 @@ async def test_the_editor_s_mcp_servers_serve_its_session(tmp_path, reap_owners)
     assert bad["error"]["data"]["reason"] == "invalid_params"
     assert missing["error"]["data"]["reason"] == "not_found"
     assert after == listed
+
+
+async def test_the_editor_may_tighten_the_sandbox_but_not_loosen_it_nor_approvals(
+        tmp_path, reap_owners):
+    why = sandbox_missing()
+    if why:
+        pytest.skip(why)
+    model = ScriptedModel({"boxed": [("terminal", {"command": "touch boxed-in"})],
+                           "again": [("terminal", {"command": "touch written-again"})]})
+    with FakeProvider(model) as provider:
+        home, work = setup(tmp_path, provider.url)
+        reap_owners(home)
+        editor = Editor("once")
+        async with adapter(home, editor) as (conn, proc):
+            new = await conn.new_session(cwd=str(work), mcp_servers=[])
+            sid = new.session_id
+            stricter = await conn.set_config_option(config_id="sandbox", session_id=sid,
+                                                    value="read-only")
+            refused = []
+            for config_id, value in (("sandbox", "off"), ("approvals", "never"),
+                                     ("approvals_mode", "ask")):
+                with pytest.raises(RequestError) as err:
+                    await conn.set_config_option(config_id=config_id, session_id=sid,
+                                                 value=value)
+                refused.append(str(err.value.args) + str(err.value))
+            same = await conn.set_config_option(config_id="approvals", session_id=sid,
+                                                value="ask")
+            await asyncio.wait_for(
+                conn.prompt(session_id=sid, prompt=[text_block("boxed in")]), 60)
+            await conn.set_session_mode(session_id=sid, mode_id="workspace-write")
+            with pytest.raises(RequestError):
+                await conn.set_session_mode(session_id=sid, mode_id="off")
+            await asyncio.wait_for(
+                conn.prompt(session_id=sid, prompt=[text_block("again")]), 60)
+    options = {o.id: o for o in new.config_options}
+    assert options["sandbox"].current_value == "workspace-write"
+    assert [o.value for o in options["sandbox"].options] == ["workspace-write", "read-only"]
+    # approvals are shown with their one value: nothing to pick
+    assert options["approvals"].current_value == "ask"
+    assert [o.value for o in options["approvals"].options] == ["ask"]
+    assert [m.id for m in new.modes.available_modes] == ["workspace-write", "read-only"]
+    assert {o.id: o.current_value for o in stricter.config_options}["sandbox"] == "read-only"
+    assert "looser" in refused[0] and "cannot change" in refused[1] and "no config" in refused[2]
+    assert {o.id: o.current_value for o in same.config_options}["approvals"] == "ask"
+    # the read-only sandbox held the editor's prompt; workspace-write writes again
+    [boxed] = tool_results(model, "boxed")
+    assert boxed["exit_code"] != 0 and not (work / "boxed-in").exists()
+    assert (work / "written-again").exists()
+    assert [u.current_mode_id for u in editor.of("current_mode_update")] == ["read-only"]
+    assert editor.of("config_option_update")

@@ -9,6 +9,8 @@ from pathlib import Path
 import yaml
 from harness import write_config
 
+from tether.daemon.toolsets.sandbox import probe
+
 DEMO = str(Path(__file__).resolve().parents[1] / "mcp" / "mcpdemo.py")
 
 
@@ -26,13 +28,19 @@ def test_add_list_tools_doctor_rm(tmp_path, run_cli, reap_owners):
     broken = run_cli(home, "mcp", "add", "broken", "--", sys.executable, "-c",
                      "import sys; sys.exit('cannot start: missing token')")
     assert broken.returncode == 0, broken.stderr
+    own = run_cli(home, "mcp", "add", "own", "--no-sandbox", "--no-network", "--", "srv")
+    assert own.returncode == 0, own.stderr
+    assert yaml.safe_load((home / "config.yaml").read_text())["mcp"]["servers"]["own"] == {
+        "command": "srv", "sandbox": False, "network": False}
+    assert run_cli(home, "mcp", "rm", "own").returncode == 0
     # bad input: refused, and config.yaml is unchanged
     before = (home / "config.yaml").read_text()
     both = run_cli(home, "mcp", "add", "x", "--url", "http://127.0.0.1:9/mcp", "--", "cmd")
     bad_url = run_cli(home, "mcp", "add", "y", "--url", "ftp://example.com")
     bad_name = run_cli(home, "mcp", "add", "a__b", "--", "cmd")
+    url_box = run_cli(home, "mcp", "add", "z", "--no-sandbox", "--url", "http://127.0.0.1:9/")
     again = run_cli(home, "mcp", "add", "demo", "--", "cmd")
-    assert [r.returncode for r in (both, bad_url, bad_name, again)] == [2, 2, 2, 2]
+    assert [r.returncode for r in (both, bad_url, bad_name, again, url_box)] == [2] * 5
     assert "url" in bad_url.stderr and "already configured" in again.stderr
     assert (home / "config.yaml").read_text() == before
 
@@ -49,7 +57,10 @@ def test_add_list_tools_doctor_rm(tmp_path, run_cli, reap_owners):
     doctor = run_cli(home, "doctor")
     lines = {line.split()[1]: line for line in doctor.stdout.splitlines()
              if len(line.split()) > 1 and line.split()[1].startswith("mcp:")}
-    assert "ready, 8 tools" in lines["mcp:demo"]
+    assert "ready, 9 tools" in lines["mcp:demo"]
+    if probe().ok:  # a stdio server runs in the sandbox, and both say so
+        assert "sandboxed, network on" in lines["mcp:demo"]
+        assert "runs in: sandboxed, network on" in tools.stdout
     assert lines["mcp:broken"].startswith("FAIL") and "missing token" in lines["mcp:broken"]
     assert doctor.returncode == 1
 

@@ -166,3 +166,43 @@ def test_with_sandbox_network_true_a_command_reaches_the_network(tmp_path):
         srv.close()
     assert done.returncode == 0 and got == [b"hi"], done
     assert box.describe().endswith(", workspace-write, network on")
+
+
+@needs_bwrap
+@pytest.mark.parametrize("network", [True, False])
+def test_a_server_sees_no_home_writes_only_its_state_and_has_the_network_it_is_given(
+        network):
+    import socket
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="tether-sandbox-server-", dir="/var/tmp"))
+    srv = socket.create_server(("127.0.0.1", 0))
+    try:
+        home, elsewhere = base / "home", base / "elsewhere"
+        elsewhere.mkdir()
+        home.mkdir()
+        (home / "config.yaml").write_text("api_key: sk-in-config\n")
+        state = home / "mcp-state" / "srv"
+        box = Sandbox(SandboxConfig(), probe(), home=home, environ={"PATH": "/usr/bin:/bin"})
+        assert box.serves()
+        port = srv.getsockname()[1]
+        script = (f"cat {home}/config.yaml; touch {elsewhere}/x || echo NOWRITE; "
+                  f"echo mine > {state}/cache && echo WROTE; pwd; python3 -c \"import socket; "
+                  f"socket.create_connection(('127.0.0.1', {port}), timeout=5)\" "
+                  "&& echo NET || echo NONET")
+        argv = box.server_argv(["/bin/sh", "-c", script], state_dir=str(state),
+                               network=network, cwd=str(home))
+        done = subprocess.run(argv, env=box.env, capture_output=True, text=True, timeout=30,
+                              check=False)
+        assert "sk-in-config" not in done.stdout and "NOWRITE" in done.stdout, done
+        assert not (elsewhere / "x").exists()
+        assert "WROTE" in done.stdout and (state / "cache").read_text() == "mine\n"
+        assert f"\n{state}\n" in done.stdout  # a cwd the home hides: its own directory
+        assert ("NET\n" if network else "NONET\n") in done.stdout, done
+    finally:
+        srv.close()
+        shutil.rmtree(base, ignore_errors=True)
+    off = Sandbox(SandboxConfig(mode="off"), probe(), home=base)
+    assert not off.serves()
+    with pytest.raises(ValueError):
+        off.server_argv(["true"], state_dir=str(base / "s"), network=True)

@@ -5,7 +5,8 @@ streamable HTTP on 127.0.0.1 (DNS-rebinding protection on, as for any local
 server). Tools: ``add`` (structured result), ``shout`` (text), ``pixel`` (an
 image), ``fail`` (an error result), ``whoami`` (what the server can see),
 ``grow`` (adds the tool ``double`` and says the list changed), ``count``
-(reports progress), ``die`` (the process exits mid-call).
+(reports progress), ``die`` (the process exits mid-call), ``reach`` (tries to
+read and write files and says what happened: what a sandbox lets through).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import base64
 import os
 import sys
+import uuid
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.utilities.types import Image
@@ -22,6 +24,8 @@ PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
 
 server = MCPServer("demo")
+#: this process's own mark (a pid says little inside a pid namespace)
+BOOT = uuid.uuid4().hex[:12]
 
 
 @server.tool()
@@ -53,7 +57,7 @@ def fail(why: str) -> str:
 @server.tool()
 def whoami() -> str:
     """The server's pid and whether it saw the test's secret variable."""
-    return f"pid={os.getpid()} secret={os.environ.get('DEMO_SECRET', '-')} " \
+    return f"boot={BOOT} secret={os.environ.get('DEMO_SECRET', '-')} " \
            f"leak={os.environ.get('OPENAI_API_KEY', '-')}"
 
 
@@ -71,6 +75,27 @@ async def count(ctx: Context, to: int = 3) -> str:
     for i in range(1, to + 1):
         await ctx.report_progress(i, to, f"step {i}")
     return f"counted to {to}"
+
+
+@server.tool()
+def reach(read: list[str], write: list[str]) -> dict[str, str]:
+    """Try to read each of ``read`` and write each of ``write``; say what happened
+    to each path ("ok: ..." or the error's name), and what HOME is."""
+    out = {"HOME": os.environ.get("HOME", "-")}
+    for path in read:
+        try:
+            with open(os.path.expanduser(path), encoding="utf-8", errors="replace") as f:
+                out[f"read {path}"] = "ok: " + f.read(200)
+        except OSError as exc:
+            out[f"read {path}"] = type(exc).__name__
+    for path in write:
+        try:
+            with open(os.path.expanduser(path), "w", encoding="utf-8") as f:
+                f.write(f"written by {BOOT}")
+            out[f"write {path}"] = "ok"
+        except OSError as exc:
+            out[f"write {path}"] = type(exc).__name__
+    return out
 
 
 @server.tool()

@@ -24,6 +24,10 @@ def test_a_stdio_and_an_http_server():
     assert (b.url, b.headers, b.timeout_seconds, b.enabled) == (
         "https://example.com/mcp", (("A", "b"),), 5.0, False)
     assert "${TOK}" not in repr(a) and "'b'" not in repr(b)  # values may be secrets
+    # a stdio server runs sandboxed, with the network, unless the user says otherwise
+    assert (a.sandbox, a.network) == (True, True)
+    [c] = servers(own={"command": "srv", "sandbox": False, "network": False})
+    assert (c.sandbox, c.network) == (False, False)
 
 
 @pytest.mark.parametrize("raw, words", [
@@ -36,6 +40,9 @@ def test_a_stdio_and_an_http_server():
     ({"x": {"command": "a", "env": {"a": 1}}}, "map names to strings"),
     ({"x": {"command": "a", "enabled": "yes"}}, "true or false"),
     ({"x": {"command": "a", "timeout_seconds": 0}}, "more than 0"),
+    ({"x": {"command": "a", "sandbox": "no"}}, "`mcp.servers.x.sandbox` must be true or false"),
+    ({"x": {"command": "a", "network": 0}}, "`mcp.servers.x.network` must be true or false"),
+    ({"x": {"url": "http://h/", "sandbox": False}}, "are for a `command` server"),
     ({"x": {"command": "a", "tools": {"only": ["a"]}}}, "`allow` and `deny`"),
     ({"x": {"command": "a", "comand": "b"}}, "did you mean `command`"),
     ({"a__b": {"command": "a"}}, "no __"),
@@ -57,6 +64,8 @@ def test_the_report_names_env_and_headers_but_never_their_values(tmp_path):
     shown = {s.key: s.value for s in report.settings if s.key.startswith("mcp.")}
     assert shown["mcp.servers.gh"]["command"] == "npx srv"
     assert shown["mcp.servers.gh"]["env"] == ["TOKEN"]
+    assert shown["mcp.servers.gh"]["sandbox"] is True and "sandbox" not in shown[
+        "mcp.servers.docs"]
     assert shown["mcp.servers.docs"]["url"] == "https://example.com/mcp"
     assert shown["mcp.servers.docs"]["headers"] == ["Auth"]
     assert "secret" not in str(shown) and "pw" not in str(shown) and "Bearer" not in str(shown)

@@ -74,9 +74,8 @@ async def test_a_stdio_server_s_tools_are_called_by_the_model(tmp_path):
                                          "progress": 3.0, "total": 3.0, "message": "step 3"}
     # a server that dies mid-call: a clear error, then it is started again
     assert died["unavailable"] is True and "stopped during the call" in died["error"]
-    assert again["content"].startswith("pid=")
-    pid_before = int(who["content"].split()[0].split("=")[1])
-    assert int(again["content"].split()[0].split("=")[1]) != pid_before
+    assert again["content"].startswith("boot=")
+    assert again["content"].split()[0] != who["content"].split()[0]  # another process
     assert server["state"] == "ready" and server["starts"] == 2
     assert server["transport"] == "stdio" and "mcpdemo.py" in server["target"]
 
@@ -156,8 +155,9 @@ async def test_a_server_that_will_not_start_is_a_tool_error_and_the_owner_works_
               "args": ["-c", "import sys; print('no API token configured', file=sys.stderr); "
                              "sys.exit(1)"]}
     pidfile = tmp_path / "hung.pid"
-    # a server that never answers (sh starts at once even on a busy machine)
-    hung = {"command": "sh", "timeout_seconds": 2,
+    # a server that never answers (sh starts at once even on a busy machine); outside
+    # the sandbox, to leave its pid where the test can see it
+    hung = {"command": "sh", "timeout_seconds": 2, "sandbox": False,
             "args": ["-c", f"echo $$ > '{pidfile}'; exec sleep 120"]}
     model = ScriptedModel({"try": [("mcp__broken__search", {"q": "x"}),
                                    ("mcp__demo__add", {"a": 1, "b": 1}),
@@ -186,7 +186,8 @@ async def test_a_server_that_will_not_start_is_a_tool_error_and_the_owner_works_
 
 async def test_a_server_that_failed_to_start_is_retried_in_the_background(tmp_path):
     flag = tmp_path / "ready-now"
-    late = {"command": sys.executable, "args": ["-c", (
+    # outside the sandbox: it looks for the flag in the test's (private to it) /tmp
+    late = {"command": sys.executable, "sandbox": False, "args": ["-c", (
         "import os, runpy, sys\n"
         f"os.path.exists({str(flag)!r}) or sys.exit('not configured yet')\n"
         f"sys.argv = [{DEMO!r}]\n"
@@ -194,7 +195,9 @@ async def test_a_server_that_failed_to_start_is_retried_in_the_background(tmp_pa
     model = ScriptedModel({"first": [("mcp__late__add", {"a": 1, "b": 2})],
                            "kick": [("mcp__late__add", {"a": 1, "b": 2})],
                            "third": [("mcp__late__add", {"a": 1, "b": 2})]})
-    async with owner(tmp_path, model, {"late": late}) as (home, peer, sid):
+    # a server outside the sandbox: auto mode asks for its calls, unless a rule trusts it
+    approvals = {"mode": "auto", "allow": ["mcp__late__*"]}
+    async with owner(tmp_path, model, {"late": late}, approvals=approvals) as (home, peer, sid):
         await turn(peer, sid, "first try", "r1")
         flag.touch()
         await asyncio.sleep(1.1)  # past the first backoff (1 s)

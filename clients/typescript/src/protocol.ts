@@ -1351,6 +1351,7 @@ retry_at: (number | null)
 starts: number
 protocol: (string | null)
 tools: McpToolInfo[]
+sandbox: (string | null)
 session_id: (string | null)
 }
 export interface McpToolInfo {
@@ -1621,6 +1622,8 @@ providers: string[]
 toolsets: string[]
 turn_defaults: TurnDefaults
 sandbox: string
+sandbox_mode: ("workspace-write" | "read-only" | "off")
+approvals_mode: ("ask" | "auto" | "never")
 mcp_servers: McpServerInfo[]
 }
 /**
