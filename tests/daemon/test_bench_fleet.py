@@ -32,6 +32,7 @@ def test_quick_postgresql_bench_measures_one_node_and_three(tmp_path):
     adm = data["admissions"]
     assert adm["n"] == 6 * (8 // 2) * 2  # clients x per round x rounds (quick sizes)
     assert adm["pg_sequential_commits_per_s"] > 0 and adm["pg_sequential_client_us_each"] > 0
+    server_cpu: list[int] = []
     for layout in LAYOUTS:
         figures = adm[layout]
         assert figures["rows"] == adm["n"], (layout, figures)  # every receipt is a row
@@ -45,9 +46,11 @@ def test_quick_postgresql_bench_measures_one_node_and_three(tmp_path):
             if data["store"]["local"]:  # the server's processes are visible here
                 # (in /proc's ticks of 10 ms: the 24 quick commits may take less)
                 assert adm["pg_sequential_server_us_each"] >= 0
-                assert section["cpu_us_each"]["postgres"] > 0
+                server_cpu.append(section["cpu_us_each"]["postgres"])
                 assert section["cpu_us_each"]["postgres_all"] >= \
                     section["cpu_us_each"]["postgres"]
+    # in /proc's ticks of 10 ms one quick section may show none; all four together do
+    assert not data["store"]["local"] or sum(server_cpu) > 0, server_cpu
     # the idle nodes do almost nothing; spread, every node works
     assert adm["one_node"]["cores"]["nodes"][0] > max(adm["one_node"]["cores"]["nodes"][1:])
     assert all(c > 0 for c in adm["three_nodes"]["cores"]["nodes"])
