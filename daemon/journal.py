@@ -9,6 +9,12 @@ after something was acknowledged (a turn's start and outcome, a delegation's
 progress, result and delivery): it retries, backing off, until the store takes
 it; only the caller's ``give_up`` (the owner is draining) ends it early, and
 then the next owner's recovery covers what was not written (docs/recovery.md).
+
+`ride_out` is the bounded form, for what a running turn reads and writes while
+it runs (its transcript, its progress): a transient failure of the store
+(`StorageError.transient`) is retried, backing off, until the store answers or
+``Journal.outage_seconds`` have passed since the first failure; then the
+turn's error is `outage_error`, which names the database.
 """
 
 from __future__ import annotations
@@ -27,13 +33,16 @@ from tether.store.conn import Conn
 
 from .events import EventBus, EventRecord
 
-__all__ = ["Tx", "Journal", "Unit", "Fenced", "never", "until_stored", "recover_deliveries"]
+__all__ = ["Tx", "Journal", "Unit", "Fenced", "never", "until_stored", "ride_out",
+           "outage_error", "recover_deliveries", "OUTAGE_SECONDS"]
 
 T = TypeVar("T")
 log = logging.getLogger("tether.journal")
 
 #: storage retries back off from 0.1 s, doubling, up to this many seconds
 RETRY_MAX_SECONDS = 2.0
+#: how long a running turn rides out a failing store by default (store.outage_seconds)
+OUTAGE_SECONDS = 30.0
 
 
 class Fenced(Exception):
@@ -84,10 +93,13 @@ class Journal:
     before it ends (on PostgreSQL, the feed's NOTIFY: daemon/fleet/feed.py)."""
 
     def __init__(self, db: Store, bus: EventBus,
-                 announce: Callable[[Conn], None] | None = None) -> None:
+                 announce: Callable[[Conn], None] | None = None, *,
+                 outage_seconds: float = OUTAGE_SECONDS) -> None:
         self.db = db
         self.bus = bus
         self.announce = announce
+        #: how long a running turn rides out a store that refuses it (ride_out)
+        self.outage_seconds = outage_seconds
 
     async def write(self, fn: Unit[T]) -> T:
         """Run ``fn`` in one transaction; its value once committed. Cancelling the
@@ -117,6 +129,44 @@ class Journal:
         """Write ``fn``, retrying on StorageError until the store takes it
         (`until_stored`)."""
         return await until_stored(lambda: self.write(fn), what, give_up)
+
+
+def outage_error(db: Store, seconds: float, last: StorageError) -> StorageError:
+    """What a turn ends with when the store refused it for longer than ``seconds``."""
+    name = getattr(db, "name", "the store")
+    return StorageError(f"{name} refused the turn's reads and writes for {seconds:g} s "
+                        f"(store.outage_seconds): {last.detail}", last.reason)
+
+
+async def ride_out(journal: Journal, op: Callable[[], Awaitable[T]], what: str,
+                   give_up: Callable[[], bool] = lambda: False) -> T:
+    """Run ``op`` (a read, or a write that may be repeated) until it does not fail
+    with a transient StorageError, for at most ``journal.outage_seconds`` after
+    the first failure; then, or at once for a permanent failure or when
+    ``give_up()`` says so, raise (past the deadline: `outage_error`)."""
+    failures = 0
+    first = 0.0
+    while True:
+        try:
+            value = await op()
+        except StorageError as exc:
+            if not exc.transient or give_up():
+                raise
+            now = time.monotonic()
+            if not failures:
+                first = now
+            if now - first >= journal.outage_seconds:
+                log.error("gave up %s: the store refused it for %.1f s: %s", what,
+                          now - first, exc.detail)
+                raise outage_error(journal.db, journal.outage_seconds, exc) from exc
+            failures += 1
+            log.warning("could not %s (attempt %d: %s); retrying", what, failures, exc.detail)
+            await asyncio.sleep(min(retry_delay(failures - 1),
+                                    max(0.0, first + journal.outage_seconds - now)))
+            continue
+        if failures:
+            log.warning("did %s after %d failed attempt(s)", what, failures)
+        return value
 
 
 async def until_stored(op: Callable[[], Awaitable[T]], what: str,

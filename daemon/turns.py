@@ -26,7 +26,7 @@ from . import outcomes
 from .agent import AgentResult
 from .config import Config
 from .engine import AgentRun, Engine
-from .journal import Fenced, Journal
+from .journal import Fenced, Journal, ride_out
 from .ledger import TURN_OPTION_KEY, Event
 from .retry_notice import RETRY_LISTENER
 from .scheduler import Scheduler
@@ -190,7 +190,8 @@ class TurnRunner:
             return
         row, session, history = started
         payload = orjson.loads(row["payload_json"])
-        sink = EventSink(self._journal_for(sid), sid, aid)
+        sink = EventSink(self._journal_for(sid), sid, aid,
+                         give_up=lambda: self._supervisor.draining)
         result: AgentResult | None = None
         outcome, error = "failed", None
         try:
@@ -215,7 +216,10 @@ class TurnRunner:
                 "owner shut down before the turn finished")
             # this task was cancelled on purpose; finish recording below
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
-            sink.flush()
+        # what the turn reported is stored (or given up) before its outcome, so the
+        # outcome's events come last even when the store was refusing writes
+        with contextlib.suppress(Exception):
+            await sink.settle()
         text = result.text if result is not None else "".join(sink.streamed)
         usage = result.usage if result is not None else {}
         await self._finish(sid, aid, Event.FINISH, outcome, text=text, usage=usage, error=error)
@@ -235,9 +239,12 @@ class TurnRunner:
         if started is None:
             return None
         # the transcript can be long: read it off the loop, never in a write unit
-        # (those run on the event loop). Reads keep working while writes fail.
+        # (those run on the event loop). A store that blinks (a restart, a lost
+        # connection) is ridden out, up to store.outage_seconds.
         try:
-            history = await self._journal.db.read(lambda c: messages.list_for(c, sid))
+            history = await ride_out(
+                self._journal, lambda: self._journal.db.read(lambda c: messages.list_for(c, sid)),
+                f"read the transcript of {sid}", give_up=lambda: self._supervisor.draining)
         except StorageError as exc:
             # started but cannot see its transcript: end it failed rather than leave it
             # started (which only a restart would turn into `unknown`)

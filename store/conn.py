@@ -67,6 +67,8 @@ class Store(Protocol):
     pg.py's `PgDatabase` (PostgreSQL)."""
 
     dialect: str
+    #: what the database is, for messages ("SQLite database /home/…/state.db")
+    name: str
     commits: int
     before_group: Callable[[Any], None] | None
 

@@ -22,11 +22,17 @@ know which one they run on. What differs is where the work runs:
   ``lookup`` is ``read``: there is no cheap same-thread path to a server.
 
 A connection that fails (the server restarted, the network dropped) fails the
-group it was running with StorageError (``database_unreachable``), and the
-next group connects again, off the loop. A COMMIT whose answer was lost is the one
-ambiguous case: its callers hear a failure and retry, and the units they
-retry are idempotent (an admission finds its row; a transition whose row
-already moved reports that it did not apply).
+group it was running with StorageError (``database_unreachable``, transient:
+nothing of the group was committed), and the next group connects again, off
+the loop. A COMMIT whose answer was lost is the one ambiguous case, and the
+writer settles it itself: each group learns its transaction id before COMMIT,
+and when the connection breaks during COMMIT the writer connects again and
+asks the server (``txid_status``) whether that transaction committed. If it
+did, the group succeeded; if it aborted, the group failed like any other.
+Only when the server cannot be reached within ``outage_seconds`` does the
+group fail with ``ambiguous`` set; its callers retry, and the units they retry
+are idempotent (an admission finds its row; a transition whose row already
+moved reports that it did not apply).
 
 Requires psycopg 3 and psycopg_pool, imported only when a PostgreSQL store is
 opened (the ``postgresql`` extra).
@@ -37,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -140,9 +147,14 @@ class PgDatabase:
 
     dialect = "postgresql"
 
-    def __init__(self, url: str, pool: Any, *, connect: Callable[[], Any]) -> None:
+    def __init__(self, url: str, pool: Any, *, connect: Callable[[], Any], name: str = "",
+                 outage_seconds: float = 30.0) -> None:
         self.url = url
         self.path = None
+        #: what the database is, for messages ("PostgreSQL database tether on db.internal")
+        self.name = name or "PostgreSQL"
+        #: how long the writer tries to learn the outcome of a COMMIT whose answer was lost
+        self.outage_seconds = outage_seconds
         self._pool = pool
         self._connect = connect
         self._writer: Any = None  # connected on the writer's thread, again after a failure
@@ -156,8 +168,8 @@ class PgDatabase:
         self.commits = 0
 
     @classmethod
-    async def open(cls, url: str, *, readers: int = 4, connect_timeout: float = 5.0
-                   ) -> PgDatabase:
+    async def open(cls, url: str, *, readers: int = 4, connect_timeout: float = 5.0,
+                   outage_seconds: float = 30.0) -> PgDatabase:
         """Connect, migrate (once across every node that starts at the same time)."""
         import psycopg
         from psycopg.conninfo import conninfo_to_dict
@@ -165,7 +177,10 @@ class PgDatabase:
 
         # the writer shows in pg_stat_activity as "tether-writer PID" unless the URL
         # names it (the bench tells its nodes apart by the name it gives each)
-        name = conninfo_to_dict(url).get("application_name") or f"tether-writer {os.getpid()}"
+        info = conninfo_to_dict(url)
+        name = info.get("application_name") or f"tether-writer {os.getpid()}"
+        where = info.get("host") or "the local socket"
+        described = f"PostgreSQL database {info.get('dbname') or '(default)'} on {where}"
 
         def connect() -> Any:
             # a statement that waits longer fails (and its group) rather than stall the loop
@@ -195,7 +210,7 @@ class PgDatabase:
                 raise err from exc
 
         pool = await asyncio.to_thread(_open)
-        return cls(url, pool, connect=connect)
+        return cls(url, pool, connect=connect, name=described, outage_seconds=outage_seconds)
 
     # -- writes -----------------------------------------------------------
 
@@ -275,12 +290,53 @@ class PgDatabase:
                           lambda ok, err: self._finish(group, outcomes, ok, err))
 
     def _commit(self) -> None:
-        # on the writer's thread: the one round trip that waits for the server's fsync
+        # on the writer's thread: the round trip that waits for the server's fsync
+        raw = self._writer
         try:
-            self._writer.execute("COMMIT")
+            (xid,) = raw.execute("SELECT txid_current()").fetchone()
         except BaseException:
-            self._discard_writer()
+            self._discard_writer()  # before COMMIT: the server rolls the group back
             raise
+        try:
+            raw.execute("COMMIT")
+        except BaseException as exc:
+            lost = raw.closed or raw.broken
+            self._discard_writer()
+            if not lost:
+                raise  # the server answered: it did not commit
+            self._settle_commit(xid, exc)
+
+    def _settle_commit(self, xid: int, exc: BaseException) -> None:
+        """The connection broke during COMMIT: connect again and ask the server
+        whether transaction ``xid`` committed. Returns if it did; raises a
+        StorageError if it did not (transient) or if nobody could tell within
+        ``outage_seconds`` (``ambiguous``)."""
+        deadline = time.monotonic() + self.outage_seconds
+        delay = 0.05
+        detail = str(exc).strip() or type(exc).__name__
+        while True:
+            try:
+                if self._writer is None:
+                    self._writer = self._connect()
+                (status,) = self._writer.execute("SELECT txid_status(%s)", (xid,)).fetchone()
+            except Exception as again:  # noqa: BLE001 - still unreachable: wait and ask again
+                self._discard_writer()
+                detail = str(again).strip() or detail
+                status = "unreachable"
+            if status == "committed":
+                return
+            if status == "aborted":
+                raise StorageError(f"the connection was lost during COMMIT, which did not "
+                                   f"take effect: {detail}", "database_unreachable")
+            if status is None:  # too old to know: cannot happen within seconds
+                break
+            if time.monotonic() + delay > deadline:
+                break
+            time.sleep(delay)  # "in progress" (the old backend is ending) or unreachable
+            delay = min(delay * 2, 1.0)
+        raise StorageError(f"the connection was lost during COMMIT and whether it took "
+                           f"effect is unknown: {detail}", "database_unreachable",
+                           ambiguous=True)
 
     def _discard_writer(self) -> None:
         raw, self._writer = self._writer, None
