@@ -15,7 +15,8 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Conn", "Cursor", "IntegrityError", "Store", "dialect", "serialise_session"]
+__all__ = ["Conn", "Cursor", "IntegrityError", "Store", "dialect", "send",
+           "serialise_session"]
 
 T = TypeVar("T")
 
@@ -50,6 +51,18 @@ def dialect(conn: Conn) -> str:
     return str(getattr(conn, "dialect", "sqlite"))
 
 
+def send(conn: Conn, sql: str, parameters: Any = ()) -> None:
+    """Run a statement whose answer the unit does not need and whose failure would
+    be a bug, not the unit's own (an INSERT under its session's lock): on
+    PostgreSQL it rides in the writer's pipeline and nothing waits for it
+    (store/pg.py); on SQLite it is ``execute``."""
+    sender = getattr(conn, "send", None)
+    if sender is not None:
+        sender(sql, parameters)
+    else:
+        conn.execute(sql, parameters)
+
+
 def serialise_session(conn: Conn, session_id: str) -> None:
     """Hold the session's append lock until this transaction ends.
 
@@ -59,7 +72,7 @@ def serialise_session(conn: Conn, session_id: str) -> None:
     transaction-scoped advisory lock makes the second wait for the first to
     commit, so numbers are gap-free and commit order is seq order."""
     if dialect(conn) == "postgresql":
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (session_id,))
+        send(conn, "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (session_id,))
 
 
 class Store(Protocol):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conn import Conn, serialise_session
+from .conn import Conn, send, serialise_session
 
 __all__ = ["append", "since", "last_seq", "payloads_of_type", "of_admission"]
 
@@ -23,11 +23,11 @@ def append(conn: Conn, session_id: str, type_: str, payload_json: str,
                                (session_id,)).fetchone()
         last_seq = last or 0
     seq = last_seq + 1
-    conn.execute(
-        "INSERT INTO events(session_id, seq, type, admission_id, payload_json, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (session_id, seq, type_, admission_id, payload_json, now),
-    )
+    # nothing waits for it on PostgreSQL: under the session's lock, the number is free
+    send(conn,
+         "INSERT INTO events(session_id, seq, type, admission_id, payload_json, created_at) "
+         "VALUES (?, ?, ?, ?, ?, ?)",
+         (session_id, seq, type_, admission_id, payload_json, now))
     return seq
 
 

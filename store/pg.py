@@ -17,9 +17,14 @@ know which one they run on. What differs is where the work runs:
   A unit may ask for a statement to run once right before its group's COMMIT
   (``PgConn.before_commit``): the fleet announces a commit that wrote events
   with one NOTIFY, however many units wrote them.
-- Reads run on a small pool of read-only connections, each call one
+- Reads run on a small pool of connections, each call one read-only
   REPEATABLE READ transaction (one snapshot, as a WAL read on SQLite).
-  ``lookup`` is ``read``: there is no cheap same-thread path to a server.
+  ``lookup`` (one statement by key) runs without a transaction around it.
+- Round trips. In psycopg's pipeline mode a statement whose answer nobody
+  needs yet (BEGIN, SAVEPOINT, an event's INSERT, NOTIFY, COMMIT) is sent
+  without waiting; the node waits only where a unit looks at an answer, and
+  once more per group, for COMMIT. ``round_trips()`` counts the waits; the
+  bench reports them per admission and per turn.
 
 A connection that fails (the server restarted, the network dropped) fails the
 group it was running with StorageError (``database_unreachable``, transient:
@@ -43,8 +48,10 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import threading
 import time
-from collections.abc import Callable, Iterable
+import weakref
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -53,7 +60,7 @@ from .errors import StorageError, translate
 from .pg_schema import migrate_pg
 from .worker import Worker
 
-__all__ = ["PgDatabase", "PgConn", "PgRow"]
+__all__ = ["PgDatabase", "PgConn", "PgRow", "Answer", "Trips", "round_trips"]
 
 T = TypeVar("T")
 
@@ -100,16 +107,60 @@ def _params(params: Any) -> Any:
     return tuple(int(p) if isinstance(p, bool) else p for p in params)
 
 
+class Trips:
+    """Round trips to the server: each time a node waits for the server's answer
+    (a statement sent on its own, or a batch of them at a pipeline's sync)."""
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def add(self, k: int = 1) -> None:
+        with _TRIPS_LOCK:  # the writer and the readers count from several threads
+            self.n += k
+
+
+_TRIPS_LOCK = threading.Lock()
+
+
+#: every open store's count, for round_trips()
+_COUNTS: weakref.WeakSet[PgDatabase] = weakref.WeakSet()
+
+
+def round_trips() -> int:
+    """Round trips to PostgreSQL made by every store of this process so far (the
+    bench reads it from its nodes)."""
+    return sum(db.trips.n for db in list(_COUNTS))
+
+
 class PgConn:
-    """A psycopg connection as the query modules expect a connection to be."""
+    """A psycopg connection as the query modules expect a connection to be.
+
+    In pipeline mode (``pipeline`` set: the writer's groups, the reads) a
+    statement is sent without waiting for its answer: `Answer` waits, for
+    everything sent so far at once, only when its rows or rowcount are looked
+    at. ``send`` marks a statement whose failure would be a bug rather than the
+    unit's own (an event appended under its session's lock): nothing waits for
+    it until something else does."""
 
     dialect = "postgresql"
-    __slots__ = ("raw", "deferred")
+    __slots__ = ("raw", "deferred", "trips", "pipeline", "_cm", "unanswered", "unchecked",
+                 "foreign", "poisoned")
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, trips: Trips | None = None, pipelined: bool = False) -> None:
         self.raw = raw
+        self.trips = trips if trips is not None else Trips()
+        self._cm: Any = None
+        self.pipeline: Any = None
+        if pipelined:
+            self.enter_pipeline()
         # statements to run once, right before the group's COMMIT (before_commit)
         self.deferred: dict[tuple[str, tuple[Any, ...]], None] = {}
+        self.unanswered: Any = None  # the last statement sent, if its answer has not come
+        self.unchecked = False  # a send() whose answer has not come
+        self.foreign = False  # ... and it was another unit's (see PgDatabase._run_group)
+        self.poisoned = False  # an answer failed that may have been another unit's
 
     def before_commit(self, sql: str, parameters: tuple[Any, ...] = ()) -> None:
         """Run ``sql`` once, right before this transaction commits: the same
@@ -118,19 +169,130 @@ class PgConn:
         NOTIFY, daemon/fleet/feed.py). A unit that fails takes its requests back."""
         self.deferred[(sql, parameters)] = None
 
-    def execute(self, sql: str, parameters: Any = (), /) -> Any:
+    def enter_pipeline(self) -> None:
+        self._cm = self.raw.pipeline()
+        self.pipeline = self._cm.__enter__()
+
+    def leave_pipeline(self) -> None:
+        """Leave pipeline mode: a sync, waiting for every answer (one round trip)."""
+        cm, self._cm, self.pipeline = self._cm, None, None
+        self.trips.add()
         try:
-            return self.raw.execute(to_pg(sql), _params(parameters))
+            cm.__exit__(None, None, None)
+        except Exception as exc:
+            if self.foreign:
+                self.poisoned = True
+            raise _own(exc) from exc
+        finally:
+            self.unanswered = None
+            self.unchecked = self.foreign = False
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Any:
+        if self.pipeline is not None and _large(parameters):
+            # libpq's pipeline can stall sending a big message (psycopg issue 685):
+            # everything so far is answered, this one goes on its own, and on
+            self.leave_pipeline()
+            try:
+                return self.execute(sql, parameters)
+            finally:
+                self.enter_pipeline()
+        if self.pipeline is None:
+            self.trips.add()
+        try:
+            cur = self.raw.execute(to_pg(sql), _params(parameters))
         except Exception as exc:
             raise _own(exc) from exc
+        if self.pipeline is None:
+            return cur
+        self.unanswered = cur
+        return Answer(cur, self)
+
+    def send(self, sql: str, parameters: Any = (), /) -> None:
+        """``execute`` for a statement nobody waits for (see the class)."""
+        self.execute(sql, parameters)
+        if self.pipeline is not None:
+            self.unanswered = None
+            self.unchecked = True
 
     def executemany(self, sql: str, seq_of_parameters: Iterable[Any], /) -> Any:
+        if self.pipeline is not None:
+            # in a pipeline already: each one is sent, the last one waited for at the
+            # unit's end (psycopg's own executemany would wait on every row here)
+            last = None
+            for params in seq_of_parameters:
+                last = self.execute(sql, params)
+            return last
         cur = self.raw.cursor()
+        self.trips.add()
         try:
             cur.executemany(to_pg(sql), [_params(p) for p in seq_of_parameters])
         except Exception as exc:
             raise _own(exc) from exc
         return cur
+
+    def wait(self) -> None:
+        """Wait for the answers to everything sent so far: one round trip."""
+        self.trips.add()
+        try:
+            self.pipeline.sync()
+        except Exception as exc:
+            if self.foreign:
+                self.poisoned = True
+            raise _own(exc) from exc
+        finally:
+            self.unanswered = None
+            self.unchecked = self.foreign = False
+
+    def settle_unit(self) -> None:
+        """At a unit's end: its last statement must have been answered before the unit
+        is judged (an error found later could not be told apart from the next unit's)."""
+        if self.unanswered is not None and self.unanswered.pgresult is None:
+            self.wait()
+        self.unanswered = None
+
+
+#: parameters past this many characters are not sent in a pipeline (see PgConn.execute)
+LARGE_PARAMETERS = 32 * 1024
+
+
+def _large(parameters: Any) -> bool:
+    size = 0
+    for p in parameters or ():
+        if isinstance(p, str | bytes):
+            size += len(p)
+    return size > LARGE_PARAMETERS
+
+
+class Answer:
+    """A statement sent in a pipeline; its answer is waited for when looked at."""
+
+    __slots__ = ("_cur", "_conn")
+
+    def __init__(self, cur: Any, conn: PgConn) -> None:
+        self._cur = cur
+        self._conn = conn
+
+    def _answered(self) -> Any:
+        if self._cur.pgresult is None:
+            self._conn.wait()
+        return self._cur
+
+    @property
+    def pgresult(self) -> Any:
+        return self._cur.pgresult
+
+    @property
+    def rowcount(self) -> int:
+        return int(self._answered().rowcount)
+
+    def fetchone(self) -> Any:
+        return self._answered().fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return list(self._answered().fetchall())
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
 
 
 def _own(exc: Exception) -> BaseException:
@@ -148,7 +310,7 @@ class PgDatabase:
     dialect = "postgresql"
 
     def __init__(self, url: str, pool: Any, *, connect: Callable[[], Any], name: str = "",
-                 outage_seconds: float = 30.0) -> None:
+                 outage_seconds: float = 30.0, pipelined: bool = False) -> None:
         self.url = url
         self.path = None
         #: what the database is, for messages ("PostgreSQL database tether on db.internal")
@@ -159,6 +321,8 @@ class PgDatabase:
         self._connect = connect
         self._writer: Any = None  # connected on the writer's thread, again after a failure
         self._worker = Worker("tether-pg-writer")
+        # psycopg's pipeline mode (libpq 14 or later; the binary package bundles one)
+        self._pipelined = pipelined
         self.before_group: Callable[[Any], None] | None = None
         self._pending: list[Job] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -166,6 +330,9 @@ class PgDatabase:
         self._idle: asyncio.Event | None = None
         self._closed = False
         self.commits = 0
+        #: round trips to the server so far (writes and reads; see round_trips())
+        self.trips = Trips()
+        _COUNTS.add(self)
 
     @classmethod
     async def open(cls, url: str, *, readers: int = 4, connect_timeout: float = 5.0,
@@ -190,18 +357,14 @@ class PgDatabase:
             conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
             return conn
 
-        def configure(conn: Any) -> None:
-            conn.read_only = True
-            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-
         def _open() -> Any:
             try:
                 with connect() as first:
                     migrate_pg(first)
                 pool = ConnectionPool(url, min_size=1, max_size=max(1, readers), open=False,
-                                      kwargs={"row_factory": row_factory,
+                                      kwargs={"row_factory": row_factory, "autocommit": True,
                                               "connect_timeout": max(1, int(connect_timeout))},
-                                      configure=configure, timeout=connect_timeout,
+                                      timeout=connect_timeout,
                                       name="tether-read")
                 pool.open(wait=True, timeout=connect_timeout)
                 return pool
@@ -210,7 +373,8 @@ class PgDatabase:
                 raise err from exc
 
         pool = await asyncio.to_thread(_open)
-        return cls(url, pool, connect=connect, name=described, outage_seconds=outage_seconds)
+        return cls(url, pool, connect=connect, name=described, outage_seconds=outage_seconds,
+                   pipelined=psycopg.Pipeline.is_supported())
 
     # -- writes -----------------------------------------------------------
 
@@ -255,50 +419,61 @@ class PgDatabase:
         self._run_group(group)
 
     def _run_group(self, group: list[Job]) -> None:
-        # on the loop, as SQLite's units: they may touch the owner's in-memory state
+        # on the loop, as SQLite's units: they may touch the owner's in-memory state.
+        # In pipeline mode what needs no answer (BEGIN, SAVEPOINT, RELEASE, a locked
+        # event's INSERT, the NOTIFY) rides along with what does; COMMIT and the
+        # group's last answers travel together from the writer's thread.
         raw = self._writer
-        conn = PgConn(raw)
+        conn = PgConn(raw, self.trips, self._pipelined)
         outcomes: list[tuple[bool, Any]] = []
         try:
             if self.before_group is not None:
                 self.before_group(conn)
-            raw.execute("BEGIN")
+            conn.send("BEGIN")
+            # the transaction's id, learnt before COMMIT (see _settle_commit)
+            xid = conn.execute("SELECT txid_current()")
             for job in group:
-                raw.execute("SAVEPOINT unit")
+                conn.send("SAVEPOINT unit")
+                conn.foreign = conn.unchecked  # what is unanswered now is not this unit's
                 asked = set(conn.deferred)
                 try:
                     value = job.unit(conn)
+                    conn.settle_unit()
                 except Exception as exc:  # noqa: BLE001 - the unit's failure is its caller's
-                    if raw.closed or raw.broken:
-                        raise
-                    raw.execute("ROLLBACK TO SAVEPOINT unit")
-                    raw.execute("RELEASE SAVEPOINT unit")
+                    if raw.closed or raw.broken or conn.poisoned:
+                        raise  # the connection failed, or an answer may have been another's
+                    conn.send("ROLLBACK TO SAVEPOINT unit")
+                    conn.send("RELEASE SAVEPOINT unit")
                     for key in set(conn.deferred) - asked:  # its requests go with it
                         del conn.deferred[key]
                     outcomes.append((False, translate(exc)))
                     continue
-                raw.execute("RELEASE SAVEPOINT unit")
+                conn.send("RELEASE SAVEPOINT unit")
                 outcomes.append((True, value))
-            for sql, params in conn.deferred:
-                raw.execute(to_pg(sql), _params(params))
+            for sql, params in list(conn.deferred):
+                conn.send(sql, params)
         except Exception as exc:  # noqa: BLE001 - the connection failed: the whole group does
             self._discard_writer()
             self._finish(group, [], False, translate(exc))
             return
         assert self._loop is not None
-        self._worker.call(self._commit, self._loop,
+        self._worker.call(lambda: self._commit(conn, xid), self._loop,
                           lambda ok, err: self._finish(group, outcomes, ok, err))
 
-    def _commit(self) -> None:
+    def _commit(self, conn: PgConn, xid_answer: Any) -> None:
         # on the writer's thread: the round trip that waits for the server's fsync
         raw = self._writer
         try:
-            (xid,) = raw.execute("SELECT txid_current()").fetchone()
+            (xid,) = xid_answer.fetchone()  # answered long ago, unless no unit waited
         except BaseException:
             self._discard_writer()  # before COMMIT: the server rolls the group back
             raise
         try:
-            raw.execute("COMMIT")
+            if conn.pipeline is None:
+                conn.execute("COMMIT")
+            else:
+                conn.send("COMMIT")
+                conn.leave_pipeline()  # the sync: every answer, COMMIT's last
         except BaseException as exc:
             lost = raw.closed or raw.broken
             self._discard_writer()
@@ -359,17 +534,41 @@ class PgDatabase:
     # -- reads ------------------------------------------------------------
 
     async def read(self, fn: Callable[[Any], T]) -> T:
-        """``fn(conn)`` on a pooled connection, in one read-only snapshot."""
+        """``fn(conn)`` on a pooled connection, in one read-only snapshot (a
+        REPEATABLE READ transaction; in pipeline mode its BEGIN rides with the first
+        statement and its ROLLBACK with the last answer)."""
         if self._closed:
             raise StorageError("database is closed", "closed")
-        return await asyncio.to_thread(self._read, fn)
+        return await asyncio.to_thread(self._read, fn, True)
 
-    lookup = read
+    async def lookup(self, fn: Callable[[Any], T]) -> T:
+        """``fn(conn)`` for a few rows by key: one statement, which sees a snapshot
+        of its own, so no transaction is wrapped around it (one round trip)."""
+        if self._closed:
+            raise StorageError("database is closed", "closed")
+        return await asyncio.to_thread(self._read, fn, False)
 
-    def _read(self, fn: Callable[[Any], T]) -> T:
+    def _read(self, fn: Callable[[Any], T], snapshot: bool) -> T:
         try:
             with self._pool.connection() as raw:
-                return fn(PgConn(raw))
+                if not snapshot:
+                    return fn(PgConn(raw, self.trips))
+                if not self._pipelined:
+                    conn = PgConn(raw, self.trips)
+                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    try:
+                        return fn(conn)
+                    finally:
+                        conn.execute("ROLLBACK")
+                conn = PgConn(raw, self.trips, True)
+                try:
+                    conn.send("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    value = fn(conn)
+                    conn.send("ROLLBACK")
+                finally:
+                    if conn.pipeline is not None:
+                        conn.leave_pipeline()  # waits for what is left
+                return value
         except Exception as exc:
             err = translate(exc)
             if err is exc:
