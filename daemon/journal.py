@@ -29,7 +29,7 @@ import orjson
 
 from tether.store import StorageError, Store
 from tether.store import events as event_rows
-from tether.store.conn import Conn
+from tether.store.conn import Conn, dialect
 
 from .events import EventBus, EventRecord
 
@@ -54,7 +54,7 @@ class Fenced(Exception):
 class Tx:
     """What a journal unit gets: the connection, a timestamp, and ``event()``."""
 
-    __slots__ = ("conn", "now", "events", "_last")
+    __slots__ = ("conn", "now", "events", "_last", "_later")
 
     def __init__(self, conn: Conn, now: float) -> None:
         self.conn = conn
@@ -63,14 +63,35 @@ class Tx:
         # each session's last seq as this unit wrote it: a unit's second event in a
         # session needs no SELECT (a unit is one savepoint, so nothing moves meanwhile)
         self._last: dict[str, int] = {}
+        # PostgreSQL: events whose seq is read once the transaction committed
+        self._later: list[tuple[EventRecord, Any]] | None = (
+            [] if dialect(conn) == "postgresql" else None)
 
     def event(self, session_id: str, type_: str, payload: dict[str, Any],
-              admission_id: str | None = None) -> int:
-        seq = event_rows.append(self.conn, session_id, type_, orjson.dumps(payload).decode(),
+              admission_id: str | None = None) -> int | None:
+        """Append an event to the session's log, in this transaction; its seq. On
+        PostgreSQL the seq is learnt only after the commit (nothing waits for it
+        before: store/pg.py), so None, and the record is published with it then."""
+        payload_json = orjson.dumps(payload).decode()
+        if self._later is not None:
+            answer = event_rows.append_later(self.conn, session_id, type_, payload_json,
+                                             admission_id, self.now)
+            record = EventRecord(session_id, 0, type_, payload, admission_id)
+            self._later.append((record, answer))
+            self.events.append(record)
+            return None
+        seq = event_rows.append(self.conn, session_id, type_, payload_json,
                                 admission_id, self.now, self._last.get(session_id))
         self._last[session_id] = seq
         self.events.append(EventRecord(session_id, seq, type_, payload, admission_id))
         return seq
+
+    def numbered(self) -> None:
+        """After the commit: give each event appended on PostgreSQL its number."""
+        if self._later:
+            for record, answer in self._later:
+                record.seq = int(answer.fetchone()[0])
+            self._later.clear()
 
 
 Unit = Callable[[Tx], T]
@@ -110,19 +131,22 @@ class Journal:
     def submit(self, fn: Unit[T]) -> asyncio.Future[tuple[T, list[EventRecord]]]:
         """Queue the unit now; call order is commit order, hence seq order."""
         announce = self.announce
+        ran: list[Tx] = []
 
         def unit(conn: Conn) -> tuple[T, list[EventRecord]]:
             tx = Tx(conn, time.time())
+            ran.append(tx)
             value = fn(tx)
             if tx.events and announce is not None:
                 announce(conn)
             return value, tx.events
 
-        return self.db.submit(unit, after_commit=self._published)
+        def published(value: tuple[T, list[EventRecord]]) -> None:
+            if value[1]:
+                ran[-1].numbered()
+                self.bus.publish(value[1])
 
-    def _published(self, value: tuple[Any, list[EventRecord]]) -> None:
-        if value[1]:
-            self.bus.publish(value[1])
+        return self.db.submit(unit, after_commit=published)
 
     async def persist(self, fn: Unit[T], what: str,
                       give_up: Callable[[int], bool] = never) -> T:

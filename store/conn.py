@@ -51,16 +51,16 @@ def dialect(conn: Conn) -> str:
     return str(getattr(conn, "dialect", "sqlite"))
 
 
-def send(conn: Conn, sql: str, parameters: Any = ()) -> None:
-    """Run a statement whose answer the unit does not need and whose failure would
-    be a bug, not the unit's own (an INSERT under its session's lock): on
+def send(conn: Conn, sql: str, parameters: Any = ()) -> Any:
+    """Run a statement whose answer the unit does not need yet and whose failure
+    would be a bug, not the unit's own (an INSERT under its session's lock): on
     PostgreSQL it rides in the writer's pipeline and nothing waits for it
-    (store/pg.py); on SQLite it is ``execute``."""
+    (store/pg.py); on SQLite it is ``execute``. Its cursor: what it returns can be
+    read once the transaction committed."""
     sender = getattr(conn, "send", None)
     if sender is not None:
-        sender(sql, parameters)
-    else:
-        conn.execute(sql, parameters)
+        return sender(sql, parameters)
+    return conn.execute(sql, parameters)
 
 
 def serialise_session(conn: Conn, session_id: str) -> None:

@@ -80,7 +80,13 @@ def _from_postgresql(exc: BaseException) -> BaseException:
     state = getattr(exc, "sqlstate", None)
     if state is not None and state.startswith("23"):
         return sqlite3.IntegrityError(str(exc))  # the unit's own error, as on SQLite
-    if state is None or state.startswith("08") or state.startswith("57P"):
+    client_side = {c.__name__ for c in type(exc).__mro__} & {"DataError", "ProgrammingError",
+                                                              "NotSupportedError"}
+    if state is None and client_side:
+        # refused by the driver before anything was sent (a NUL byte in a text, say):
+        # the same statement will never succeed
+        reason = "storage_error"
+    elif state is None or state.startswith("08") or state.startswith("57P"):
         # no SQLSTATE: the connection itself failed (the server is down or restarting)
         reason = "database_unreachable"
     else:

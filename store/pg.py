@@ -207,12 +207,14 @@ class PgConn:
         self.unanswered = cur
         return Answer(cur, self)
 
-    def send(self, sql: str, parameters: Any = (), /) -> None:
-        """``execute`` for a statement nobody waits for (see the class)."""
-        self.execute(sql, parameters)
+    def send(self, sql: str, parameters: Any = (), /) -> Any:
+        """``execute`` for a statement nobody waits for (see the class); what it
+        returns can be read once the group committed."""
+        answer = self.execute(sql, parameters)
         if self.pipeline is not None:
             self.unanswered = None
             self.unchecked = True
+        return answer
 
     def executemany(self, sql: str, seq_of_parameters: Iterable[Any], /) -> Any:
         if self.pipeline is not None:
