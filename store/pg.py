@@ -73,6 +73,16 @@ MAX_GROUP = 256
 STATEMENT_TIMEOUT_MS = 5000
 
 
+class GroupFailed(Exception):
+    """COMMIT's sync found that unit ``culprit``'s statement failed: the group did not
+    commit (see PgDatabase._fail_group)."""
+
+    def __init__(self, culprit: int, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.culprit = culprit
+        self.error = error
+
+
 class PgDatabase:
     """Async facade over one writer connection (on its own thread) and a read pool."""
 
@@ -201,16 +211,24 @@ class PgDatabase:
             conn.send("BEGIN")
             # the transaction's id, learnt before COMMIT (see _settle_commit)
             xid = conn.execute("SELECT txid_current()")
-            for job in group:
+            for i, job in enumerate(group):
+                conn.unit = i
                 conn.send("SAVEPOINT unit")
-                conn.foreign = conn.unchecked  # what is unanswered now is not this unit's
                 asked = set(conn.deferred)
                 try:
                     value = job.unit(conn)
                     conn.settle_unit()
                 except Exception as exc:  # noqa: BLE001 - the unit's failure is its caller's
-                    if raw.closed or raw.broken or conn.poisoned:
-                        raise  # the connection failed, or an answer may have been another's
+                    if raw.closed or raw.broken:
+                        raise  # the connection failed: the whole group does
+                    culprit, conn.culprit = conn.culprit, None
+                    if culprit is not None and culprit != i:
+                        # what failed was sent by a unit before this one (already
+                        # released): only rolling back the whole group undoes it
+                        self._discard_writer()
+                        self._pending[0:0] = group[i + 1:]  # never ran: they go next
+                        self._fail_group(group[:i + 1], culprit, translate(exc))
+                        return
                     conn.send("ROLLBACK TO SAVEPOINT unit")
                     conn.send("RELEASE SAVEPOINT unit")
                     for key in set(conn.deferred) - asked:  # its requests go with it
@@ -219,6 +237,7 @@ class PgDatabase:
                     continue
                 conn.send("RELEASE SAVEPOINT unit")
                 outcomes.append((True, value))
+            conn.unit = -1
             for sql, params in list(conn.deferred):
                 conn.send(sql, params)
         except Exception as exc:  # noqa: BLE001 - the connection failed: the whole group does
@@ -246,9 +265,22 @@ class PgDatabase:
         except BaseException as exc:
             lost = raw.closed or raw.broken
             self._discard_writer()
-            if not lost:
-                raise  # the server answered: it did not commit
-            self._settle_commit(xid, exc)
+            if lost:
+                self._settle_commit(xid, exc)
+                return
+            if conn.culprit is not None and conn.culprit >= 0:
+                raise GroupFailed(conn.culprit, translate(exc)) from exc
+            raise  # the server answered: it did not commit
+
+    def _fail_group(self, ran: list[Job], culprit: int, error: BaseException) -> None:
+        """A statement of unit ``culprit`` failed where it could not be undone alone:
+        the group was rolled back. The culprit gets its error; the other units that
+        ran get a transient refusal, so that their callers may write them again."""
+        again = StorageError("rolled back with its group, in which another write failed; "
+                             "it may be written again", "database_locked")
+        for k, job in enumerate(ran):
+            resolve(job, False, error if k == culprit else again)
+        self._next_group()
 
     def _settle_commit(self, xid: int, exc: BaseException) -> None:
         """The connection broke during COMMIT: connect again and ask the server
@@ -292,6 +324,9 @@ class PgDatabase:
 
     def _finish(self, group: list[Job], outcomes: list[tuple[bool, Any]], ok: bool,
                 err: Any) -> None:
+        if isinstance(err, GroupFailed):
+            self._fail_group(group, err.culprit, err.error)
+            return
         if ok:
             self.commits += 1
         else:

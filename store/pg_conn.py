@@ -90,13 +90,15 @@ class PgConn:
     In pipeline mode (``pipeline`` set: the writer's groups, the reads) a
     statement is sent without waiting for its answer: `Answer` waits, for
     everything sent so far at once, only when its rows or rowcount are looked
-    at. ``send`` marks a statement whose failure would be a bug rather than the
-    unit's own (an event appended under its session's lock): nothing waits for
-    it until something else does."""
+    at. ``send`` is for a statement the unit needs no answer from: nothing
+    waits for it until something else does. When a wait fails, the statement
+    that failed is the first one sent since the last wait that got no answer,
+    and ``culprit`` names the unit that sent it (``unit`` is set by the writer
+    before each unit; -1 for the group's own statements)."""
 
     dialect = "postgresql"
-    __slots__ = ("raw", "deferred", "trips", "pipeline", "_cm", "unanswered", "unchecked",
-                 "foreign", "poisoned")
+    __slots__ = ("raw", "deferred", "trips", "pipeline", "_cm", "unanswered", "sent", "unit",
+                 "culprit")
 
     def __init__(self, raw: Any, trips: Trips | None = None, pipelined: bool = False) -> None:
         self.raw = raw
@@ -108,9 +110,9 @@ class PgConn:
         # statements to run once, right before the group's COMMIT (before_commit)
         self.deferred: dict[tuple[str, tuple[Any, ...]], None] = {}
         self.unanswered: Any = None  # the last statement sent, if its answer has not come
-        self.unchecked = False  # a send() whose answer has not come
-        self.foreign = False  # ... and it was another unit's (see PgDatabase._run_group)
-        self.poisoned = False  # an answer failed that may have been another unit's
+        self.sent: list[tuple[int, Any]] = []  # (unit, cursor) sent since the last wait
+        self.unit = -1
+        self.culprit: int | None = None  # the unit whose statement failed the last wait
 
     def before_commit(self, sql: str, parameters: tuple[Any, ...] = ()) -> None:
         """Run ``sql`` once, right before this transaction commits: the same
@@ -126,16 +128,23 @@ class PgConn:
     def leave_pipeline(self) -> None:
         """Leave pipeline mode: a sync, waiting for every answer (one round trip)."""
         cm, self._cm, self.pipeline = self._cm, None, None
+        self._answers(lambda: cm.__exit__(None, None, None))
+
+    def wait(self) -> None:
+        """Wait for the answers to everything sent so far: one round trip."""
+        self._answers(self.pipeline.sync)
+
+    def _answers(self, sync: Callable[[], Any]) -> None:
         self.trips.add()
         try:
-            cm.__exit__(None, None, None)
+            sync()
         except Exception as exc:
-            if self.foreign:
-                self.poisoned = True
+            self.culprit = next((unit for unit, cur in self.sent if cur.pgresult is None),
+                                self.unit)
             raise own_error(exc) from exc
         finally:
             self.unanswered = None
-            self.unchecked = self.foreign = False
+            self.sent.clear()
 
     def execute(self, sql: str, parameters: Any = (), /) -> Any:
         if self.pipeline is not None and _large(parameters):
@@ -155,15 +164,14 @@ class PgConn:
         if self.pipeline is None:
             return cur
         self.unanswered = cur
+        self.sent.append((self.unit, cur))
         return Answer(cur, self)
 
     def send(self, sql: str, parameters: Any = (), /) -> Any:
         """``execute`` for a statement nobody waits for (see the class); what it
         returns can be read once the group committed."""
         answer = self.execute(sql, parameters)
-        if self.pipeline is not None:
-            self.unanswered = None
-            self.unchecked = True
+        self.unanswered = None
         return answer
 
     def executemany(self, sql: str, seq_of_parameters: Iterable[Any], /) -> Any:
@@ -182,22 +190,9 @@ class PgConn:
             raise own_error(exc) from exc
         return cur
 
-    def wait(self) -> None:
-        """Wait for the answers to everything sent so far: one round trip."""
-        self.trips.add()
-        try:
-            self.pipeline.sync()
-        except Exception as exc:
-            if self.foreign:
-                self.poisoned = True
-            raise own_error(exc) from exc
-        finally:
-            self.unanswered = None
-            self.unchecked = self.foreign = False
-
     def settle_unit(self) -> None:
         """At a unit's end: its last statement must have been answered before the unit
-        is judged (an error found later could not be told apart from the next unit's)."""
+        is judged, if the unit waited for it (see ``send``)."""
         if self.unanswered is not None and self.unanswered.pgresult is None:
             self.wait()
         self.unanswered = None
