@@ -174,8 +174,8 @@ async def ride_out(journal: Journal, op: Callable[[], Awaitable[T]], what: str,
         try:
             value = await op()
         except StorageError as exc:
-            if not exc.transient or give_up():
-                raise
+            if not exc.transient or exc.ambiguous or give_up():
+                raise  # permanent, or it may have been stored: not to be written again
             now = time.monotonic()
             if not failures:
                 first = now
