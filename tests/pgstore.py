@@ -203,10 +203,13 @@ def private_server() -> Iterator[PrivateServer]:
     """A private PostgreSQL server (see PrivateServer), removed afterwards. Skips (or,
     under TETHER_REQUIRE_POSTGRES, fails) where PostgreSQL is not installed."""
     server = PrivateServer()
-    if server.bindir is None or unavailable() is not None:
+    root_alone = os.geteuid() == 0 and server.user is None
+    if server.bindir is None or root_alone or unavailable() is not None:
         shutil.rmtree(server.dir, ignore_errors=True)
         require()
-        why = "PostgreSQL's server programs (initdb, pg_ctl) are not installed"
+        why = ("PostgreSQL's server programs (initdb, pg_ctl) are not installed"
+               if server.bindir is None else
+               "running as root with no `postgres` user to run a private server as")
         if os.environ.get("TETHER_REQUIRE_POSTGRES"):
             pytest.fail(f"PostgreSQL is required here (TETHER_REQUIRE_POSTGRES): {why}")
         pytest.skip(why)
