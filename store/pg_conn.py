@@ -139,12 +139,17 @@ class PgConn:
         try:
             sync()
         except Exception as exc:
-            self.culprit = next((unit for unit, cur in self.sent if cur.pgresult is None),
-                                self.unit)
+            self._blame()
             raise own_error(exc) from exc
         finally:
             self.unanswered = None
             self.sent.clear()
+
+    def _blame(self) -> None:
+        """An answer came back failed: the first statement sent since the last wait
+        that has no answer is the one that failed (those after it were skipped)."""
+        self.culprit = next((unit for unit, cur in self.sent if cur.pgresult is None),
+                            self.unit)
 
     def execute(self, sql: str, parameters: Any = (), /) -> Any:
         if self.pipeline is not None and _large(parameters):
@@ -160,6 +165,17 @@ class PgConn:
         try:
             cur = self.raw.execute(to_pg(sql), params_of(parameters))
         except Exception as exc:
+            if self.pipeline is not None:
+                # sending also reads the answers already there, and one of them may be
+                # an earlier statement's failure: blame it, and end the aborted stretch
+                self._blame()
+                self.trips.add()
+                try:
+                    self.pipeline.sync()
+                except Exception:  # noqa: BLE001 - the failure is already being raised
+                    pass
+                self.unanswered = None
+                self.sent.clear()
             raise own_error(exc) from exc
         if self.pipeline is None:
             return cur

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 
 from tether.daemon.events import EventBus
 from tether.daemon.journal import Journal
+from tether.store import StorageError
 from tether.store import events as event_rows
 from tether.store import messages
 from tether.store.pg import PgDatabase
@@ -94,13 +96,13 @@ async def test_events_and_rows_cost_no_round_trip_of_their_own(db):
     assert count == 20
 
 
-async def test_a_write_nobody_waited_for_that_fails_rolls_the_group_back(db):
-    """A statement sent without waiting fails only when a later unit waits: the
-    units that ran are rolled back with it (the one that sent it gets its error,
-    the others a transient refusal they may write again); the units after them
-    never ran, and commit in the next group."""
-    from tether.store import StorageError
-
+@pytest.mark.parametrize("pause", [0.0, 0.2])
+async def test_a_write_nobody_waited_for_that_fails_rolls_the_group_back(db, pause):
+    """A statement sent without waiting fails only when a later unit waits, or
+    sends (with ``pause`` the failure has come back by then, and sending reads
+    it): the units that ran are rolled back with it (the one that sent it gets
+    its error, the others a transient refusal they may write again); the units
+    after them never ran, and commit in the next group."""
     await db.write(lambda c: new_session(c, "s"))
 
     def sends_a_duplicate(c: Any) -> None:
@@ -108,6 +110,8 @@ async def test_a_write_nobody_waited_for_that_fails_rolls_the_group_back(db):
                "VALUES ('s', '{}', 0, 0)")
 
     def reads(c: Any) -> int:
+        time.sleep(pause)  # on the loop: the server answers the duplicate meanwhile
+        c.send("SELECT 2")
         return int(c.execute("SELECT 1").fetchone()[0])
 
     def note(c: Any) -> None:
