@@ -15,9 +15,8 @@ import pytest
 
 from tether.daemon.events import EventBus
 from tether.daemon.journal import Journal
-from tether.store import StorageError
+from tether.store import StorageError, messages
 from tether.store import events as event_rows
-from tether.store import messages
 from tether.store.pg import PgDatabase
 
 
