@@ -36,7 +36,15 @@ def start(tx: Tx, view: Scheduler, session_id: str, admission_id: str,
     ``session.info``; (row, session), or None if it was no longer queued."""
     row = admissions.mark_started(tx.conn, admission_id, epoch, tx.now, sources(Event.START))
     if row is None:
-        return None
+        # A retry of a start whose COMMIT answer was lost (store/pg.py) finds the row
+        # started by this very owner: that start was stored, with its user message
+        # and events; the turn is this one's to run, not to write again.
+        row = admissions.get(tx.conn, admission_id)
+        if row is None or row["status"] != "started" or row["owner_epoch"] != epoch:
+            return None
+        session = sessions.get(tx.conn, session_id)
+        assert session is not None
+        return row, session
     session = sessions.get(tx.conn, session_id)
     assert session is not None  # admissions reference their session
     payload = orjson.loads(row["payload_json"])

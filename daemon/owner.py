@@ -176,7 +176,8 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
         # on a shared store, the bus also carries other nodes' events
         feed = Feed(db, instance_id) if shared else None
         bus = feed or EventBus()
-        journal = Journal(db, bus, announce=feed.announce if feed else None)
+        journal = Journal(db, bus, announce=feed.announce if feed else None,
+                          outage_seconds=store.outage_seconds)
         if feed:
             await feed.start()
         if not shared:  # a fleet recovers a node's work when that node dies

@@ -5,6 +5,8 @@ serve --store URL`` (the flag wins, then the environment, then the file) names
 a ``postgresql://`` database; with none, the owner keeps state.db in its home as
 always. ``store.lease_seconds`` is how long a node's hold on a session lasts
 without a heartbeat: the fleet's failure-detection window (docs/scale-out.md).
+``store.outage_seconds`` is how long a running turn rides out a database that
+does not take its reads and writes (docs/recovery.md), on either store.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class StoreConfig:
     url: str | None = None  # None: <home>/state.db
     lease_seconds: float = 15.0
     readers: int = 4  # read connections per node (PostgreSQL)
+    #: how long a running turn waits out a database that refuses its reads and writes
+    outage_seconds: float = 30.0
 
     @property
     def shared(self) -> bool:
@@ -71,12 +75,18 @@ def load_store_config(path: Path | None, flag: str | None = None,
                     raise ConfigError("config.yaml: `store.lease_seconds` must be a number of "
                                       "seconds, at least 1")
                 values["lease_seconds"] = float(value)
+            elif key == "outage_seconds":
+                if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                    raise ConfigError("config.yaml: `store.outage_seconds` must be a number of "
+                                      "seconds, at least 0")
+                values["outage_seconds"] = float(value)
             elif key == "readers":
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                     raise ConfigError("config.yaml: `store.readers` must be at least 1")
                 values["readers"] = value
             else:
-                raise _unknown(key, ["url", "lease_seconds", "readers"], "store.")
+                raise _unknown(key, ["url", "lease_seconds", "readers", "outage_seconds"],
+                               "store.")
     if env.get(STORE_ENV):
         values["url"] = _check_url(env[STORE_ENV], STORE_ENV)
     if flag:
@@ -94,7 +104,8 @@ async def open_store(db_path: Path, daemon: DaemonConfig, store: StoreConfig) ->
     from tether.store.pg import PgDatabase
 
     try:
-        return await PgDatabase.open(store.url, readers=store.readers)
+        return await PgDatabase.open(store.url, readers=store.readers,
+                                     outage_seconds=store.outage_seconds)
     except ImportError as exc:
         raise ConfigError(f"a postgresql:// store needs the PostgreSQL driver ({exc.name} is "
                           "not installed): pip install 'tether[postgresql]'") from None

@@ -27,7 +27,7 @@ from .agent import AgentResult
 from .compaction import CompactionFailed, Compactor, Target
 from .config import Config
 from .engine import AgentRun, Engine
-from .journal import Fenced, Journal
+from .journal import Fenced, Journal, ride_out
 from .ledger import TURN_OPTION_KEY, Event
 from .retry_notice import RETRY_LISTENER
 from .scheduler import Scheduler
@@ -194,7 +194,8 @@ class TurnRunner:
             return
         row, session, history, summary = started
         payload = orjson.loads(row["payload_json"])
-        sink = EventSink(self._journal_for(sid), sid, aid)
+        sink = EventSink(self._journal_for(sid), sid, aid,
+                         give_up=lambda: self._supervisor.draining)
         result: AgentResult | None = None
         # filled as the agent goes: a turn stopped halfway still counts what it spent
         progress = AgentResult(text="", exit_reason="interrupted", model="")
@@ -232,7 +233,10 @@ class TurnRunner:
                 "owner shut down before the turn finished")
             # this task was cancelled on purpose; finish recording below
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
-            sink.flush()
+        # what the turn reported is stored (or given up) before its outcome, so the
+        # outcome's events come last even when the store was refusing writes
+        with contextlib.suppress(Exception):
+            await sink.settle()
         text = result.text if result is not None else "".join(sink.streamed)
         spent = result or (progress if progress.api_calls else None)
         calls = result.tool_calls if result is not None else None
@@ -267,7 +271,9 @@ class TurnRunner:
         if started is None:
             return None
         # the transcript can be long: read it off the loop, never in a write unit
-        # (those run on the event loop). Reads keep working while writes fail.
+        # (those run on the event loop). Reads keep working while writes fail; a store
+        # that blinks (a restart, a lost connection) is ridden out, up to
+        # store.outage_seconds.
         def read(c: Any) -> tuple[list[dict[str, Any]], str | None]:
             # a turn reads from its latest compaction on: its cost does not grow with
             # the session's age (docs/long-sessions.md)
@@ -277,7 +283,9 @@ class TurnRunner:
                     last["summary"] if last else None)
 
         try:
-            history, summary = await self._journal.db.read(read)
+            history, summary = await ride_out(
+                self._journal, lambda: self._journal.db.read(read),
+                f"read the transcript of {sid}", give_up=lambda: self._supervisor.draining)
         except StorageError as exc:
             # started but cannot see its transcript: end it failed rather than leave it
             # started (which only a restart would turn into `unknown`)

@@ -15,7 +15,8 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Conn", "Cursor", "IntegrityError", "Store", "dialect", "serialise_session"]
+__all__ = ["Conn", "Cursor", "IntegrityError", "Store", "dialect", "send",
+           "serialise_session"]
 
 T = TypeVar("T")
 
@@ -50,6 +51,18 @@ def dialect(conn: Conn) -> str:
     return str(getattr(conn, "dialect", "sqlite"))
 
 
+def send(conn: Conn, sql: str, parameters: Any = ()) -> Any:
+    """Run a statement whose answer the unit does not need yet and whose failure
+    would be a bug, not the unit's own (an INSERT under its session's lock): on
+    PostgreSQL it rides in the writer's pipeline and nothing waits for it
+    (store/pg.py); on SQLite it is ``execute``. Its cursor: what it returns can be
+    read once the transaction committed."""
+    sender = getattr(conn, "send", None)
+    if sender is not None:
+        return sender(sql, parameters)
+    return conn.execute(sql, parameters)
+
+
 def serialise_session(conn: Conn, session_id: str) -> None:
     """Hold the session's append lock until this transaction ends.
 
@@ -59,7 +72,7 @@ def serialise_session(conn: Conn, session_id: str) -> None:
     transaction-scoped advisory lock makes the second wait for the first to
     commit, so numbers are gap-free and commit order is seq order."""
     if dialect(conn) == "postgresql":
-        conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (session_id,))
+        send(conn, "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", (session_id,))
 
 
 class Store(Protocol):
@@ -67,6 +80,8 @@ class Store(Protocol):
     pg.py's `PgDatabase` (PostgreSQL)."""
 
     dialect: str
+    #: what the database is, for messages ("SQLite database /home/…/state.db")
+    name: str
     commits: int
     before_group: Callable[[Any], None] | None
 

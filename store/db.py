@@ -121,6 +121,8 @@ class Database:
                  reader_conn: sqlite3.Connection, looker: sqlite3.Connection,
                  busy_timeout_ms: int) -> None:
         self.path = path
+        #: what the database is, for messages
+        self.name = f"SQLite database {path}"
         self._writer = writer
         self._reader = reader  # runs read(fn) on its thread, one call at a time
         self._reader_conn = reader_conn  # its sqlite3 connection: used on that thread only

@@ -6,13 +6,23 @@ short ``reason`` (``database_locked``, ``disk_full``, ``read_only``,
 connection fails; ``closed`` from a closed `Database`), except
 ``sqlite3.IntegrityError``: a constraint a unit of work broke is the unit's own
 error, and its caller handles it.
+
+Some reasons are **transient**: the database may take the same write a moment
+later (PostgreSQL restarting or failing over, a backend terminated, SQLite's
+lock held by another process, a full disk or a read-only file someone fixes).
+A running turn rides those out, under a deadline (``store.outage_seconds``,
+daemon/journal.py); the others (``corrupt``, ``storage_error``, ``closed``)
+will not heal by waiting.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-__all__ = ["StorageError", "is_busy", "translate"]
+__all__ = ["StorageError", "TRANSIENT", "is_busy", "translate"]
+
+#: reasons a later attempt may succeed at: worth retrying under a deadline
+TRANSIENT = frozenset({"database_unreachable", "database_locked", "disk_full", "read_only"})
 
 
 class StorageError(Exception):
@@ -21,10 +31,19 @@ class StorageError(Exception):
     ``reason`` is a short snake_case word, ``detail`` the driver's message.
     """
 
-    def __init__(self, detail: str, reason: str = "storage_error") -> None:
+    def __init__(self, detail: str, reason: str = "storage_error", *,
+                 ambiguous: bool = False) -> None:
         super().__init__(detail)
         self.detail = detail
         self.reason = reason
+        #: the failure hit a COMMIT whose outcome could not be learnt: the write may
+        #: have been stored (only a retry that is idempotent may follow)
+        self.ambiguous = ambiguous
+
+    @property
+    def transient(self) -> bool:
+        """Whether the same write may succeed later (see TRANSIENT)."""
+        return self.reason in TRANSIENT
 
 
 def translate(exc: BaseException) -> BaseException:
@@ -61,7 +80,13 @@ def _from_postgresql(exc: BaseException) -> BaseException:
     state = getattr(exc, "sqlstate", None)
     if state is not None and state.startswith("23"):
         return sqlite3.IntegrityError(str(exc))  # the unit's own error, as on SQLite
-    if state is None or state.startswith("08") or state.startswith("57P"):
+    client_side = {c.__name__ for c in type(exc).__mro__} & {"DataError", "ProgrammingError",
+                                                              "NotSupportedError"}
+    if state is None and client_side:
+        # refused by the driver before anything was sent (a NUL byte in a text, say):
+        # the same statement will never succeed
+        reason = "storage_error"
+    elif state is None or state.startswith("08") or state.startswith("57P"):
         # no SQLSTATE: the connection itself failed (the server is down or restarting)
         reason = "database_unreachable"
     else:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conn import Conn, serialise_session
+from .conn import Conn, send, serialise_session
 
-__all__ = ["append", "since", "last_seq", "payloads_of_type", "of_admission"]
+__all__ = ["append", "append_later", "since", "last_seq", "payloads_of_type", "of_admission"]
 
 
 def append(conn: Conn, session_id: str, type_: str, payload_json: str,
@@ -23,12 +23,25 @@ def append(conn: Conn, session_id: str, type_: str, payload_json: str,
                                (session_id,)).fetchone()
         last_seq = last or 0
     seq = last_seq + 1
-    conn.execute(
-        "INSERT INTO events(session_id, seq, type, admission_id, payload_json, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (session_id, seq, type_, admission_id, payload_json, now),
-    )
+    # nothing waits for it on PostgreSQL: under the session's lock, the number is free
+    send(conn,
+         "INSERT INTO events(session_id, seq, type, admission_id, payload_json, created_at) "
+         "VALUES (?, ?, ?, ?, ?, ?)",
+         (session_id, seq, type_, admission_id, payload_json, now))
     return seq
+
+
+def append_later(conn: Conn, session_id: str, type_: str, payload_json: str,
+                 admission_id: str | None, now: float) -> Any:
+    """PostgreSQL: append one event in one statement that nothing waits for; its
+    seq (previous max + 1, under the session's lock) is ``fetchone()[0]`` of the
+    returned cursor once the transaction committed."""
+    serialise_session(conn, session_id)
+    return send(conn,
+                "INSERT INTO events(session_id, seq, type, admission_id, payload_json, "
+                "created_at) SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM events "
+                "WHERE session_id = ? RETURNING seq",
+                (session_id, type_, admission_id, payload_json, now, session_id))
 
 
 def since(conn: Conn, session_id: str, after_seq: int, limit: int,

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from . import sessions
-from .conn import Conn, serialise_session
+from .conn import Conn, dialect, send, serialise_session
 
 __all__ = ["append", "list_for", "count", "tail"]
 
@@ -21,6 +21,21 @@ def append(conn: Conn, session_id: str, messages: list[dict[str, Any]],
     if not messages:
         return
     serialise_session(conn, session_id)
+    if dialect(conn) == "postgresql":
+        # each row numbered in its own INSERT, under the session's lock: nothing
+        # waits for an answer (store/pg.py's pipeline)
+        for m in messages:
+            send(conn,
+                 "INSERT INTO messages(session_id, idx, role, content, tool_calls_json, "
+                 "tool_call_id, name, admission_id, created_at) SELECT ?, "
+                 "COALESCE(MAX(idx), -1) + 1, ?, ?, ?, ?, ?, ?, ? FROM messages "
+                 "WHERE session_id = ?",
+                 (session_id, m["role"], m.get("content"),
+                  orjson.dumps(m["tool_calls"]).decode() if m.get("tool_calls") else None,
+                  m.get("tool_call_id"), m.get("name"), m.get("admission_id"), now,
+                  session_id))
+        sessions.touch(conn, session_id, now, len(messages))
+        return
     (start,) = conn.execute(
         "SELECT COALESCE(MAX(idx), -1) + 1 FROM messages WHERE session_id = ?", (session_id,)
     ).fetchone()

@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from .conn import Conn
+from .conn import Conn, send
 
 __all__ = ["insert", "get", "get_by_request", "list_page", "touch", "add_usage",
            "title_if_untitled"]
@@ -70,7 +70,7 @@ def list_page(conn: Conn, limit: int,
 
 
 def touch(conn: Conn, session_id: str, now: float, added_messages: int = 0) -> None:
-    conn.execute(
+    send(conn,
         "UPDATE sessions SET updated_at = ?, message_count = message_count + ? "
         "WHERE session_id = ?",
         (now, added_messages, session_id),

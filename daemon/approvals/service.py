@@ -30,7 +30,7 @@ from tether.store import StorageError
 from tether.store import approvals as rows
 
 from ..config import ApprovalsConfig
-from ..journal import Journal, Tx
+from ..journal import Journal, Tx, ride_out
 from ..scheduler import Scheduler
 from ..supervisor import Supervisor
 from .policy import Decision, Request, Rule, Verdict, decide, exact_pattern, parse_rule
@@ -143,7 +143,10 @@ class ApprovalService:
         fut: asyncio.Future[tuple[str, str | None]] = asyncio.get_running_loop().create_future()
         self._waiting[approval_id] = fut
         try:
-            await self._journal.write(unit)
+            # a store that blinks is ridden out, as the turn's own writes are
+            await ride_out(self._journal, lambda: self._journal.write(unit),
+                           f"record approval prompt {approval_id}",
+                           give_up=lambda: self._supervisor.draining)
             try:
                 decision, reason = await asyncio.wait_for(asyncio.shield(fut), timeout)
             except TimeoutError:

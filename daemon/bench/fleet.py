@@ -73,6 +73,7 @@ class _Tally:
 
     def __init__(self, nodes: int) -> None:
         self.wall = self.clients = self.busy = 0.0
+        self.trips = 0.0  # round trips to PostgreSQL, all nodes (store/pg.py counts them)
         self.db = {"commits": 0.0, "rows": 0.0, "wal": 0.0}
         self.nodes = [0.0] * nodes
         self.pg: dict[str, float] | None = {"ours": 0.0, "all": 0.0}
@@ -96,6 +97,7 @@ class _Tally:
         return {"per_s": round(n / w, 1), "n": n, "seconds": round(w, 2),
                 "db_commits_per_s": round(self.db["commits"] / w),
                 "db_commits_each": round(self.db["commits"] / n, 2),
+                "round_trips_each": round(self.trips / n, 1),
                 "db_rows_each": round(self.db["rows"] / n, 1),
                 "wal_bytes_each": round(self.db["wal"] / n),
                 "cpu_us_each": {"nodes": each(sum(self.nodes)), "postgres": each(pg["ours"]),
@@ -114,6 +116,7 @@ class FleetBench:
         self.out: dict[str, Any] = {}
         # the database's counters per second with the nodes idle
         self.idle_rate = {"commits": 0.0, "rows": 0.0, "wal": 0.0}
+        self.idle_trips = 0.0  # round trips per second of the three idle nodes
 
     def sock(self, k: int, spread: bool) -> Path:
         return self.nodes[k % len(self.nodes)].sock if spread else self.nodes[0].sock
@@ -130,9 +133,13 @@ class FleetBench:
         if settle_first:
             await asyncio.sleep(self.n["settle"])
         c0, t0 = self.pg.counters(), time.monotonic()
+        r0 = await self._round_trips()
         w0, n0, k0, b0, p0 = self._reading()
         await work()
         w1, n1, k1, b1, p1 = self._reading()
+        r1 = await self._round_trips()
+        # the nodes' own background (heartbeats, lease ticks) is taken off
+        tally.trips += max(0.0, r1 - r0 - self.idle_trips * (w1 - w0))
         await asyncio.sleep(self.n["settle"])
         c1, t1 = self.pg.counters(), time.monotonic()
         tally.wall += w1 - w0
@@ -148,6 +155,9 @@ class FleetBench:
             spent = c1[key] - c0[key] - self.idle_rate[key] * outside
             tally.db[key] = total + max(0.0, spent)
 
+    async def _round_trips(self) -> int:
+        return sum([await p.round_trips() for p in self.nodes])
+
     # -- phases -------------------------------------------------------------
 
     async def idle(self) -> None:
@@ -155,11 +165,15 @@ class FleetBench:
         await asyncio.sleep(self.n["settle"])
         c0, t0 = self.pg.counters(), time.monotonic()
         n0 = [p.owner_cpu_s() for p in self.nodes]
+        r0 = await self._round_trips()
         await asyncio.sleep(self.n["idle_s"])
+        r1 = await self._round_trips()
         c1, t1 = self.pg.counters(), time.monotonic()
         n1 = [p.owner_cpu_s() for p in self.nodes]
+        self.idle_trips = (r1 - r0) / (t1 - t0)
         self.idle_rate = {k: max(0.0, (c1[k] - c0[k]) / (t1 - t0)) for k in c1}
         self.out["idle"] = {"db_commits_per_s": round(self.idle_rate["commits"], 1),
+                            "round_trips_per_s": round(self.idle_trips, 1),
                             "db_rows_per_s": round(self.idle_rate["rows"], 1),
                             "node_cores": [round((b - a) / (t1 - t0), 3)
                                            for a, b in zip(n0, n1, strict=True)]}

@@ -81,7 +81,8 @@ def _layout(name: str, f: dict[str, Any], unit: str) -> str:
     cpu, cores = f["cpu_us_each"], f["cores"]
     nodes = "/".join(str(c) for c in cores["nodes"])
     return (f"    {name:<12}{f['per_s']}/s; database {f['db_commits_per_s']} commits/s "
-            f"({f['db_commits_each']} per {unit}), {f['db_rows_each']} rows written and "
+            f"({f['db_commits_each']} per {unit}), {f['round_trips_each']} round trips per "
+            f"{unit}, {f['db_rows_each']} rows written and "
             f"{f['wal_bytes_each']} WAL bytes per {unit}; CPU per {unit}: nodes {cpu['nodes']} us, "
             f"postgres {cpu['postgres']} us (all of it {cpu['postgres_all']} us), "
             f"clients {cpu['clients']} us; cores busy: nodes {nodes}, postgres "
@@ -100,7 +101,8 @@ def fleet_table(data: dict[str, Any]) -> str:
     if "idle" in data:
         i = data["idle"]
         lines.append(f"  idle        {s['nodes']} nodes: {i['db_commits_per_s']} database "
-                     f"commits/s, {i['db_rows_per_s']} rows written/s, node cores "
+                     f"commits/s, {i['round_trips_per_s']} round trips/s, "
+                     f"{i['db_rows_per_s']} rows written/s, node cores "
                      f"{'/'.join(map(str, i['node_cores']))}")
     if "admissions" in data:
         a = data["admissions"]

@@ -98,6 +98,24 @@ class Processes:
         assert self.owner is not None
         self.owner.send_signal(signal.SIGUSR1)
 
+    async def round_trips(self) -> int:
+        """Round trips the owner has made to PostgreSQL so far (it writes the count
+        when sent SIGUSR2: tether.store.pg.round_trips)."""
+        from .servers import ROUND_TRIPS_FILE
+
+        assert self.owner is not None
+        path = self.home / ROUND_TRIPS_FILE
+        path.unlink(missing_ok=True)
+        self.owner.send_signal(signal.SIGUSR2)
+        for _ in range(500):
+            try:
+                if text := path.read_text():
+                    return int(text)
+            except FileNotFoundError:
+                pass
+            await asyncio.sleep(0.01)
+        raise RuntimeError("the bench owner did not report its round trips")
+
     def owner_cpu_s(self) -> float:
         """CPU seconds (user + system) the owner has used so far."""
         assert self.owner is not None

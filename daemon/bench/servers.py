@@ -72,6 +72,10 @@ class InstantProvider:
                           finish_reason="stop", reasoning=None, model=model)
 
 
+#: where the bench's owner writes its round trips to PostgreSQL when sent SIGUSR2
+ROUND_TRIPS_FILE = "bench-round-trips"
+
+
 def serve_owner(home_dir: str) -> int:
     """The bench's private owner: default limits, the demo provider replaced."""
     from ..config import Config
@@ -83,8 +87,17 @@ def serve_owner(home_dir: str) -> int:
     setup_logging(home, foreground=False)
     provider = InstantProvider()
 
+    def count_round_trips() -> None:
+        # SIGUSR2: the bench asks how many round trips to PostgreSQL were made so far
+        from tether.store.pg import round_trips
+
+        tmp = home.root / f"{ROUND_TRIPS_FILE}.tmp"
+        tmp.write_text(str(round_trips()))
+        tmp.replace(home.root / ROUND_TRIPS_FILE)  # whole, or not yet there
+
     async def serve() -> None:
         asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, provider.release)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR2, count_round_trips)
         # the default provider name is "demo": the override makes every turn instant
         await run_owner(home, config=Config(), providers={"demo": provider})
 

@@ -57,7 +57,8 @@ class _FencedJournal(Journal):
     """A journal whose every unit first checks a fence."""
 
     def __init__(self, base: Journal, check: Callable[[Tx], None]) -> None:
-        super().__init__(base.db, base.bus, base.announce)
+        super().__init__(base.db, base.bus, base.announce,
+                         outage_seconds=base.outage_seconds)
         self._check = check
 
     def submit(self, fn: Unit[T]) -> asyncio.Future[tuple[T, list[Any]]]:

@@ -107,3 +107,14 @@ def test_the_http_section_is_read_and_checked(tmp_path):
     for bad in ("max_concurrent_requests: 0", "keepalive_seconds: 0", "models: small"):
         with pytest.raises(ConfigError, match="http"):
             load_config(write(tmp_path, f"http:\n  {bad}\n"), env={})
+
+
+def test_store_outage_seconds_default_value_and_refusals(tmp_path):
+    from tether.daemon.store_config import load_store_config
+
+    assert load_store_config(write(tmp_path, "model: {}\n"), env={}).outage_seconds == 30.0
+    cfg = load_store_config(write(tmp_path, "store:\n  outage_seconds: 2.5\n"), env={})
+    assert cfg.outage_seconds == 2.5
+    for bad in ("-1", "'soon'", "true"):
+        with pytest.raises(ConfigError, match="store.outage_seconds"):
+            load_store_config(write(tmp_path, f"store:\n  outage_seconds: {bad}\n"), env={})

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeprovider import FakeProvider, text_reply
-from harness import OwnerProcess, Peer, clean_env, db_rows, owner_session, write_config
+from fakeprovider import FakeProvider, prompt_of, text_reply
+from harness import OwnerProcess, Peer, clean_env, db_rows, owner_session, until, write_config
 
 # the faults are SQLite's own: another process's lock on state.db, a page quota, a
 # read-only file (PostgreSQL's failures: tests/fleet/test_pg_store.py)
@@ -196,10 +196,11 @@ async def test_disk_full_mid_group_acknowledges_exactly_what_was_stored(tmp_path
 
 
 async def test_read_only_store_keeps_a_turns_outcome_until_it_can_be_written(tmp_path):
-    """The store turns read-only while a turn runs: its writes fail, but its outcome
-    is kept (the receipt says started, the session's queue waits) and recorded as
-    soon as the store takes writes again; meanwhile new writes are refused with
-    read_only and reads are served."""
+    """The store turns read-only while a turn runs, for longer than the turn rides
+    out (``store.outage_seconds``): its writes fail, and the turn ends failed, but
+    its outcome is kept (the receipt says started, the session's queue waits) and
+    recorded as soon as the store takes writes again; meanwhile new writes are
+    refused with read_only and reads are served."""
     home = tmp_path / "home"
     fault = tmp_path / "storage-fault"
     gate = threading.Event()
@@ -209,7 +210,7 @@ async def test_read_only_store_keeps_a_turns_outcome_until_it_can_be_written(tmp
         return text_reply("RO_DONE")
 
     with FakeProvider(answer) as provider:
-        write_config(home, provider.url)
+        write_config(home, provider.url, store={"outage_seconds": 1})
         env = clean_env(home, TETHER_FAULT_STORAGE=str(fault))
         with OwnerProcess(home, env=env):
             async with await Peer.connect(home) as peer:
@@ -244,7 +245,9 @@ async def test_read_only_store_keeps_a_turns_outcome_until_it_can_be_written(tmp
                 fault.write_text("")
                 done = await peer.wait_terminal(sid, first["admission_id"], timeout=30)
                 assert done["outcome"] == "failed"
-                assert "storage_unavailable" in done["result"]["error"]
+                error = done["result"]["error"]
+                assert error.startswith("storage_unavailable: SQLite database "), error
+                assert "for 1 s (store.outage_seconds)" in error, error  # names the deadline
                 assert done["result"]["text"] == "RO_DONE"  # what the model said is kept
                 # the queue carries on, and the refused prompt is admitted by a retry
                 nxt = await peer.wait_terminal(sid, second["admission_id"], timeout=30)
@@ -257,6 +260,54 @@ async def test_read_only_store_keeps_a_turns_outcome_until_it_can_be_written(tmp
                 # the viewer saw the outcome as an event too
                 await peer.wait_event(lambda e: e["type"] == "message.complete"
                                       and e["admission_id"] == first["admission_id"])
+
+
+@pytest.mark.parametrize("mode", ["readonly", "locked"])
+async def test_a_turn_rides_out_a_store_that_refuses_writes_for_a_while(tmp_path, mode):
+    """The store refuses writes (read-only, or locked by another process past
+    ``daemon.busy_timeout_ms``) after the model answered, for less than
+    ``store.outage_seconds``: the turn's writes wait, and it completes once the
+    store heals, its answer and events stored once, in order."""
+    home = tmp_path / "home"
+    fault = tmp_path / "storage-fault"
+    gate = threading.Event()
+
+    def answer(req: dict) -> Any:
+        gate.wait(60)
+        return text_reply(f"answer to {prompt_of(req)}")
+
+    with FakeProvider(answer) as provider:
+        write_config(home, provider.url, daemon={"busy_timeout_ms": 200})
+        with OwnerProcess(home, env=clean_env(home, TETHER_FAULT_STORAGE=str(fault))):
+            async with await Peer.connect(home) as peer:
+                sid = (await peer.result("session.create"))["session_id"]
+                first = await peer.result("prompt.submit", session_id=sid, input_id="a",
+                                          text="first")
+                await peer.wait_event(lambda e: e["type"] == "message.start")
+                with contextlib.ExitStack() as fault_on:
+                    if mode == "locked":
+                        fault_on.enter_context(exclusive_lock(home))
+                    else:
+                        fault.write_text(mode)
+                    gate.set()  # the model answers into a store that refuses it
+                    await until(lambda: provider.answered >= 1, "the model to answer")
+                    await asyncio.sleep(1.5)
+                    receipt = await peer.result("prompt.receipt", session_id=sid,
+                                                admission_id=first["admission_id"])
+                    assert receipt["status"] == "started"  # waiting, not failed
+                    fault.write_text("")
+                done = await peer.wait_terminal(sid, first["admission_id"], timeout=30)
+                assert done["outcome"] == "completed", done
+                assert done["result"]["text"] == "answer to first"
+                events = await peer.all_events(sid)
+                assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+                kinds = [e["type"] for e in events if e.get("admission_id")]
+                assert kinds.count("message.start") == kinds.count("message.complete") == 1
+                assert kinds[-1] == "message.complete"
+    assert len(provider.requests) == 1  # the model was asked once
+    roles = [r[0] for r in db_rows(home, "SELECT role FROM messages WHERE session_id = ? "
+                                         "ORDER BY idx", sid)]
+    assert roles == ["user", "assistant"]
 
 
 async def test_a_background_delegation_survives_a_brief_lock_and_is_delivered(tmp_path):
