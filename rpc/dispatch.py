@@ -231,6 +231,14 @@ class Dispatcher:
                     fields=[{"loc": "", "msg": "params must be an object",
                              "type": "dict_type"}])
             )
+        if (where := _nul_at(params)) is not None:
+            # stored text cannot hold NUL on every store (PostgreSQL refuses it): refused
+            # here, for every method, before anything is recorded
+            if notification:
+                return None
+            return encode_error(rid, InvalidParams(
+                "strings may not contain NUL (U+0000)",
+                fields=[{"loc": where, "msg": "contains NUL (U+0000)", "type": "string_nul"}]))
         try:
             if route.shared is not None and not params:
                 validated = route.shared
@@ -327,6 +335,24 @@ def _refusal_of(loose: Any, error: RpcError) -> bytes | None:
     if isinstance(loose, dict) and "id" not in loose and "method" in loose:
         return None  # a notification: never answered, not even with an error
     return encode_error(_request_id(loose), error)
+
+
+def _nul_at(value: Any, where: str = "") -> str | None:
+    """The dotted path of the first string (or key) in ``value`` holding NUL, or None."""
+    if type(value) is str:
+        return where if "\x00" in value else None
+    if type(value) is dict:
+        for key, item in value.items():
+            path = f"{where}.{key}" if where else str(key)
+            if "\x00" in key:
+                return path
+            if (found := _nul_at(item, path)) is not None:
+                return found
+    elif type(value) is list:
+        for i, item in enumerate(value):
+            if (found := _nul_at(item, f"{where}.{i}" if where else str(i))) is not None:
+                return found
+    return None
 
 
 def _invalid_params(exc: ValidationError) -> InvalidParams:

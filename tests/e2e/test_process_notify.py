@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from fakeprovider import FakeProvider
 from harness import OwnerProcess, Peer, clean_env, db_rows, until, write_config
 from toolscript import ScriptedModel, newest_user, tool_results
@@ -27,12 +28,21 @@ def notices(m: ScriptedModel) -> list[str]:
     return sorted({newest_user(r) for r in m.requests if newest_user(r).startswith(NOTICE)})
 
 
-def setup(tmp_path: Path, url: str) -> tuple[Path, Path]:
+def setup(tmp_path: Path, url: str, sandbox: str = "workspace-write") -> tuple[Path, Path]:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     home = tmp_path / "home"
-    write_config(home, url, approvals={"mode": "never"})
+    write_config(home, url, approvals={"mode": "never"}, sandbox={"mode": sandbox})
     return home, work
+
+
+def ended(pid: int) -> bool:
+    """``pid`` is gone, or a zombie nobody has reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1].startswith("Z")
+    except OSError:
+        return True
 
 
 def process_admissions(home: Path) -> list[tuple]:
@@ -113,10 +123,11 @@ async def test_notify_is_refused_on_a_finite_turn_with_no_row(tmp_path):
     assert not (work / "should-not-exist").exists()
 
 
-async def test_processes_lost_in_a_crash_are_reported_once(tmp_path):
+@pytest.mark.parametrize("sandbox", ["workspace-write", "off"])
+async def test_processes_lost_in_a_crash_are_reported_once(tmp_path, sandbox):
     m = model()
     with FakeProvider(m) as provider:
-        home, work = setup(tmp_path, provider.url)
+        home, work = setup(tmp_path, provider.url, sandbox)
         with OwnerProcess(home) as owner:
             async with await Peer.connect(home) as peer:
                 sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
@@ -126,21 +137,16 @@ async def test_processes_lost_in_a_crash_are_reported_once(tmp_path):
             [(pid,)] = await until(lambda: db_rows(
                 home, "SELECT pid FROM processes WHERE pid IS NOT NULL"), "the pid recorded")
             owner.kill()
-        assert os.path.exists(f"/proc/{pid}")  # the orphan outlived the owner ...
+        if sandbox == "off":
+            assert not ended(pid)  # the orphan outlived the owner ...
+        else:  # bubblewrap's --die-with-parent: the sandbox ends with its owner
+            await until(lambda: ended(pid), "the sandbox ended with the owner")
         with OwnerProcess(home):
             async with await Peer.connect(home) as peer:
                 await until(lambda: len(process_admissions(home)) == 1
                             and process_admissions(home)[0][1] == "terminal",
                             "the lost notice delivered")
-
-                def gone() -> bool:  # ... until recovery ended it
-                    try:
-                        with open(f"/proc/{pid}/stat") as f:
-                            return f.read().split(") ")[1].startswith("Z")
-                    except OSError:
-                        return True
-
-                await until(gone, "the orphan ended")
+                await until(lambda: ended(pid), "the orphan ended")  # ... or recovery ends it
         with OwnerProcess(home):
             async with await Peer.connect(home) as peer:
                 await peer.result("ping")

@@ -611,3 +611,23 @@ async def test_a_guard_refuses_before_anything_runs_or_is_validated(ctx):
     # unknown methods are not the guard's business
     assert error_of(await call(d, ctx, req("no.such")))["message"] == "method_not_found"
     assert "no.such" not in seen
+
+
+@pytest.mark.parametrize(("params", "where"), [
+    ({"session_id": "s", "input_id": "i\u0000", "text": "hi"}, "input_id"),
+    ({"session_id": "s", "input_id": "i", "text": "hi",
+      "attachments": [{"name": "a", "content": "x\u0000y"}]}, "attachments.0.content"),
+    ({"session_id": "s", "input_id": "i", "text": "hi", "k\u0000": 1}, "k\u0000"),
+])
+async def test_nul_in_any_string_is_refused_before_the_handler(d, ctx, params, where):
+    reply = await call(d, ctx, req("prompt.submit", params))
+    err = error_of(reply)
+    assert err["code"] == -32602 and "NUL" in err["data"]["detail"]
+    assert err["data"]["fields"] == [{"loc": where, "msg": "contains NUL (U+0000)",
+                                      "type": "string_nul"}]
+    assert ctx.calls == []
+    # the same params without it reach the handler
+    clean = orjson.loads(orjson.dumps(params).replace(b"\\u0000", b""))
+    clean.pop("k", None)
+    assert "result" in await call(d, ctx, req("prompt.submit", clean))
+    assert ctx.calls == [("submit", "i", False)]
