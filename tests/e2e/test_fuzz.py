@@ -42,7 +42,8 @@ FRAME_LIMIT = 4 * 1024 * 1024  # the default daemon.max_frame_bytes
 PING_EVERY = 200  # exchanges between pings on a fresh connection
 REPLY_TIMEOUT = 15.0
 WRITERS = {"session.create", "token.create", "runtime.shutdown",
-           "session.rename", "session.delete", "session.prune"}
+           "session.rename", "session.delete", "session.prune", "session.fork",
+           "session.compact", "cron.create", "mcp.attach", "runtime.listen_tcp"}
 NEVER_FAKE = "ses_000000000000000000000000"  # a well-formed session id that does not exist
 ABSENT = object()  # "leave params out"
 
