@@ -1,8 +1,10 @@
 """Who is at the other end of a connection, and the methods an agent's process may not call.
 
-An agent must not answer its own approval prompts, mint tokens, schedule itself
-or start programs of its choosing as MCP servers: ``approval.respond``,
-``token.*``, ``cron.*`` and ``mcp.attach`` are refused
+An agent must not answer its own approval prompts, drop the rules a person set,
+mint tokens, schedule itself, start programs of its choosing as MCP servers,
+open the owner to the network or stop it: ``approval.respond``,
+``approval.rule_remove``, ``token.*``, ``cron.*``, ``mcp.attach``,
+``runtime.listen_tcp`` and ``runtime.shutdown`` are refused
 (``forbidden``) to a connection whose peer process is one of the owner's tool
 processes or came from one (toolsets/lineage.py), in every approvals mode.
 
@@ -29,7 +31,8 @@ from .toolsets import lineage
 __all__ = ["Peer", "PROTECTED", "unix_peer", "tcp_peer", "guard", "agent_reason"]
 
 #: methods refused to the agent's own processes: exact names, and name prefixes
-PROTECTED = frozenset({"approval.respond", "mcp.attach"})
+PROTECTED = frozenset({"approval.respond", "approval.rule_remove", "mcp.attach",
+                       "runtime.listen_tcp", "runtime.shutdown"})
 PROTECTED_PREFIXES = ("token.", "cron.")
 
 

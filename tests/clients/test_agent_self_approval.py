@@ -28,7 +28,8 @@ def watcher(home) -> str:
         f"(setsid sh -c '{cli} approve \"$0\" --always > escaped.out 2>&1; "
         "echo $? > escaped.rc' \"$ID\" &); "
         f"{cli} token create > token.out 2>&1; echo $? > token.rc; "
-        f"{cli} cron ls > cron.out 2>&1; echo $? > cron.rc")
+        f"{cli} cron ls > cron.out 2>&1; echo $? > cron.rc; "
+        f"{cli} stop > stop.out 2>&1; echo $? > stop.rc")
 
 
 async def test_a_command_of_the_agent_cannot_approve_its_prompts(tmp_path, run_cli):
@@ -56,7 +57,7 @@ async def test_a_command_of_the_agent_cannot_approve_its_prompts(tmp_path, run_c
                 assert second["payload"]["subject"] == TOUCH
                 # ... which then tries to answer the agent's next prompt itself
                 (work / "prompt-id").write_text(apr)
-                for name in ("direct", "escaped", "token", "cron"):
+                for name in ("direct", "escaped", "token", "cron", "stop"):
                     await until(lambda n=name: (work / f"{n}.rc").exists()
                                 and (work / f"{n}.rc").read_text().strip(), f"{name}.rc")
                 pending = (await peer.result("approval.list", session_id=sid))["approvals"]
@@ -68,7 +69,7 @@ async def test_a_command_of_the_agent_cannot_approve_its_prompts(tmp_path, run_c
                 finished = await peer.wait_terminal(sid, r["admission_id"])
                 rules_after = (await peer.result("approval.rules"))["rules"]
 
-    for name in ("direct", "escaped", "token", "cron"):
+    for name in ("direct", "escaped", "token", "cron", "stop"):
         out = (work / f"{name}.out").read_text()
         assert (work / f"{name}.rc").read_text().strip() == "3", (name, out)
         assert "forbidden" in out and "agent" in out, (name, out)
