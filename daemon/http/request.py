@@ -257,10 +257,8 @@ def _input(history: list[dict[str, Any]]) -> tuple[str, tuple[dict[str, Any], ..
                      for r in results)
 
 
-def parse_chat_request(body: bytes, models: tuple[str, ...], max_text_chars: int,
-                       reserved: frozenset[str] = frozenset()) -> ChatRequest:
-    """The request in ``body``; ``reserved``: tether's own tool names, which a
-    client's tool may not take."""
+def load_body(body: bytes) -> dict[str, Any]:
+    """A request body as a JSON object, or OpenAI's 400 saying why it is not one."""
     try:
         raw = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -270,6 +268,14 @@ def parse_chat_request(body: bytes, models: tuple[str, ...], max_text_chars: int
     if too_deep(raw):
         raise ApiError(400, f"the body nests deeper than {MAX_DEPTH} levels",
                        code="invalid_json")
+    return raw
+
+
+def parse_chat_request(body: bytes, models: tuple[str, ...], max_text_chars: int,
+                       reserved: frozenset[str] = frozenset()) -> ChatRequest:
+    """The request in ``body``; ``reserved``: tether's own tool names, which a
+    client's tool may not take."""
+    raw = load_body(body)
     ignored = check_names(raw)
     try:
         parsed = ChatBody.model_validate(raw)

@@ -24,7 +24,7 @@ from ..ledger import TURN_OPTION_KEY, receipt_from_row
 from .body import InputMessage, ResponsesBody
 from .chat import Send, headers_of, outcome_error, settled_error
 from .errors import ApiError
-from .request import DEFAULT_MODEL, ChatRequest, check_names, too_deep, where_of
+from .request import DEFAULT_MODEL, ChatRequest, check_names, load_body, where_of
 from .turn import ApiTurns, Delta, Done, KeepAlive, Opened, response_id
 
 __all__ = ["parse_responses_request", "render", "response_object", "stream_error",
@@ -62,14 +62,7 @@ def _text(item: InputMessage, where: str) -> str:
 
 def parse_responses_request(body: bytes, models: tuple[str, ...],
                             max_text_chars: int) -> ChatRequest:
-    try:
-        raw = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise ApiError(400, f"the body is not valid JSON: {exc}", code="invalid_json") from None
-    if not isinstance(raw, dict):
-        raise ApiError(400, "the body must be a JSON object", code="invalid_json")
-    if too_deep(raw):
-        raise ApiError(400, "the body nests too deeply", code="invalid_json")
+    raw = load_body(body)
     ignored = list(check_names(raw, ResponsesBody, IGNORED, REFUSED))
     if raw.get("store") is False:
         ignored = sorted([*ignored, "store"])  # tether keeps every turn
