@@ -103,14 +103,8 @@ class ApprovalService:
         asks to ``escalate``, for the model's ``reason``) / write it (a path)? Asks a
         person when the policy says so, and waits; CancelledError if the turn is
         stopped."""
+        # an escalation asks a person (ask, auto) and is denied unattended: the policy's
         decision = await self._decide(call, kind, subject, sandbox, escalate)
-        if escalate and decision.action == "allow" and self._config.mode in ("ask", "auto"):
-            # an escalation always needs a person in these modes (SPEC §13), whatever
-            # a rule or the read-only list would say of the command inside the sandbox
-            decision = Decision("ask", "it asks to run outside the sandbox")
-        if escalate and decision.action == "ask" and not call.attended:
-            return Verdict(False, "denied: it asks to run outside the sandbox, which needs a "
-                                  "person, and nobody can answer on this turn")
         if decision.action == "allow":
             return Verdict(True, decision.reason)
         if decision.action == "deny":
