@@ -139,6 +139,27 @@ def store_credentials(url: str | None, environ: Mapping[str, str]) -> list[str]:
 _KERNEL = ("/proc", "/sys", "/dev")
 
 
+def _program_roots(argv: Sequence[str], cwd: str | None,
+                   covered: Sequence[str]) -> list[str]:
+    """The top-level entries of ``covered`` areas (``/tmp/x`` of ``/tmp/x/venv/bin/python``)
+    holding the program of ``argv`` or a path among its arguments."""
+    roots: set[str] = set()
+    for i, word in enumerate(argv):
+        if i == 0 and os.sep not in word:
+            path = shutil.which(word)
+        elif os.path.isabs(word):
+            path = word
+        else:
+            path = os.path.join(cwd, word) if cwd else None
+        if not path or not os.path.exists(path):
+            continue
+        for p in {os.path.abspath(path), os.path.realpath(path)}:
+            for area in covered:
+                if _under(p, area) and p != area:
+                    roots.add(os.path.join(area, os.path.relpath(p, area).split(os.sep)[0]))
+    return sorted(roots)
+
+
 def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
@@ -202,14 +223,20 @@ class Sandbox:
             out.append("--unshare-net")
         for area in covered:
             out += ["--tmpfs", area]
+        # the server's own program and files, where they lie in a covered area (a
+        # virtualenv or a checkout under /tmp), are shown again, read-only
+        shown = _program_roots(argv, cwd, covered)
+        for root in shown:
+            out += ["--ro-bind", root, root]
         home = self._home
-        if not any(_under(home, area) for area in covered):
+        if not any(_under(home, a) for a in covered) or any(_under(home, r) for r in shown):
             out += ["--tmpfs", home]
-        hidden = (*covered, home)
         for path in self._files:
-            if not any(_under(path, a) for a in hidden) and os.path.lexists(path) \
-                    and not os.path.isdir(path):
+            visible = not _under(path, home) and (
+                not any(_under(path, a) for a in covered) or any(_under(path, r) for r in shown))
+            if visible and os.path.lexists(path) and not os.path.isdir(path):
                 out += ["--ro-bind", "/dev/null", path]
+        hidden = (*covered, home)
         out += ["--bind", state, state]
         where = os.path.realpath(cwd) if cwd else state
         if not os.path.isdir(where) or any(_under(where, a) for a in hidden) \
