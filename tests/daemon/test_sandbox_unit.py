@@ -206,3 +206,26 @@ def test_a_server_sees_no_home_writes_only_its_state_and_has_the_network_it_is_g
     assert not off.serves()
     with pytest.raises(ValueError):
         off.server_argv(["true"], state_dir=str(base / "s"), network=True)
+
+
+@needs_bwrap
+def test_a_server_whose_program_lies_under_tmp_runs_and_still_sees_no_home(tmp_path):
+    # a checkout (or virtualenv) under /tmp, the owner's home beside it: the private
+    # /tmp shows the server's own files again, read-only, and never the home
+    assert str(tmp_path).startswith("/tmp/")
+    checkout, home = tmp_path / "checkout", tmp_path / "home"
+    checkout.mkdir()
+    home.mkdir()
+    (home / "config.yaml").write_text("api_key: sk-in-config\n")
+    server = checkout / "server.sh"
+    server.write_text(f"#!/bin/sh\necho RAN\ncat {home}/config.yaml\n"
+                      f"touch {checkout}/w 2>/dev/null || echo READONLY\n")
+    server.chmod(0o755)
+    box = Sandbox(SandboxConfig(), probe(), home=home, environ={"PATH": "/usr/bin:/bin"})
+    argv = box.server_argv([str(server)], state_dir=str(home / "mcp-state" / "s"),
+                           network=False, cwd=str(checkout))
+    done = subprocess.run(argv, env=box.env, capture_output=True, text=True, timeout=30,
+                          check=False)
+    assert "RAN" in done.stdout and "READONLY" in done.stdout, done
+    assert "sk-in-config" not in done.stdout + done.stderr
+    assert not (checkout / "w").exists()
