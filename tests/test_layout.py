@@ -209,7 +209,7 @@ def test_the_ledger_does_not_reach_into_the_engine():
 
 
 def test_tools_do_not_import_delegation():
-    """Late delivery is the ledger's (daemon/delivery.py): the working tools share
+    """Late delivery is the ledger's (daemon/ledger/delivery.py): the working tools share
     it with delegation instead of importing delegation."""
     graph = _module_graph()
     toolsets = [m for m in graph if _within(m, ("daemon.toolsets",))]

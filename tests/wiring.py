@@ -15,21 +15,21 @@ from pathlib import Path
 
 import httpx
 
-from tether.daemon.admissions import AdmissionService
-from tether.daemon.config import Config
+from tether.daemon.config.core import Config
 from tether.daemon.delegation.background import BackgroundDelegations
 from tether.daemon.delegation.children import ChildRunner
 from tether.daemon.delegation.tool import delegate_task_tool
-from tether.daemon.engine import Engine
-from tether.daemon.events import EventBus
-from tether.daemon.journal import Journal
-from tether.daemon.provider import Provider
-from tether.daemon.providers import Providers
-from tether.daemon.scheduler import Scheduler
-from tether.daemon.sessions import SessionService
-from tether.daemon.supervisor import Supervisor
-from tether.daemon.tools import ToolRegistry
-from tether.daemon.turns import TurnRunner
+from tether.daemon.engine.core import Engine
+from tether.daemon.engine.tools import ToolRegistry
+from tether.daemon.engine.turns import TurnRunner
+from tether.daemon.ledger.admissions import AdmissionService
+from tether.daemon.ledger.journal import Journal
+from tether.daemon.ledger.scheduler import Scheduler
+from tether.daemon.model.provider import Provider
+from tether.daemon.model.providers import Providers
+from tether.daemon.runtime.supervisor import Supervisor
+from tether.daemon.sessions.service import SessionService
+from tether.daemon.transport.events import EventBus
 from tether.store import Database
 from tether.store import sessions as session_rows
 

@@ -9,7 +9,7 @@ from typing import Any
 from tether.rpc import models_approvals as m
 from tether.rpc.dispatch import Dispatcher
 
-from ..server import Call
+from ..transport.server import Call
 from .service import ApprovalService
 
 __all__ = ["approval_handlers"]

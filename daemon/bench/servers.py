@@ -19,8 +19,8 @@ from typing import Any
 from websockets.asyncio.server import Server, ServerConnection, unix_serve
 from websockets.exceptions import ConnectionClosed
 
-from ..provider import Completion, DeltaCallback
-from ..server import ws_options
+from ..model.provider import Completion, DeltaCallback
+from ..transport.server import ws_options
 
 __all__ = ["HOLD_PREFIX", "InstantProvider", "STREAM_PREFIX", "serve_echo", "serve_echo_process",
            "serve_owner"]
@@ -78,9 +78,9 @@ ROUND_TRIPS_FILE = "bench-round-trips"
 
 def serve_owner(home_dir: str) -> int:
     """The bench's private owner: default limits, the demo provider replaced."""
-    from ..config import Config
-    from ..home import Home, OwnerRunning
+    from ..config.core import Config
     from ..owner import run_owner, setup_logging
+    from ..runtime.home import Home, OwnerRunning
 
     home = Home(Path(home_dir))
     home.ensure()

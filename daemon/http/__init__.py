@@ -13,10 +13,10 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from ..admissions import AdmissionService
-from ..config import Config
-from ..events import EventBus
-from ..journal import Journal
+from ..config.core import Config
+from ..ledger.admissions import AdmissionService
+from ..ledger.journal import Journal
+from ..transport.events import EventBus
 from .app import ApiApp, ApiLimits, Pages
 from .request import DEFAULT_MODEL
 from .turn import ApiTurns

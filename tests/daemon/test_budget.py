@@ -5,7 +5,8 @@ from __future__ import annotations
 import httpx
 from fakeprovider import FakeProvider, text_reply
 
-from tether.daemon.budget import (
+from tether.daemon.config.core import build_config
+from tether.daemon.engine.budget import (
     DEFAULT_CONTEXT_WINDOW,
     Budget,
     count_messages,
@@ -13,10 +14,9 @@ from tether.daemon.budget import (
     squeeze,
     tokenizer_for,
 )
-from tether.daemon.compaction import render, split_point
-from tether.daemon.config import build_config
-from tether.daemon.settings import TurnSettings
-from tether.daemon.windows import ContextWindows
+from tether.daemon.engine.compaction import render, split_point
+from tether.daemon.engine.settings import TurnSettings
+from tether.daemon.model.windows import ContextWindows
 
 
 def test_openai_names_are_counted_with_cl100k_and_others_estimated() -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tether.daemon.config import ConfigError, load_config
-from tether.daemon.provider import base_url_problem
-from tether.daemon.settings import check_turn_options
+from tether.daemon.config.core import ConfigError, load_config
+from tether.daemon.engine.settings import check_turn_options
+from tether.daemon.model.provider import base_url_problem
 from tether.rpc.errors import InvalidParams
 
 
@@ -110,7 +110,7 @@ def test_the_http_section_is_read_and_checked(tmp_path):
 
 
 def test_store_outage_seconds_default_value_and_refusals(tmp_path):
-    from tether.daemon.store_config import load_store_config
+    from tether.daemon.config.store import load_store_config
 
     assert load_store_config(write(tmp_path, "model: {}\n"), env={}).outage_seconds == 30.0
     cfg = load_store_config(write(tmp_path, "store:\n  outage_seconds: 2.5\n"), env={})

@@ -7,9 +7,9 @@ from dataclasses import replace
 import orjson
 import pytest
 
-from tether.daemon.config import Config, DelegationConfig
+from tether.daemon.config.core import Config, DelegationConfig
 from tether.daemon.delegation.tasks import TaskSpec, child_toolsets, parse_tasks
-from tether.daemon.settings import TurnSettings, resolve_child
+from tether.daemon.engine.settings import TurnSettings, resolve_child
 from tether.store import admissions, delegations, sessions
 
 # -- parse_tasks -------------------------------------------------------------------

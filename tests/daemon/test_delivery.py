@@ -1,4 +1,4 @@
-"""The one late-delivery rule (daemon/delivery.py), on the real ledger and state.db.
+"""The one late-delivery rule (daemon/ledger/delivery.py), on the real ledger and state.db.
 
 One producer's rows (the `processes` table, with notices due) are delivered
 through `LateDelivery` by the owner's real `AdmissionService.admit`: exactly
@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tether.daemon.delivery import (
+from tether.daemon.ledger.delivery import (
     AlreadyDelivered,
     LateDelivery,
     Letter,
@@ -24,7 +24,7 @@ from tether.daemon.delivery import (
     claim,
     recover,
 )
-from tether.daemon.ledger import TURN_OPTION_KEY, canonical_payload, encode_payload
+from tether.daemon.ledger.rules import TURN_OPTION_KEY, canonical_payload, encode_payload
 from tether.store import admissions, events
 from tether.store import processes as rows
 

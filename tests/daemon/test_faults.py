@@ -1,4 +1,4 @@
-"""The storage fault hook of daemon/faults.py, on a real Database: what the file
+"""The storage fault hook of daemon/runtime/faults.py, on a real Database: what the file
 named by TETHER_FAULT_STORAGE says is what the writer suffers, group by group."""
 
 import pytest

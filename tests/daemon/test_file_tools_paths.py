@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tether.daemon.approvals.policy import Verdict
-from tether.daemon.config import ToolsConfig
-from tether.daemon.tools import ToolContext
+from tether.daemon.config.core import ToolsConfig
+from tether.daemon.engine.tools import ToolContext
 from tether.daemon.toolsets import paths
 from tether.daemon.toolsets.files import file_tools
 

@@ -6,7 +6,7 @@ import stat
 import orjson
 import pytest
 
-from tether.daemon.home import Home, OwnerRunning
+from tether.daemon.runtime.home import Home, OwnerRunning
 from tether.rpc.home import HomeLayout
 
 

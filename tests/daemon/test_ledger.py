@@ -9,8 +9,8 @@ import orjson
 import pytest
 
 from tether.daemon import ledger
-from tether.daemon.admissions import payload_of as stored_payload
-from tether.daemon.ledger import CancelAction, Event, IllegalTransition, Status
+from tether.daemon.ledger.admissions import payload_of as stored_payload
+from tether.daemon.ledger.rules import CancelAction, Event, IllegalTransition, Status
 from tether.rpc.models import TURN_OPTION_FIELDS, PromptSubmitParams
 from tether.store import admissions as admission_rows
 from tether.store import sessions as session_rows

@@ -1,4 +1,4 @@
-"""Telling the agent's processes apart (daemon/toolsets/lineage.py, daemon/peers.py), on
+"""Telling the agent's processes apart (daemon/toolsets/lineage.py, daemon/transport/peers.py), on
 real processes: by ancestry, by session, by the environment marker; and the
 owner's end of a TCP connection mapped back to the process holding it."""
 

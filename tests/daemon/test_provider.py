@@ -20,15 +20,15 @@ from fakeprovider import (
     tool_call_reply,
 )
 
-from tether.daemon.completions import LineSplitter
-from tether.daemon.demo import DemoProvider
-from tether.daemon.provider import (
+from tether.daemon.model.completions import LineSplitter
+from tether.daemon.model.demo import DemoProvider
+from tether.daemon.model.provider import (
     OpenAIProvider,
     Provider,
     ProviderError,
     SSEDecoder,
 )
-from tether.daemon.providers import make_provider
+from tether.daemon.model.providers import make_provider
 
 KEY = "sk-test-SECRET-0123456789"
 USER = [{"role": "user", "content": "hello there"}]

@@ -7,7 +7,7 @@ import inspect
 import httpx
 import pytest
 
-from tether.daemon.provider_errors import HTTP_FAILURES, attempt_failure, scrub_key
+from tether.daemon.model.errors import HTTP_FAILURES, attempt_failure, scrub_key
 
 REASONS = {"rate_limited", "server_error", "timeout", "connection_error", "auth_failed",
            "not_found", "bad_request", "malformed_response"}

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from fakeprovider import FakeProvider, Status
 
-from tether.daemon.provider import OpenAIProvider, ProviderError
+from tether.daemon.model.provider import OpenAIProvider, ProviderError
 
 USER = [{"role": "user", "content": "hello"}]
 HTML_501 = ("<!DOCTYPE html><html><head><title>Error response</title></head><body>"

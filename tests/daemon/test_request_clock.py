@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from tether.daemon.completions import AttemptFailed
-from tether.daemon.request_clock import RequestClock
+from tether.daemon.model.completions import AttemptFailed
+from tether.daemon.model.request_clock import RequestClock
 
 
 def clock(silence: float, request_timeout: float = 60.0) -> RequestClock:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from harness import sandbox_missing
 
-from tether.daemon.config import ConfigError, SandboxConfig, build_config
-from tether.daemon.settings import check_turn_options
+from tether.daemon.config.core import ConfigError, SandboxConfig, build_config
+from tether.daemon.engine.settings import check_turn_options
 from tether.daemon.toolsets.sandbox import (
     NONE,
     Probe,

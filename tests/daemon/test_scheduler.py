@@ -3,7 +3,7 @@ cancel, and sessions paused behind unknown admissions."""
 
 import pytest
 
-from tether.daemon.scheduler import Scheduler
+from tether.daemon.ledger.scheduler import Scheduler
 
 
 def drain(s: Scheduler) -> list[tuple[str, str]]:

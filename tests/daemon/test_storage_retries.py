@@ -1,7 +1,7 @@
 """Writes the owner owes after an acknowledgement, while the store refuses them.
 
 The services run in-process on a real state.db whose writer the storage fault
-hook (daemon/faults.py) switches to read-only and back, as the e2e storage
+hook (daemon/runtime/faults.py) switches to read-only and back, as the e2e storage
 suite does to the real owner; here the windows can be held exactly.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tether.daemon import ledger
 from tether.daemon.bench import InstantProvider
-from tether.daemon.faults import StorageFault
+from tether.daemon.runtime.faults import StorageFault
 from tether.store import admissions as admission_rows
 from tether.store import events as event_rows
 from tether.store import messages as message_rows

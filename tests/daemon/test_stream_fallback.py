@@ -10,9 +10,9 @@ import pytest
 from fakeprovider import FakeProvider, Stall, text_reply, tool_call_reply
 from fakeservers import error_mid_stream, llama_cpp_python, ollama, refuses_stream
 
-from tether.daemon.config import ConfigError, build_config
-from tether.daemon.provider import OpenAIProvider, ProviderError
-from tether.daemon.stream_mode import StreamMemory
+from tether.daemon.config.core import ConfigError, build_config
+from tether.daemon.model.provider import OpenAIProvider, ProviderError
+from tether.daemon.model.stream_mode import StreamMemory
 
 USER = [{"role": "user", "content": "what is in notes.txt?"}]
 TOOLS = [{"type": "function", "function": {
@@ -165,8 +165,8 @@ def test_model_stream_config_refuses_other_values(bad):
     ("upstream model rejected the request", False),
     ("tools are not supported", False)])
 def test_which_4xx_names_streaming(message, falls_back):
-    from tether.daemon.completions import AttemptFailed
-    from tether.daemon.stream_mode import stream_failure
+    from tether.daemon.model.completions import AttemptFailed
+    from tether.daemon.model.stream_mode import stream_failure
 
     failure = AttemptFailed("bad_request", "provider returned HTTP 400", retryable=False,
                             status=400, body=message)

@@ -2,7 +2,7 @@
 
 import orjson
 
-from tether.daemon.transcript import UNFINISHED_TOOL_CALL, chat_history
+from tether.daemon.engine.transcript import UNFINISHED_TOOL_CALL, chat_history
 
 
 def call(call_id: str, name: str = "delegate_task") -> dict:

@@ -7,8 +7,8 @@ import datetime
 
 import pytest
 
-from tether.daemon.config import ConfigError, build_config
-from tether.daemon.usage import Prices, add, normalise, price_table, totals, turn_cost
+from tether.daemon.config.core import ConfigError, build_config
+from tether.daemon.model.usage import Prices, add, normalise, price_table, totals, turn_cost
 
 #: the shipped table is refreshed (scripts/refresh_prices.py) at least this often
 MAX_TABLE_AGE_DAYS = 180
