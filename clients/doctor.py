@@ -233,7 +233,7 @@ def _model(report: Any, checks: list[Check]) -> bool:
     if defaults["provider"] == "demo":
         checks.append(Check("model", "ok", "provider demo is offline: it needs no endpoint"))
         return False
-    from tether.daemon.engine.settings import endpoint, resolve_turn
+    from tether.daemon.config.turn import endpoint, resolve_turn
     from tether.daemon.model.probe import probe_models
 
     m = report.config.model
@@ -260,7 +260,7 @@ def _stream(report: Any, served: bool, checks: list[Check]) -> None:
             report.turn_defaults["provider"] == "demo" else "no served model to ask"
         checks.append(Check("stream", "skip", why))
         return
-    from tether.daemon.engine.settings import endpoint, resolve_turn
+    from tether.daemon.config.turn import endpoint, resolve_turn
     from tether.daemon.model.probe import probe_streaming
 
     m = report.config.model

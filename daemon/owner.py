@@ -40,19 +40,21 @@ from .approvals.handlers import approval_handlers
 from .approvals.service import ApprovalService
 from .config.core import Config, load_config
 from .config.store import StoreConfig, load_store_config, open_store, shown_url
+from .config.turn import turn_defaults
 from .cron.handlers import cron_handlers
 from .cron.jobs import CronJobs
 from .cron.service import FLEET_SLEEP_SECONDS, CronService
 from .delegation.background import BackgroundDelegations
 from .delegation.children import ChildRunner
 from .delegation.tool import delegate_task_tool
+from .demo import demo_provider
 from .engine.core import Engine
-from .engine.settings import turn_defaults
 from .engine.tools import ToolRegistry
 from .engine.turns import TurnRunner
 from .fleet.feed import Feed
 from .fleet.node import FleetNode
 from .ledger.admissions import AdmissionService
+from .ledger.events import EventBus
 from .ledger.journal import Journal
 from .ledger.recovery import recover
 from .ledger.scheduler import Scheduler
@@ -68,7 +70,6 @@ from .toolsets.files import file_tools
 from .toolsets.processes import ProcessTable
 from .toolsets.sandbox import Sandbox, probe, store_credentials
 from .toolsets.terminal import process_tool, terminal_tool
-from .transport.events import EventBus
 from .transport.handlers import Identity, build_dispatcher
 from .transport.server import Listeners, tcp_address
 from .transport.tcp_listener import TcpListener, register_listen_method
@@ -203,8 +204,8 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                                         epoch=epoch, private=_private_paths(home))
             if fleet is None:  # a fleet recovers a node's rows when the node dies
                 await approvals.recover()
-            engine = Engine(Providers(config, http, overrides=overrides,
-                                      config_path=home.config), tools, approvals)
+            engine = Engine(Providers(config, http, overrides=overrides, config_path=home.config,
+                                      demo=demo_provider), tools, approvals)
             turns = TurnRunner(engine, journal, scheduler, supervisor, config, epoch=epoch,
                                journal_for=fleet.journal_for if fleet else None,
                                stop_elsewhere=fleet.stop_elsewhere if fleet else None)

@@ -192,7 +192,7 @@ def _section(cls: type, raw: Any, name: str, errors: list[str]) -> Any:
             continue
         default = getattr(cls(), key)
         if cls is ModelConfig and key == "stream":
-            from ..model.stream_mode import normalise_mode
+            from .values import normalise_mode
 
             if (mode := normalise_mode(value)) is None:
                 errors.append(f"config.yaml: `model.stream` must be auto, true or false, "
@@ -330,7 +330,7 @@ def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Conf
     from tether.rpc.names import PROVIDER_NAMES
     from tether.rpc.protocol import MAX_TEXT_CHARS
 
-    from ..model.provider import base_url_problem  # httpx: only when loading
+    from .values import base_url_problem
 
     for name, section in (("model", model), ("delegation", delegation)):
         if section.provider is not None and section.provider not in PROVIDER_NAMES:

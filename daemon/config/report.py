@@ -15,8 +15,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..engine.settings import shown_url, turn_defaults
 from .core import Config, ConfigError, build_config, read_config_file
+from .turn import shown_url, turn_defaults
 
 __all__ = ["ConfigReport", "Setting", "config_report", "mask_secret"]
 

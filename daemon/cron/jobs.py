@@ -21,7 +21,7 @@ from tether.store import cron as cron_rows
 from tether.store.conn import Conn
 
 from ..config.core import Config
-from ..engine.settings import check_turn_options
+from ..config.turn import check_turn_options
 from ..ledger.journal import Journal, Tx
 from .delivery import check_target
 from .plan import plan_resume

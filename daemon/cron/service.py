@@ -30,9 +30,9 @@ from tether.store import StorageError, admissions, sessions
 from tether.store import cron as cron_rows
 
 from ..config.core import Config
+from ..ledger.activity import fields
 from ..ledger.journal import Journal, Tx
 from ..ledger.rules import canonical_payload, encode_payload
-from ..runtime.activity import fields
 from ..runtime.supervisor import Supervisor
 from .delivery import Deliveries
 from .plan import Plan, plan_due

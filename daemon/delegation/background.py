@@ -25,7 +25,7 @@ from tether.store import delegations, events
 from tether.store.conn import Conn
 
 from ..config.core import Config
-from ..engine.settings import TurnSettings, resolve_child
+from ..config.turn import TurnSettings, resolve_child
 from ..ledger.delivery import Admit, LateDelivery, Letter
 from ..ledger.journal import Journal, Tx
 from ..runtime.supervisor import Supervisor

@@ -23,8 +23,8 @@ import orjson
 from tether.store import StorageError, delegations, sessions
 
 from ..config.core import Config
+from ..config.turn import ResolveError, TurnSettings, resolve_child
 from ..engine.core import AgentRun, Engine
-from ..engine.settings import ResolveError, TurnSettings, resolve_child
 from ..engine.sink import EventSink
 from ..ledger.journal import Journal, Tx
 from ..runtime.supervisor import Supervisor

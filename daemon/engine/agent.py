@@ -15,9 +15,9 @@ from typing import Any, Protocol
 
 import orjson
 
+from ..model.budget import Budget, squeeze
 from ..model.provider import Completion, Provider, ProviderError
 from ..model.usage import add
-from .budget import Budget, squeeze
 from .tools import Tool, ToolContext
 
 __all__ = ["AgentResult", "AgentSink", "run_agent"]

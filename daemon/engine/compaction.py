@@ -23,9 +23,9 @@ from tether.store import compactions, messages, sessions
 from tether.store.conn import Conn
 
 from ..ledger.journal import Journal, Tx
+from ..model.budget import Budget, count_text, cut_text
 from ..model.provider import Provider, ProviderError
 from ..model.usage import add
-from .budget import Budget, count_text, cut_text
 from .transcript import SUMMARY_HEADER
 
 __all__ = ["COMPACT_PROMPT", "Compactor", "CompactionFailed", "Target", "split_point",

@@ -15,11 +15,11 @@ from typing import Any
 
 from ..approvals.policy import Verdict
 from ..approvals.service import ApprovalCall, ApprovalService
+from ..config.turn import TurnSettings
+from ..model.budget import Budget
 from ..model.provider import Provider
 from ..model.providers import Providers
 from .agent import AgentResult, run_agent
-from .budget import Budget
-from .settings import TurnSettings
 from .sink import EventSink
 from .tools import ToolContext, ToolRegistry
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..approvals.policy import Verdict
-from .settings import TOOLSETS, TurnSettings
+from ..config.turn import TOOLSETS, TurnSettings
 
 __all__ = ["Tool", "ToolContext", "ToolRegistry", "Emit", "Approve", "Verdict", "DynamicTools"]
 

@@ -23,17 +23,17 @@ import orjson
 from tether.store import StorageError, compactions, messages
 
 from ..config.core import Config
+from ..config.turn import ResolveError, resolve_turn
 from ..ledger import outcomes
 from ..ledger.journal import Fenced, Journal, ride_out
 from ..ledger.rules import TURN_OPTION_KEY, Event
 from ..ledger.scheduler import Scheduler
+from ..model.retry_notice import RETRY_LISTENER
 from ..model.usage import Prices
 from ..runtime.supervisor import Supervisor
 from .agent import AgentResult
 from .compaction import CompactionFailed, Compactor, Target
 from .core import AgentRun, Engine
-from .retry_notice import RETRY_LISTENER
-from .settings import ResolveError, resolve_turn
 from .sink import EventSink
 from .transcript import client_request, turn_messages
 

@@ -75,8 +75,8 @@ import orjson
 from tether.store import StorageError, Store
 from tether.store.conn import Conn
 
+from ..ledger.events import EventBus, EventRecord, Viewer
 from ..ledger.journal import retry_delay
-from ..transport.events import EventBus, EventRecord, Viewer
 
 __all__ = ["Feed", "CHANNEL_SQL", "ANNOUNCE_SQL", "APP_NAME_PREFIX", "POLL_SECONDS"]
 

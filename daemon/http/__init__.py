@@ -4,6 +4,8 @@
 uvicorn's HTTP protocol, one protocol instance per connection that server.py
 routes here (any TCP request that is not a WebSocket upgrade), all inside the
 owner's event loop: uvicorn parses and frames HTTP, this package decides.
+
+May import: config, runtime, model, ledger, sessions; transport routes requests here, never the reverse.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from collections.abc import Awaitable, Callable
 
 from ..config.core import Config
 from ..ledger.admissions import AdmissionService
+from ..ledger.events import EventBus
 from ..ledger.journal import Journal
-from ..transport.events import EventBus
 from .app import ApiApp, ApiLimits, Pages
 from .request import DEFAULT_MODEL
 from .turn import ApiTurns

@@ -37,9 +37,9 @@ from tether.store import admissions, conversations, events, messages, sessions
 from ..config.core import HttpConfig
 from ..ledger import rules as ledger
 from ..ledger.admissions import AdmissionService
+from ..ledger.events import EventBus, Viewer
 from ..ledger.journal import Journal, Tx
 from ..sessions.service import new_session_id
-from ..transport.events import EventBus, Viewer
 from .request import DEFAULT_MODEL, ChatRequest
 
 __all__ = ["ApiTurns", "Opened", "Delta", "KeepAlive", "Done"]

@@ -31,7 +31,7 @@ from tether.store import StorageError, admissions, sessions
 from tether.store.conn import Conn
 
 from ..config.core import DaemonConfig
-from ..engine.settings import check_turn_options
+from ..config.turn import check_turn_options
 from ..runtime.supervisor import Supervisor
 from . import outcomes
 from . import rules as ledger

@@ -31,8 +31,8 @@ from tether.store import StorageError, Store
 from tether.store import events as event_rows
 from tether.store.conn import Conn, dialect
 
-from ..runtime import activity
-from ..transport.events import EventBus, EventRecord
+from . import activity
+from .events import EventBus, EventRecord
 
 __all__ = ["Tx", "Journal", "Unit", "Fenced", "never", "until_stored", "ride_out",
            "outage_error", "OUTAGE_SECONDS"]

@@ -23,7 +23,7 @@ from tether.rpc.dispatch import Dispatcher
 from tether.rpc.errors import InvalidParams, NotFound
 
 from ..config.core import ConfigError, McpConfig, McpServerConfig, mcp_server
-from ..engine.settings import shown_url
+from ..config.turn import shown_url
 from ..engine.tools import Tool, ToolContext
 from ..toolsets.sandbox import Sandbox
 from .results import render, tool_name

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from ..engine.settings import shown_url
+from ..config.turn import shown_url
 from .errors import BUILD_FAILURES, attempt_failure, refused, scrub_key, status_fix
 
 __all__ = ["ModelsProbe", "StreamProbe", "probe_models", "probe_streaming"]

@@ -32,6 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 import httpx
 import orjson
 
+from ..config.values import base_url_problem
 from .answers import DeltaCallback, Progress, read_body, read_stream
 from .completions import (
     AttemptFailed,
@@ -66,7 +67,7 @@ __all__ = [
     "parse_completion",
 ]
 
-from ..engine.retry_notice import announce_retry
+from .retry_notice import announce_retry
 from .stream_mode import (
     STREAM_MODES,
     CannotStream,
@@ -77,7 +78,6 @@ from .stream_mode import (
 
 log = logging.getLogger(__name__)
 
-OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 #: the longest one model request may take, retries included, unless configured otherwise
 REQUEST_TIMEOUT = 600.0
@@ -113,22 +113,6 @@ class Provider(Protocol):
 
 # --------------------------------------------------------------------------------------
 # The shell: HTTP, retries and callbacks.
-
-
-def base_url_problem(base_url: str) -> str | None:
-    """Why no request could be made to ``base_url``, or None if one can."""
-    if not base_url.startswith(("http://", "https://")):
-        return "must start with http:// or https://"
-    try:
-        url = httpx.URL(base_url)
-        port = url.port
-    except (httpx.InvalidURL, ValueError) as exc:
-        return f"is not a valid URL ({exc})"
-    if not url.host:
-        return "has no host"
-    if port is not None and not 0 < port < 65536:
-        return f"has port {port}, outside 1..65535"
-    return None
 
 
 class OpenAIProvider:

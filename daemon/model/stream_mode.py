@@ -18,6 +18,7 @@ import logging
 import re
 import threading
 
+from ..config.values import STREAM_MODES, normalise_mode
 from .completions import AttemptFailed
 
 __all__ = ["STREAM_MODES", "CannotStream", "StreamMemory", "normalise_mode", "stream_failure"]
@@ -25,21 +26,6 @@ __all__ = ["STREAM_MODES", "CannotStream", "StreamMemory", "normalise_mode", "st
 log = logging.getLogger(__name__)
 
 #: the values of ``model.stream``
-STREAM_MODES = ("auto", "true", "false")
-
-
-def normalise_mode(value: object) -> str | None:
-    """``auto``, ``true`` or ``false`` for a config value (YAML booleans included), or None
-    when the value is none of them."""
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, str) and value.strip().lower() in STREAM_MODES:
-        return value.strip().lower()
-    return None
-
-
 class CannotStream(Exception):
     """A streamed attempt failed in a way that asking without streaming may fix."""
 

@@ -16,8 +16,8 @@ import logging
 import httpx
 
 from ..config.core import Config
-from ..engine.budget import DEFAULT_CONTEXT_WINDOW, Budget
-from ..engine.settings import TurnSettings
+from ..config.turn import TurnSettings
+from .budget import DEFAULT_CONTEXT_WINDOW, Budget
 from .usage import Prices
 
 __all__ = ["ContextWindows", "SERVER_KEYS"]

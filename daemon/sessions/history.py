@@ -20,9 +20,9 @@ from tether.store import history as rows
 from tether.store.conn import Conn
 
 from ..config.core import Config
+from ..config.turn import ResolveError, resolve_turn
 from ..engine.compaction import CompactionFailed, Compactor, Target
 from ..engine.core import Engine
-from ..engine.settings import ResolveError, resolve_turn
 from ..ledger.journal import Journal, Tx
 from ..model.usage import Prices
 from .export import build_document

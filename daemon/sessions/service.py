@@ -27,13 +27,13 @@ from tether.store import admissions, events, messages, sessions
 from tether.store import approvals as approval_rows
 from tether.store.conn import Conn
 
-from ..engine.settings import check_turn_options
+from ..config.turn import check_turn_options
 from ..ledger import rules as ledger
+from ..ledger.events import EventBus, Viewer
 from ..ledger.journal import Journal, Tx
 from ..ledger.scheduler import Scheduler
 from ..model.usage import Prices, totals
 from ..runtime.supervisor import Supervisor
-from ..transport.events import EventBus, Viewer
 
 __all__ = ["SessionService", "new_session_id", "event_dicts"]
 

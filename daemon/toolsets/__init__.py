@@ -13,4 +13,6 @@
   cwd, never through a symlink out; the owner's home refused), and atomic writes;
 - lineage.py: which processes are the agent's (registered tool processes, their
   sessions, the environment marker), for the peer check of daemon/transport/peers.py.
+
+May import: config, runtime, ledger (late delivery), approvals, engine (what a tool is). Never delegation.
 """

@@ -26,13 +26,13 @@ from tether.rpc.protocol import PROTOCOL
 from tether.store import StorageError, Store
 from tether.store import tokens as token_rows
 
-from ..engine.settings import TOOLSETS
+from ..config.turn import TOOLSETS
 from ..engine.turns import TurnRunner
 from ..ledger.admissions import AdmissionService
+from ..ledger.events import EventBus
 from ..runtime.supervisor import Supervisor
 from ..sessions.admin import SessionAdmin
 from ..sessions.service import SessionService
-from .events import EventBus
 from .peers import guard as peer_guard
 from .server import Call
 

@@ -50,7 +50,7 @@ from tether.rpc import protocol
 from tether.rpc.dispatch import Dispatcher
 
 from ..http.port import HeadRouter
-from .events import EventBus, Viewer
+from ..ledger.events import EventBus, Viewer
 from .peers import Peer, tcp_peer, unix_peer
 
 __all__ = ["Call", "Listeners", "SUBPROTOCOL", "TOKEN_PREFIX", "parse_hostport", "tcp_address",

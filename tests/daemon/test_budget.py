@@ -6,7 +6,9 @@ import httpx
 from fakeprovider import FakeProvider, text_reply
 
 from tether.daemon.config.core import build_config
-from tether.daemon.engine.budget import (
+from tether.daemon.config.turn import TurnSettings
+from tether.daemon.engine.compaction import render, split_point
+from tether.daemon.model.budget import (
     DEFAULT_CONTEXT_WINDOW,
     Budget,
     count_messages,
@@ -14,8 +16,6 @@ from tether.daemon.engine.budget import (
     squeeze,
     tokenizer_for,
 )
-from tether.daemon.engine.compaction import render, split_point
-from tether.daemon.engine.settings import TurnSettings
 from tether.daemon.model.windows import ContextWindows
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tether.daemon.config.core import ConfigError, load_config
-from tether.daemon.engine.settings import check_turn_options
-from tether.daemon.model.provider import base_url_problem
+from tether.daemon.config.turn import check_turn_options
+from tether.daemon.config.values import base_url_problem
 from tether.rpc.errors import InvalidParams
 
 

@@ -8,8 +8,8 @@ import orjson
 import pytest
 
 from tether.daemon.config.core import Config, DelegationConfig
+from tether.daemon.config.turn import TurnSettings, resolve_child
 from tether.daemon.delegation.tasks import TaskSpec, child_toolsets, parse_tasks
-from tether.daemon.engine.settings import TurnSettings, resolve_child
 from tether.store import admissions, delegations, sessions
 
 # -- parse_tasks -------------------------------------------------------------------

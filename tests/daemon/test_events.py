@@ -6,8 +6,8 @@ import asyncio
 import orjson
 import pytest
 
+from tether.daemon.ledger.events import EventBus, EventRecord, Viewer
 from tether.daemon.ledger.journal import Journal
-from tether.daemon.transport.events import EventBus, EventRecord, Viewer
 from tether.store import Database
 from tether.store import events as event_rows
 from tether.store import sessions as session_rows

@@ -6,6 +6,7 @@ import asyncio
 import json
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -20,8 +21,8 @@ from fakeprovider import (
     tool_call_reply,
 )
 
+from tether.daemon.demo import DemoProvider, demo_provider
 from tether.daemon.model.completions import LineSplitter
-from tether.daemon.model.demo import DemoProvider
 from tether.daemon.model.provider import (
     OpenAIProvider,
     Provider,
@@ -375,8 +376,11 @@ async def test_make_provider(client):
         isinstance(openai, OpenAIProvider)
         and openai.url == "https://api.openai.com/v1/chat/completions"
     )
-    demo = make_provider("demo", client=None, base_url=None, api_key=None, read_timeout=3)
+    demo = demo_provider(Path("/home/me/.tether/config.yaml"))
     assert isinstance(demo, DemoProvider) and isinstance(demo, Provider)
+    assert demo.config_path == "/home/me/.tether/config.yaml"
+    with pytest.raises(ValueError, match="unknown provider 'demo'"):  # Providers hands it in
+        make_provider("demo", client=None, base_url=None, api_key=None)
     with pytest.raises(ValueError, match="base_url"):
         make_provider("custom", client=client, base_url=None, api_key=None)
     with pytest.raises(ValueError, match="custom, openai, demo"):

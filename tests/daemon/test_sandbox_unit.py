@@ -13,7 +13,7 @@ import pytest
 from harness import sandbox_missing
 
 from tether.daemon.config.core import ConfigError, SandboxConfig, build_config
-from tether.daemon.engine.settings import check_turn_options
+from tether.daemon.config.turn import check_turn_options
 from tether.daemon.toolsets.sandbox import (
     NONE,
     Probe,

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from tether.daemon.config.core import Config, ModelConfig
-from tether.daemon.engine.settings import ResolveError, resolve_turn
+from tether.daemon.config.turn import ResolveError, resolve_turn
 
 CONFIG = replace(Config(), model=ModelConfig(provider="custom", base_url="http://mine/v1",
                                              default="m", api_key="secret-key"))

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from tether.bench import InstantProvider
 from tether.daemon import ledger
-from tether.daemon.bench import InstantProvider
 from tether.daemon.runtime.faults import StorageFault
 from tether.store import admissions as admission_rows
 from tether.store import events as event_rows

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from wiring import Parts
 
+from tether.bench import InstantProvider
 from tether.daemon import ledger
-from tether.daemon.bench import InstantProvider
 from tether.store import admissions as admission_rows
 
 SID = "ses_000000000000000000000001"

@@ -18,8 +18,8 @@ import orjson
 from harness import until
 
 from tether.daemon.fleet.feed import Feed
+from tether.daemon.ledger.events import Viewer
 from tether.daemon.ledger.journal import Journal, Tx
-from tether.daemon.transport.events import Viewer
 from tether.store import events as event_rows
 from tether.store import sessions as session_rows
 from tether.store.pg import PgDatabase

@@ -1,4 +1,4 @@
-"""``python -m tether.daemon.bench``: the same as ``tether bench``; also how the
+"""``python -m tether.bench``: the same as ``tether bench``; also how the
 bench starts its own owner and echo server (``--serve-owner`` / ``--serve-echo``)."""
 
 import sys

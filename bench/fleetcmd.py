@@ -30,8 +30,8 @@ def _fail(msg: str) -> None:
 def run_fleet(url: str, mode: str, home: str | None,
               phases: set[str] | None) -> tuple[int, dict[str, Any] | None, Path | None]:
     """(exit status, figures, the nodes' parent directory)."""
-    from ..config.core import ConfigError
-    from ..config.store import load_store_config, shown_url
+    from tether.daemon.config.core import ConfigError
+    from tether.daemon.config.store import load_store_config, shown_url
 
     try:
         load_store_config(None, flag=url, env={})

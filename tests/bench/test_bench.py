@@ -24,7 +24,7 @@ def test_quick_bench_reports_every_figure(tmp_path):
     # the bench's owner keeps state.db in its home whatever the environment names
     env = {**os.environ, "TETHER_STORE": "postgresql://127.0.0.1:1/nowhere"}
     proc = subprocess.run(
-        [sys.executable, "-m", "tether.daemon.bench", "--quick", "--json", "--home", str(home)],
+        [sys.executable, "-m", "tether.bench", "--quick", "--json", "--home", str(home)],
         capture_output=True, timeout=180, stdin=subprocess.DEVNULL, env=env)
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     data = orjson.loads(proc.stdout.decode().strip().splitlines()[-1])
@@ -45,7 +45,7 @@ def test_quick_bench_reports_every_figure(tmp_path):
 
 def test_bench_table_names_targets(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "tether.daemon.bench", "--quick", "--home",
+        [sys.executable, "-m", "tether.bench", "--quick", "--home",
          str(tmp_path / "h")], capture_output=True, timeout=180, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     out = proc.stdout.decode()

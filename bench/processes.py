@@ -1,7 +1,7 @@
 """The processes ``tether bench`` measures, seen from the bench: start, stop, probe.
 
 `Processes` starts the private owner and the echo baseline (servers.py) as
-subprocesses of the bench (``python -m tether.daemon.bench --serve-owner HOME``
+subprocesses of the bench (``python -m tether.bench --serve-owner HOME``
 / ``--serve-echo SOCK``), reads the owner's CPU time and memory from /proc, and
 signals it to release the turns the bench holds at its provider. With a store
 URL the owner keeps its state there (``TETHER_STORE``); without one it keeps
@@ -67,7 +67,7 @@ class Processes:
         if self.store is not None:
             env["TETHER_STORE"] = self.store
         self.owner = subprocess.Popen(
-            [sys.executable, "-m", "tether.daemon.bench", "--serve-owner", str(self.home)],
+            [sys.executable, "-m", "tether.bench", "--serve-owner", str(self.home)],
             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=open(self.home / "bench-owner.log", "ab"))  # noqa: SIM115
         deadline = time.monotonic() + 30
@@ -132,7 +132,7 @@ class Processes:
 
     async def start_echo(self) -> None:
         """The baseline server: bare websockets echo, same options, own process."""
-        self.echo = subprocess.Popen([sys.executable, "-m", "tether.daemon.bench",
+        self.echo = subprocess.Popen([sys.executable, "-m", "tether.bench",
                                       "--serve-echo", str(self.echo_sock)],
                                      stdin=subprocess.DEVNULL)
         for _ in range(1000):

@@ -20,7 +20,7 @@ import logging
 import time
 from typing import Any
 
-from ..transport.events import EventRecord
+from .events import EventRecord
 
 __all__ = ["record", "fields", "log"]
 

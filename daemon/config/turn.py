@@ -14,8 +14,8 @@ from typing import Any
 from tether.rpc.errors import InvalidParams
 from tether.rpc.names import PROVIDER_NAMES, TOOLSETS
 
-from ..config.core import SANDBOX_MODES, Config
-from ..model.provider import OPENAI_BASE_URL, base_url_problem
+from .core import SANDBOX_MODES, Config
+from .values import OPENAI_BASE_URL, base_url_problem
 
 __all__ = ["TurnSettings", "resolve_turn", "resolve_child", "ResolveError",
            "check_turn_options", "endpoint", "turn_defaults", "shown_url", "TOOLSETS",

@@ -1,6 +1,6 @@
 """The side ``tether bench`` measures: its private owner and its baseline server.
 
-Each runs in its own process (``python -m tether.daemon.bench --serve-owner
+Each runs in its own process (``python -m tether.bench --serve-owner
 HOME`` / ``--serve-echo SOCK``), so the measuring clients never share its GIL or
 loop. The owner is a real one with default limits; only inference is replaced,
 by `InstantProvider`, so every figure is the cost of tether itself. The echo
@@ -19,8 +19,8 @@ from typing import Any
 from websockets.asyncio.server import Server, ServerConnection, unix_serve
 from websockets.exceptions import ConnectionClosed
 
-from ..model.provider import Completion, DeltaCallback
-from ..transport.server import ws_options
+from tether.daemon.model.provider import Completion, DeltaCallback
+from tether.daemon.transport.server import ws_options
 
 __all__ = ["HOLD_PREFIX", "InstantProvider", "STREAM_PREFIX", "serve_echo", "serve_echo_process",
            "serve_owner"]
@@ -78,9 +78,9 @@ ROUND_TRIPS_FILE = "bench-round-trips"
 
 def serve_owner(home_dir: str) -> int:
     """The bench's private owner: default limits, the demo provider replaced."""
-    from ..config.core import Config
-    from ..owner import run_owner, setup_logging
-    from ..runtime.home import Home, OwnerRunning
+    from tether.daemon.config.core import Config
+    from tether.daemon.owner import run_owner, setup_logging
+    from tether.daemon.runtime.home import Home, OwnerRunning
 
     home = Home(Path(home_dir))
     home.ensure()

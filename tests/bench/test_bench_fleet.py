@@ -21,7 +21,7 @@ def test_quick_postgresql_bench_measures_one_node_and_three(tmp_path):
     pgstore.require()
     root = tmp_path / "nodes"
     proc = subprocess.run(
-        [sys.executable, "-m", "tether.daemon.bench", "--quick", "--json", "--home", str(root),
+        [sys.executable, "-m", "tether.bench", "--quick", "--json", "--home", str(root),
          "--store", pgstore.BASE_URL], capture_output=True, timeout=240,
         stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
@@ -79,7 +79,7 @@ def test_quick_postgresql_bench_measures_one_node_and_three(tmp_path):
 
 def test_store_must_be_a_postgresql_url(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "tether.daemon.bench", "--quick", "--store",
+        [sys.executable, "-m", "tether.bench", "--quick", "--store",
          f"sqlite:///{tmp_path}/x.db"], capture_output=True, timeout=60,
         stdin=subprocess.DEVNULL)
     assert proc.returncode == 2
