@@ -339,9 +339,9 @@ def cmd_schema(args: Any) -> int:
 
 def cmd_bench(args: Any) -> int:
     try:
-        from tether.daemon.bench import main as bench_main
+        from tether.bench import main as bench_main
     except ModuleNotFoundError as exc:
-        if exc.name != "tether.daemon.bench":
+        if exc.name != "tether.bench":
             raise
         raise CliError(EXIT_USAGE, "unavailable", "this build of tether has no bench",
                        "install tether from a full source checkout") from None

@@ -1,7 +1,7 @@
 """``tether config check``: the configuration an owner of this home would start with.
 
 It reads ``<home>/config.yaml`` and the environment exactly as the owner does
-(``tether.daemon.config_report``, imported only here: PyYAML, pydantic-free
+(``tether.daemon.config.report``, imported only here: PyYAML, pydantic-free
 but not free), and prints every setting with its value and where that came
 from (``default``, ``config.yaml``, ``env NAME``), secrets masked. A
 configuration the owner would refuse is reported as ``tether: invalid_config:
@@ -18,7 +18,7 @@ from .exits import CONTEXT, EXIT_OK, EXIT_USAGE, CliError
 
 __all__ = ["cmd_config", "check_config", "home_source"]
 
-#: test-only fault hooks of the owner (daemon/faults.py); worth a word when set
+#: test-only fault hooks of the owner (daemon/runtime/faults.py); worth a word when set
 _FAULT_VARS = ("TETHER_FAULT", "TETHER_FAULT_STORAGE")
 
 
@@ -32,8 +32,8 @@ def home_source(args: Any) -> str:
 def check_config(home: Any) -> Any:
     """The ConfigReport of ``home`` in this environment; an invalid configuration
     raises the CliError the user sees."""
-    from tether.daemon.config import ConfigError
-    from tether.daemon.config_report import config_report
+    from tether.daemon.config.core import ConfigError
+    from tether.daemon.config.report import config_report
     from tether.rpc.home import HomeLayout
 
     try:

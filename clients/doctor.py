@@ -7,7 +7,7 @@ provider and model it runs with are what the configuration here says);
 the sandbox (the boundary around the agent's commands: the running owner's,
 else what an owner started here would have; ``warn`` when there is none);
 the model endpoint (``GET {base_url}/models`` with the configured key: a
-server is there, takes the key and serves the model; tether.daemon.probe);
+server is there, takes the key and serves the model; tether.daemon.model.probe);
 streaming (a small streamed request carrying one tool, then without streaming if
 the server cannot stream it: which ``model.stream`` works); then one line per MCP server of the configuration, with the state the running
 owner reports (a server that failed to start is a FAIL with its error).
@@ -233,8 +233,8 @@ def _model(report: Any, checks: list[Check]) -> bool:
     if defaults["provider"] == "demo":
         checks.append(Check("model", "ok", "provider demo is offline: it needs no endpoint"))
         return False
-    from tether.daemon.probe import probe_models
-    from tether.daemon.settings import endpoint, resolve_turn
+    from tether.daemon.config.turn import endpoint, resolve_turn
+    from tether.daemon.model.probe import probe_models
 
     m = report.config.model
     # the endpoint and key of a turn that names none: the key goes only where the
@@ -260,8 +260,8 @@ def _stream(report: Any, served: bool, checks: list[Check]) -> None:
             report.turn_defaults["provider"] == "demo" else "no served model to ask"
         checks.append(Check("stream", "skip", why))
         return
-    from tether.daemon.probe import probe_streaming
-    from tether.daemon.settings import endpoint, resolve_turn
+    from tether.daemon.config.turn import endpoint, resolve_turn
+    from tether.daemon.model.probe import probe_streaming
 
     m = report.config.model
     turn = resolve_turn(report.config, {}, {})

@@ -20,7 +20,7 @@ def _ago(seconds: float) -> str:
 
 def _shown(url: str) -> str:
     """The URL with any password masked (as the owner logs it)."""
-    from tether.daemon.store_config import shown_url
+    from tether.daemon.config.store import shown_url
 
     return shown_url(url)
 

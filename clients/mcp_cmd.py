@@ -132,7 +132,7 @@ def _load(home: Path) -> tuple[Path, dict[str, Any]]:
 
     path = HomeLayout(home).config
     try:
-        from tether.daemon.config import ConfigError, read_config_file
+        from tether.daemon.config.core import ConfigError, read_config_file
 
         return path, read_config_file(path)
     except ConfigError as exc:
@@ -144,7 +144,7 @@ def _write(path: Path, raw: dict[str, Any]) -> None:
     """Check ``raw`` as the owner would read it, then replace config.yaml with it."""
     import yaml
 
-    from tether.daemon.config import ConfigError, build_config
+    from tether.daemon.config.core import ConfigError, build_config
 
     try:
         build_config(raw, dict(os.environ))

@@ -1,9 +1,11 @@
 """tether.daemon: the owner process.
 
-It owns everything that runs on behalf of a home: the home's lock and
-descriptor, the WebSocket transport, the admission service and the ledger's
-transitions, the scheduler and turn runner, the agent engine with its provider
-client and tools, delegation, event fan-out, and recovery. owner.py wires the
-services together; docs/architecture.md maps the modules. The bench (`tether
-bench`) lives in the ``bench`` subpackage, beside the owner, not inside it.
+It owns everything that runs on behalf of a home. Its folders are its architecture, lowest
+first: config (config.yaml and per-turn settings), runtime (the home, its lock, the
+supervisor), model (the model client), ledger (admissions, journal, scheduler, recovery, late
+delivery, event fan-out), approvals, engine (the agent loop and turn runner), toolsets, mcp,
+delegation, cron, sessions, fleet, http, transport (the WebSocket server and its handlers).
+owner.py wires them together, demo.py is the offline stand-in model it wires when nothing is
+configured; docs/architecture.md maps the modules and tests/test_layout.py holds the direction
+between the folders. The bench (`tether bench`) is its own package, beside the clients.
 """

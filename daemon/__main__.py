@@ -11,9 +11,9 @@ import sys
 from tether.rpc.home import EXIT_OWNER_RUNNING, resolve_home
 from tether.store import StorageError
 
-from .config import ConfigError
-from .home import Home, OwnerRunning
+from .config.core import ConfigError
 from .owner import run_owner, setup_logging
+from .runtime.home import Home, OwnerRunning
 
 
 async def _serve_detached(home: Home, tcp: str | None, store: str | None) -> None:

@@ -26,13 +26,14 @@ import asyncio
 import json
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 from .delegation.tasks import CHILD_SYSTEM_PROMPT, RESULTS_PREFIX
 from .delegation.tasks import TOOL_NAME as DELEGATE_TOOL
-from .provider import Completion, DeltaCallback, ToolCall
+from .model.provider import Completion, DeltaCallback, ToolCall
 
-__all__ = ["DEMO_LABEL", "DemoProvider"]
+__all__ = ["DEMO_LABEL", "DemoProvider", "demo_provider"]
 
 DEMO_LABEL = "[demo provider]"
 
@@ -265,3 +266,8 @@ class DemoProvider:
             lines.append(f"{number}. {prefix}“{summary}”")
         lines.append(self.hint)
         return "\n".join(lines)
+
+
+def demo_provider(config_path: Path | None) -> DemoProvider:
+    """The demo for a turn, its setup hint naming the owner's ``config_path`` when known."""
+    return DemoProvider(config_path=str(config_path) if config_path else None)

@@ -36,44 +36,45 @@ from tether.store import StorageError
 from tether.store import runtime as runtime_rows
 from tether.store import sessions as session_rows
 
-from . import faults
-from .admissions import AdmissionService
 from .approvals.handlers import approval_handlers
 from .approvals.service import ApprovalService
-from .config import Config, load_config
+from .config.core import Config, load_config
+from .config.store import StoreConfig, load_store_config, open_store, shown_url
+from .config.turn import turn_defaults
 from .cron.handlers import cron_handlers
 from .cron.jobs import CronJobs
 from .cron.service import FLEET_SLEEP_SECONDS, CronService
 from .delegation.background import BackgroundDelegations
 from .delegation.children import ChildRunner
 from .delegation.tool import delegate_task_tool
-from .engine import Engine
-from .events import EventBus
+from .demo import demo_provider
+from .engine.core import Engine
+from .engine.tools import ToolRegistry
+from .engine.turns import TurnRunner
 from .fleet.feed import Feed
 from .fleet.node import FleetNode
-from .handlers import Identity, build_dispatcher
-from .history import History, history_handlers
-from .home import Home
-from .journal import Journal
+from .ledger.admissions import AdmissionService
+from .ledger.events import EventBus
+from .ledger.journal import Journal
+from .ledger.recovery import recover
+from .ledger.scheduler import Scheduler
 from .mcp.manager import McpManager, mcp_handlers
-from .provider import Provider
-from .providers import Providers
-from .recovery import recover
-from .scheduler import Scheduler
-from .server import Listeners, tcp_address
-from .sessions import SessionService
-from .settings import turn_defaults
-from .store_config import StoreConfig, load_store_config, open_store, shown_url
-from .supervisor import Supervisor
-from .tcp_listener import TcpListener, register_listen_method
-from .tokens import TokenService, register_token_methods
-from .tools import ToolRegistry
+from .model.provider import Provider
+from .model.providers import Providers
+from .runtime import faults
+from .runtime.home import Home
+from .runtime.supervisor import Supervisor
+from .sessions.history import History, history_handlers
+from .sessions.service import SessionService
 from .toolsets.files import file_tools
 from .toolsets.processes import ProcessTable
 from .toolsets.sandbox import Sandbox, probe, store_credentials
 from .toolsets.terminal import process_tool, terminal_tool
-from .turns import TurnRunner
-from .viewer import ViewerPages
+from .transport.handlers import Identity, build_dispatcher
+from .transport.server import Listeners, tcp_address
+from .transport.tcp_listener import TcpListener, register_listen_method
+from .transport.tokens import TokenService, register_token_methods
+from .transport.viewer import ViewerPages
 
 if TYPE_CHECKING:
     from .http import HttpFrontend
@@ -203,8 +204,8 @@ async def _serve(home: Home, config: Config, store: StoreConfig, tcp: str | None
                                         epoch=epoch, private=_private_paths(home))
             if fleet is None:  # a fleet recovers a node's rows when the node dies
                 await approvals.recover()
-            engine = Engine(Providers(config, http, overrides=overrides,
-                                      config_path=home.config), tools, approvals)
+            engine = Engine(Providers(config, http, overrides=overrides, config_path=home.config,
+                                      demo=demo_provider), tools, approvals)
             turns = TurnRunner(engine, journal, scheduler, supervisor, config, epoch=epoch,
                                journal_for=fleet.journal_for if fleet else None,
                                stop_elsewhere=fleet.stop_elsewhere if fleet else None)

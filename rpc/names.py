@@ -1,7 +1,7 @@
 """Names the owner accepts in turn options, for the schema, clients and the owner.
 
 The one table of them: the owner checks turn options against these
-(daemon/settings.py, daemon/provider.py import them), the schema lists them as
+(daemon/config/turn.py, daemon/model/provider.py import them), the schema lists them as
 enums, and clients may offer them.
 """
 

@@ -4,7 +4,7 @@ A record says: messages [first_index, end_index) of the session's transcript are
 summarised by ``summary``. Each record's summary folds in the previous one, so
 ``first_index`` of the latest is 0 and a turn needs only the latest record plus
 the messages from its ``end_index`` on. Records are written in one unit once
-the summary is whole (daemon/compaction.py); the messages are never touched.
+the summary is whole (daemon/engine/compaction.py); the messages are never touched.
 """
 
 from __future__ import annotations

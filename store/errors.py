@@ -11,7 +11,7 @@ Some reasons are **transient**: the database may take the same write a moment
 later (PostgreSQL restarting or failing over, a backend terminated, SQLite's
 lock held by another process, a full disk or a read-only file someone fixes).
 A running turn rides those out, under a deadline (``store.outage_seconds``,
-daemon/journal.py); the others (``corrupt``, ``storage_error``, ``closed``)
+daemon/ledger/journal.py); the others (``corrupt``, ``storage_error``, ``closed``)
 will not heal by waiting.
 """
 

@@ -8,4 +8,6 @@
   what that means with or without a sandbox;
 - service.py: `ApprovalService`, prompts as durable rows that any viewer can
   answer, the wait with its timeout, cancellation, recovery, remembered answers.
+
+May import: config, runtime, ledger (prompts are journal units). Never the engine or a toolset.
 """

@@ -4,15 +4,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from tether.rpc import models_approvals as m
 from tether.rpc.dispatch import Dispatcher
 
-from ..server import Call
 from .service import ApprovalService
 
 __all__ = ["approval_handlers"]
+
+
+class Call(Protocol):
+    """What these handlers read of a request's connection (transport.server.Call)."""
+
+    transport: str
 
 
 def approval_handlers(approvals: ApprovalService) -> Callable[[Dispatcher], None]:

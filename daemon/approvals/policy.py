@@ -51,13 +51,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from .checks import LONGEST, PRIVILEGED, risk_in_auto, strict
-from .classify import (
-    DISK,
-    hard,
-    hard_words,
-    private_read,
-    root_like,
-)
+from .classify import DISK, hard, hard_words, private_read, root_like
 from .patterns import dangerous, normalize
 from .readonly import not_read_only
 from .shell import Parsed, Simple, Unparseable

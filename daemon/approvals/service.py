@@ -29,10 +29,10 @@ from tether.rpc.errors import InvalidParams, NotFound
 from tether.store import StorageError
 from tether.store import approvals as rows
 
-from ..config import ApprovalsConfig
-from ..journal import Journal, Tx, ride_out
-from ..scheduler import Scheduler
-from ..supervisor import Supervisor
+from ..config.core import ApprovalsConfig
+from ..ledger.journal import Journal, Tx, ride_out
+from ..ledger.scheduler import Scheduler
+from ..runtime.supervisor import Supervisor
 from .policy import Decision, Request, Rule, Verdict, decide, exact_pattern, parse_rule
 
 __all__ = ["ApprovalService", "ApprovalCall", "public"]

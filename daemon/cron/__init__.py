@@ -8,4 +8,6 @@
 - ``handlers.py``: the cron.* rpc methods on the dispatcher.
 
 docs/cron.md is the user's guide.
+
+May import: config, runtime, model, ledger: a job fires as an admission, never by calling the engine.
 """

@@ -8,7 +8,7 @@ target also gets it there once the run's admission is terminal:
   append and recording it) finds its marker and appends nothing;
 - ``session:ID``: a ``cron.notice`` event in that session, written in the same
   transaction that records the delivery, so it is written once (the one
-  late-delivery rule, daemon/delivery.py); it is an event only and never
+  late-delivery rule, daemon/ledger/delivery.py); it is an event only and never
   starts a turn there.
 
 The result is recorded on the run row (``delivered``, or ``failed`` with the
@@ -30,9 +30,9 @@ import orjson
 from tether.store import StorageError, admissions, sessions
 from tether.store import cron as cron_rows
 
-from ..delivery import announce_once, claim, recover
-from ..journal import Journal, Tx
-from ..supervisor import Supervisor
+from ..ledger.delivery import announce_once, claim, recover
+from ..ledger.journal import Journal, Tx
+from ..runtime.supervisor import Supervisor
 from .schedule import ScheduleError, iso, zone
 
 __all__ = ["Deliveries", "check_target", "NOTICE_EVENT"]

@@ -20,9 +20,9 @@ from tether.rpc.models_cron import CronCreateParams, CronUpdateParams
 from tether.store import cron as cron_rows
 from tether.store.conn import Conn
 
-from ..config import Config
-from ..journal import Journal, Tx
-from ..settings import check_turn_options
+from ..config.core import Config
+from ..config.turn import check_turn_options
+from ..ledger.journal import Journal, Tx
 from .delivery import check_target
 from .plan import plan_resume
 from .schedule import Schedule, ScheduleError, parse, zone

@@ -29,11 +29,11 @@ from tether.rpc.errors import InvalidParams, NotFound
 from tether.store import StorageError, admissions, sessions
 from tether.store import cron as cron_rows
 
-from ..activity import fields
-from ..config import Config
-from ..journal import Journal, Tx
-from ..ledger import canonical_payload, encode_payload
-from ..supervisor import Supervisor
+from ..config.core import Config
+from ..ledger.activity import fields
+from ..ledger.journal import Journal, Tx
+from ..ledger.rules import canonical_payload, encode_payload
+from ..runtime.supervisor import Supervisor
 from .delivery import Deliveries
 from .plan import Plan, plan_due
 from .schedule import Schedule, ScheduleError, default_grace, iso, parse, zone
@@ -275,7 +275,7 @@ class CronService:
 
 def run_wire(row: dict[str, Any], name: str) -> dict[str, Any]:
     """A cron_runs row (joined with its admission) as the wire's CronRun."""
-    from ..ledger import receipt_from_row
+    from ..ledger.rules import receipt_from_row
 
     out = {k: row[k] for k in ("run_id", "scheduled_for", "fired_at", "kind", "status",
                                "skip_reason", "missed_count", "session_id", "admission_id",

@@ -11,4 +11,6 @@
 
 docs/delegation.md has the whole story (events, limits, the exactly-once
 argument).
+
+May import: config, runtime, model, ledger, approvals, engine. No toolset imports delegation.
 """

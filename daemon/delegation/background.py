@@ -5,7 +5,7 @@ and starts the children once that commit is made, tied to the commit and not
 to the calling turn. When they end, the row is finished with every child's
 result and delivered into the origin session (by stored session id only) as a
 new admission of principal ``delegation`` whose identity is the delegation_id,
-by the one late-delivery rule (daemon/delivery.py: the row marked delivered
+by the one late-delivery rule (daemon/ledger/delivery.py: the row marked delivered
 in the same transaction, a second attempt finds the first admission and adds
 nothing). After a restart, ``recover`` finishes rows an older owner left
 running as ``interrupted`` and delivers whatever is undelivered.
@@ -24,11 +24,11 @@ import orjson
 from tether.store import delegations, events
 from tether.store.conn import Conn
 
-from ..config import Config
-from ..delivery import Admit, LateDelivery, Letter
-from ..journal import Journal, Tx
-from ..settings import TurnSettings, resolve_child
-from ..supervisor import Supervisor
+from ..config.core import Config
+from ..config.turn import TurnSettings, resolve_child
+from ..ledger.delivery import Admit, LateDelivery, Letter
+from ..ledger.journal import Journal, Tx
+from ..runtime.supervisor import Supervisor
 from .children import ChildRunner, Parent
 from .tasks import OWNER_STOPPED, TaskSpec, fill_interrupted, results_message
 

@@ -22,12 +22,12 @@ import orjson
 
 from tether.store import StorageError, delegations, sessions
 
-from ..config import Config
-from ..engine import AgentRun, Engine
-from ..journal import Journal, Tx
-from ..settings import ResolveError, TurnSettings, resolve_child
-from ..sink import EventSink
-from ..supervisor import Supervisor
+from ..config.core import Config
+from ..config.turn import ResolveError, TurnSettings, resolve_child
+from ..engine.core import AgentRun, Engine
+from ..engine.sink import EventSink
+from ..ledger.journal import Journal, Tx
+from ..runtime.supervisor import Supervisor
 from .tasks import CHILD_SYSTEM_PROMPT, TaskSpec, child_prompt, child_toolsets
 
 __all__ = ["ChildRunner", "Parent"]

@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from ..config import DelegationConfig
-from ..tools import Tool, ToolContext
+from ..config.core import DelegationConfig
+from ..engine.tools import Tool, ToolContext
 from .background import BackgroundDelegations
 from .children import ChildRunner, Parent
 from .tasks import TOOL_DESCRIPTION, TOOL_NAME, TOOL_PARAMETERS, parse_tasks

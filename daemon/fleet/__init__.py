@@ -5,4 +5,6 @@ one service lives here. `node.py`: placement, leases, fencing, heartbeat, the
 recovery of dead nodes and stops asked through other nodes. `feed.py`: every
 node's viewers see every session's events, whichever node committed them.
 Nothing here runs on the home's own state.db.
+
+May import: config, runtime, ledger.
 """

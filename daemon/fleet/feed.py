@@ -41,7 +41,7 @@ the feed goes on from the held ones.
 
 Where tracking starts. When a session's first subscriber subscribes, its events
 are held until every snapshot being read for the session is answered (the
-snapshot protocol of daemon/sessions.py: subscribe, read, activate with the
+snapshot protocol of daemon/sessions/service.py: subscribe, read, activate with the
 snapshot's last_seq); the lowest of those last_seqs is where the feed starts. A
 viewer whose snapshot saw more skips what it already has (the bus's per-viewer
 floor), and a later subscriber's snapshot always covers what the feed handed the
@@ -75,8 +75,8 @@ import orjson
 from tether.store import StorageError, Store
 from tether.store.conn import Conn
 
-from ..events import EventBus, EventRecord, Viewer
-from ..journal import retry_delay
+from ..ledger.events import EventBus, EventRecord, Viewer
+from ..ledger.journal import retry_delay
 
 __all__ = ["Feed", "CHANNEL_SQL", "ANNOUNCE_SQL", "APP_NAME_PREFIX", "POLL_SECONDS"]
 

@@ -39,10 +39,10 @@ from typing import Any, TypeVar
 from tether.store import admissions
 from tether.store import fleet as fleet_rows
 
-from ..journal import Fenced, Journal, Tx, Unit
-from ..recovery import adopt, recover
-from ..scheduler import Scheduler
-from ..supervisor import Supervisor
+from ..ledger.journal import Fenced, Journal, Tx, Unit
+from ..ledger.recovery import adopt, recover
+from ..ledger.scheduler import Scheduler
+from ..runtime.supervisor import Supervisor
 
 __all__ = ["FleetNode"]
 

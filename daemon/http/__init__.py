@@ -4,6 +4,8 @@
 uvicorn's HTTP protocol, one protocol instance per connection that server.py
 routes here (any TCP request that is not a WebSocket upgrade), all inside the
 owner's event loop: uvicorn parses and frames HTTP, this package decides.
+
+May import: config, runtime, model, ledger, sessions; transport routes requests here, never the reverse.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from ..admissions import AdmissionService
-from ..config import Config
-from ..events import EventBus
-from ..journal import Journal
+from ..config.core import Config
+from ..ledger.admissions import AdmissionService
+from ..ledger.events import EventBus
+from ..ledger.journal import Journal
 from .app import ApiApp, ApiLimits, Pages
 from .request import DEFAULT_MODEL
 from .turn import ApiTurns

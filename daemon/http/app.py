@@ -25,7 +25,7 @@ import orjson
 
 from tether.rpc.protocol import MAX_ID_CHARS
 
-from ..config import HttpConfig
+from ..config.core import HttpConfig
 from . import cors, responses
 from .chat import (
     Receive,
@@ -46,7 +46,7 @@ __all__ = ["ApiApp"]
 
 log = logging.getLogger("tether.http")
 
-#: another app's pages on this port (the viewer, daemon/viewer.py): (status,
+#: another app's pages on this port (the viewer, daemon/transport/viewer.py): (status,
 #: headers, body) for a path it serves, None for any other
 Pages = Callable[[str, dict[str, str]], Awaitable[tuple[int, list[tuple[str, str]], bytes] | None]]
 

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from ..ledger import TURN_OPTION_KEY, receipt_from_row
+from ..ledger.rules import TURN_OPTION_KEY, receipt_from_row
 from .body import InputMessage, ResponsesBody
 from .chat import Send, headers_of, outcome_error, settled_error
 from .errors import ApiError

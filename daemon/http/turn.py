@@ -34,12 +34,12 @@ import orjson
 from tether.rpc.errors import AdmissionConflict, InvalidParams, NotFound
 from tether.store import admissions, conversations, events, messages, sessions
 
-from .. import ledger
-from ..admissions import AdmissionService
-from ..config import HttpConfig
-from ..events import EventBus, Viewer
-from ..journal import Journal, Tx
-from ..sessions import new_session_id
+from ..config.core import HttpConfig
+from ..ledger import rules as ledger
+from ..ledger.admissions import AdmissionService
+from ..ledger.events import EventBus, Viewer
+from ..ledger.journal import Journal, Tx
+from ..sessions.service import new_session_id
 from .request import DEFAULT_MODEL, ChatRequest
 
 __all__ = ["ApiTurns", "Opened", "Delta", "KeepAlive", "Done"]

@@ -7,4 +7,6 @@
   approval check of each call, and the mcp.* methods.
 
 The ``mcp`` package is imported only when a server starts.
+
+May import: config, runtime, approvals, engine (what a tool is), toolsets (the sandbox, output caps).
 """

@@ -22,9 +22,9 @@ import orjson
 from tether.rpc.dispatch import Dispatcher
 from tether.rpc.errors import InvalidParams, NotFound
 
-from ..config import ConfigError, McpConfig, McpServerConfig, mcp_server
-from ..settings import shown_url
-from ..tools import Tool, ToolContext
+from ..config.core import ConfigError, McpConfig, McpServerConfig, mcp_server
+from ..config.turn import shown_url
+from ..engine.tools import Tool, ToolContext
 from ..toolsets.sandbox import Sandbox
 from .results import render, tool_name
 from .server import McpServer, Unavailable

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..config import McpServerConfig
+from ..config.core import McpServerConfig
 from ..toolsets.sandbox import Sandbox
 
 __all__ = ["McpServer", "Unavailable", "expand"]

@@ -12,5 +12,7 @@
 - paths.py, beneath.py: where a file tool's path lands (beneath the session's
   cwd, never through a symlink out; the owner's home refused), and atomic writes;
 - lineage.py: which processes are the agent's (registered tool processes, their
-  sessions, the environment marker), for the peer check of daemon/peers.py.
+  sessions, the environment marker), for the peer check of daemon/transport/peers.py.
+
+May import: config, runtime, ledger (late delivery), approvals, engine (what a tool is). Never delegation.
 """

@@ -26,8 +26,8 @@ from typing import Any
 
 import orjson
 
-from ..config import ToolsConfig
-from ..tools import Tool, ToolContext
+from ..config.core import ToolsConfig
+from ..engine.tools import Tool, ToolContext
 from .paths import Place, Refused, locate, open_dir, open_read, write_atomic
 
 __all__ = ["file_tools"]

@@ -8,7 +8,7 @@ records its exit. With ``notify_on_complete`` (interactive turns only: the tool
 asks ``ToolContext.late_delivery``), the exit is delivered exactly once into
 the session as a new admission of principal ``process`` whose request_id is the
 process id, in the same transaction that marks the row delivered — the one
-late-delivery rule (daemon/delivery.py). When the owner
+late-delivery rule (daemon/ledger/delivery.py). When the owner
 stops, its processes are ended and recorded ``lost``; at the next start,
 ``recover`` ends what an owner that died left running, records it ``lost``, and
 delivers every notice still due.
@@ -27,10 +27,10 @@ from typing import Any
 
 from tether.store import processes as rows
 
-from ..config import ToolsConfig
-from ..delivery import Admit, LateDelivery, Letter
-from ..journal import Journal, Tx
-from ..supervisor import Supervisor
+from ..config.core import ToolsConfig
+from ..ledger.delivery import Admit, LateDelivery, Letter
+from ..ledger.journal import Journal, Tx
+from ..runtime.supervisor import Supervisor
 from . import lineage
 from .launch import collect, end, kill_now, spawn
 from .output import Ring

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from ..config import SANDBOX_MODES, SandboxConfig
+from ..config.core import SANDBOX_MODES, SandboxConfig
 from .env import command_env
 
 __all__ = ["Probe", "Sandbox", "probe", "describe", "clamp", "is_looser", "store_credentials",

@@ -28,8 +28,8 @@ from typing import Any
 
 import orjson
 
-from ..config import ToolsConfig
-from ..tools import Tool, ToolContext
+from ..config.core import ToolsConfig
+from ..engine.tools import Tool, ToolContext
 from . import lineage
 from .launch import collect, end, spawn
 from .output import Capture

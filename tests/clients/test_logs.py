@@ -81,7 +81,7 @@ def test_follow_goes_on_across_rotation_and_leaves_cleanly_on_ctrl_c(tmp_path):
 
 def test_library_warnings_land_in_owner_log_not_only_on_stderr(tmp_path):
     code = ("import logging, sys, pathlib\n"
-            "from tether.daemon.home import Home\n"
+            "from tether.daemon.runtime.home import Home\n"
             "from tether.daemon.owner import setup_logging\n"
             "home = Home(pathlib.Path(sys.argv[1])); home.ensure()\n"
             "setup_logging(home, foreground=False)\n"

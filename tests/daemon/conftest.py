@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from wiring import wired
 
-from tether.daemon.provider import Provider
+from tether.daemon.model.provider import Provider
 
 
 @pytest.fixture

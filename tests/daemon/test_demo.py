@@ -6,7 +6,7 @@ import json
 
 from tether.daemon.delegation.tasks import CHILD_SYSTEM_PROMPT, RESULTS_PREFIX
 from tether.daemon.demo import DemoProvider
-from tether.daemon.provider import Provider
+from tether.daemon.model.provider import Provider
 
 PROMPT = "Explain why the sea has tides and how the moon and the sun pull on the oceans"
 DELEGATE_TOOLS = [

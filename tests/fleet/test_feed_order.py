@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import orjson
 from harness import until
 
-from tether.daemon.events import Viewer
 from tether.daemon.fleet.feed import Feed
-from tether.daemon.journal import Journal, Tx
+from tether.daemon.ledger.events import Viewer
+from tether.daemon.ledger.journal import Journal, Tx
 from tether.store import events as event_rows
 from tether.store import sessions as session_rows
 from tether.store.pg import PgDatabase

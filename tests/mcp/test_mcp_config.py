@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tether.daemon.config import ConfigError, build_config
-from tether.daemon.config_report import config_report
+from tether.daemon.config.core import ConfigError, build_config
+from tether.daemon.config.report import config_report
 from tether.daemon.mcp.results import tool_name
 
 

@@ -13,8 +13,8 @@ from typing import Any
 import pgstore
 import pytest
 
-from tether.daemon.events import EventBus
-from tether.daemon.journal import Journal
+from tether.daemon.ledger.events import EventBus
+from tether.daemon.ledger.journal import Journal
 from tether.store import StorageError, messages
 from tether.store import events as event_rows
 from tether.store.pg import PgDatabase

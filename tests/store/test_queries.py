@@ -8,7 +8,7 @@ import pytest
 from tether.store import admissions, events, messages, runtime, sessions, tokens
 from tether.store.migrations import migrate
 
-# the statuses each statement may start from (daemon/ledger.py decides them)
+# the statuses each statement may start from (daemon/ledger/rules.py decides them)
 QUEUED = ("queued",)
 STARTED = ("started",)
 OPEN = ("queued", "started", "unknown")

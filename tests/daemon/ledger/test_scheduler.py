@@ -1,0 +1,120 @@
+"""The pure scheduler: per-session FIFO, one turn per session, a global bound,
+cancel, and sessions paused behind unknown admissions."""
+
+import pytest
+
+from tether.daemon.ledger.scheduler import Scheduler
+
+
+def drain(s: Scheduler) -> list[tuple[str, str]]:
+    out = []
+    while (item := s.next()) is not None:
+        out.append(item)
+    return out
+
+
+def test_one_turn_per_session_in_fifo_order():
+    s = Scheduler(max_running=8)
+    for aid in ("a1", "a2", "a3"):
+        s.enqueue("A", aid)
+    assert drain(s) == [("A", "a1")]
+    assert s.running == {"A": "a1"}
+    assert s.queued("A") == ["a2", "a3"]
+    s.finished("A")
+    assert drain(s) == [("A", "a2")]
+    s.finished("A")
+    assert drain(s) == [("A", "a3")]
+    s.finished("A")
+    assert drain(s) == [] and s.running == {} and s.queued("A") == []
+
+
+def test_sessions_run_concurrently_up_to_the_bound_in_arrival_order():
+    s = Scheduler(max_running=2)
+    s.enqueue("A", "a1")
+    s.enqueue("B", "b1")
+    s.enqueue("C", "c1")
+    s.enqueue("A", "a2")
+    assert drain(s) == [("A", "a1"), ("B", "b1")]
+    # C waited longer than A's second admission
+    s.finished("A")
+    assert drain(s) == [("C", "c1")]
+    s.finished("B")
+    assert drain(s) == [("A", "a2")]
+
+
+def test_cancel_removes_only_queued_admissions():
+    s = Scheduler(max_running=1)
+    s.enqueue("A", "a1")
+    s.enqueue("A", "a2")
+    s.enqueue("A", "a3")
+    assert drain(s) == [("A", "a1")]
+    assert s.cancel("A", "a1") is None  # running, not queued
+    assert s.cancel("A", "a2") == 0  # its place in the queue
+    assert s.cancel("A", "a2") is None
+    assert s.cancel("B", "zz") is None
+    s.finished("A")
+    assert drain(s) == [("A", "a3")]
+
+
+def test_cancelling_the_last_queued_admission_forgets_the_session():
+    s = Scheduler(max_running=1)
+    s.enqueue("A", "a1")
+    s.enqueue("B", "b1")
+    assert s.cancel("A", "a1") == 0
+    assert drain(s) == [("B", "b1")]
+
+
+def test_a_cancel_that_could_not_be_recorded_is_restored_in_place():
+    s = Scheduler(max_running=1)
+    for a in ("a1", "a2", "a3"):
+        s.enqueue("A", a)
+    place = s.cancel("A", "a2")
+    assert place == 1
+    s.restore("A", "a2", place)
+    assert s.queued("A") == ["a1", "a2", "a3"]
+    only = Scheduler(max_running=1)
+    only.enqueue("B", "b1")
+    only.restore("B", "b1", only.cancel("B", "b1"))  # the session is ready again
+    assert drain(only) == [("B", "b1")]
+
+
+def test_an_unknown_admission_pauses_its_session_only():
+    s = Scheduler(max_running=4)
+    s.block("A", "u1")
+    s.enqueue("A", "a1")
+    s.enqueue("B", "b1")
+    assert s.unknown("A") and not s.unknown("B")
+    assert drain(s) == [("B", "b1")]
+    s.enqueue("A", "a2")  # still paused
+    assert drain(s) == []
+    assert s.queued("A") == ["a1", "a2"]
+    s.unblock("A", "u1")
+    assert not s.unknown("A")
+    assert drain(s) == [("A", "a1")]
+
+
+def test_every_unknown_admission_must_be_resolved():
+    s = Scheduler(max_running=4)
+    s.enqueue("A", "a1")
+    s.block("A", "u1")  # blocking after enqueue pauses too
+    s.block("A", "u2")
+    s.unblock("A", "u1")
+    assert drain(s) == []
+    s.unblock("A", "never-blocked")
+    assert drain(s) == []
+    s.unblock("A", "u2")
+    assert drain(s) == [("A", "a1")]
+
+
+def test_unblock_of_a_session_with_nothing_queued_starts_nothing():
+    s = Scheduler(max_running=1)
+    s.block("A", "u1")
+    s.unblock("A", "u1")
+    assert drain(s) == []
+    s.enqueue("A", "a1")
+    assert drain(s) == [("A", "a1")]
+
+
+def test_the_bound_must_be_positive():
+    with pytest.raises(ValueError):
+        Scheduler(max_running=0)
