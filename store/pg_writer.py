@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import StorageError, translate
 from .group_commit import GroupFailed
-from .pg_conn import PgConn, Trips
+from .pg_conn import PgConn, Trips, gathered
 
 __all__ = ["PgWriter"]
 
@@ -61,7 +61,7 @@ class PgWriter:
         assert conn is not None
         conn.unit = index
         conn.send("SAVEPOINT unit")
-        asked = set(conn.deferred)
+        asked = {key: len(items) for key, items in conn.deferred.items()}
         try:
             value = unit(conn)
             conn.settle_unit()
@@ -76,8 +76,11 @@ class PgWriter:
                 raise GroupFailed(culprit, translate(exc)) from exc
             conn.send("ROLLBACK TO SAVEPOINT unit")
             conn.send("RELEASE SAVEPOINT unit")
-            for key in set(conn.deferred) - asked:  # its requests go with it
-                del conn.deferred[key]
+            for key, items in list(conn.deferred.items()):  # its requests go with it
+                if key not in asked:
+                    del conn.deferred[key]
+                elif len(items) > asked[key]:
+                    conn.deferred[key] = dict.fromkeys(list(items)[:asked[key]])
             return False, translate(exc)
         conn.send("RELEASE SAVEPOINT unit")
         return True, value
@@ -86,8 +89,8 @@ class PgWriter:
         conn = self._conn
         assert conn is not None
         conn.unit = -1
-        for sql, params in list(conn.deferred):
-            conn.send(sql, params)
+        for (sql, params), items in list(conn.deferred.items()):
+            conn.send(sql, (*params, gathered(items)) if items else params)
 
     def commit(self) -> None:
         # on the writer's thread: the round trip that waits for the server's fsync
