@@ -69,7 +69,6 @@ from .ledger.scheduler import Scheduler
 from .mcp.manager import McpManager, mcp_handlers
 from .model.provider import Provider
 from .model.providers import Providers
-from .runtime import faults
 from .runtime.home import Home
 from .runtime.supervisor import Supervisor
 from .sessions.history import History, history_handlers
@@ -226,7 +225,7 @@ async def build_services(home: Home, config: Config, store: StoreConfig, *,
     ``overrides`` replaces provider names with ready instances (the bench and
     in-process tests run turns without a model server this way)."""
     dcfg = config.daemon
-    db = faults.wrap_storage(await open_store(home.db, dcfg, store))
+    db = await open_store(home.db, dcfg, store)
     feed: Feed | None = None
     try:
         epoch = await db.write(runtime_rows.bump_epoch)

@@ -52,8 +52,7 @@ class BackgroundDelegations:
         self._late = LateDelivery(journal, supervisor, admit, principal="delegation",
                                   what="delegation", get=delegations.get,
                                   mark=delegations.mark_delivered,
-                                  origin_column="origin_admission_id", letter=_letter,
-                                  fault="pause_before_delivery")
+                                  origin_column="origin_admission_id", letter=_letter)
 
     async def dispatch(self, parent: Parent, tasks: list[TaskSpec]) -> str:
         """Record the delegation and start it; its id once the row is committed."""

@@ -1,5 +1,5 @@
-"""The owner process's own state: its home directory and lock, the supervisor of its
-background work, its activity log, and the test fault hooks.
+"""The owner process's own state: its home directory and lock, and the supervisor of its
+background work.
 
 May import: config.
 """

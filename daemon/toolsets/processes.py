@@ -87,8 +87,7 @@ class ProcessTable:
         self._supervisor = supervisor
         self._late = LateDelivery(journal, supervisor, admit, principal="process",
                                   what="process", get=rows.get, mark=rows.mark_delivered,
-                                  origin_column="admission_id", letter=_letter,
-                                  fault="pause_before_process_notice")
+                                  origin_column="admission_id", letter=_letter)
         self._config = config
         self.sandbox = sandbox
         self._epoch = epoch

@@ -9,7 +9,7 @@ Injections, all real SQLite failures on the owner's own writer connection:
 - locked: this test process holds ``BEGIN EXCLUSIVE`` on state.db past
   ``daemon.busy_timeout_ms``;
 - full: the ``daemon.max_db_bytes`` quota (``PRAGMA max_page_count``), lifted by
-  a restart; or the storage fault hook (``TETHER_FAULT_STORAGE``, daemon/runtime/faults.py)
+  a restart; or the storage fault hook (``TETHER_FAULT_STORAGE``, tests/faults.py)
   capping the file at its current size while the owner runs;
 - read-only: the same hook switching the writer to ``PRAGMA query_only`` (root
   ignores file modes, so chmod could not do it).

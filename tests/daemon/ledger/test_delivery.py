@@ -46,7 +46,7 @@ def _late(parts: Any) -> LateDelivery:
     return LateDelivery(parts.journal, parts.supervisor, parts.admissions.admit,
                         principal="process", what="test row", get=rows.get,
                         mark=rows.mark_delivered, origin_column="admission_id",
-                        letter=_letter, fault="pause_before_process_notice")
+                        letter=_letter)
 
 
 async def _start(parts: Any, process_id: str, *, finished: bool = True,

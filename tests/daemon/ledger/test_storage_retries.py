@@ -1,7 +1,7 @@
 """Writes the owner owes after an acknowledgement, while the store refuses them.
 
 The services run in-process on a real state.db whose writer the storage fault
-hook (daemon/runtime/faults.py) switches to read-only and back, as the e2e storage
+hook (tests/faults.py) switches to read-only and back, as the e2e storage
 suite does to the real owner; here the windows can be held exactly.
 """
 

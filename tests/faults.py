@@ -1,9 +1,12 @@
 """Test fault hooks: deliberate pauses that let the crash suite kill -9 the owner
-inside a window that is otherwise only microseconds wide.
+inside a window that is otherwise only microseconds wide, and a storage fault.
 
-``TETHER_FAULT=NAME:SECONDS[,NAME:SECONDS...]`` is read once, when this module
-is first imported. Unset (always, outside tests) every hook is a no-op costing
-one dict lookup. Hooks, by name:
+Nothing of this ships: an owner gets the hooks only when a test starts it as
+``python -m faults`` (harness.OwnerProcess does, when its environment sets
+TETHER_FAULT or TETHER_FAULT_STORAGE), which installs them on the daemon's seams
+and then runs ``python -m tether.daemon`` with the same arguments.
+
+``TETHER_FAULT=NAME:SECONDS[,NAME:SECONDS...]`` arms pauses, by name:
 
 - ``pause_before_delivery``: a background delegation has just been recorded
   finished (delivery pending) and is about to be delivered into its origin
@@ -12,12 +15,13 @@ one dict lookup. Hooks, by name:
   ``notify_on_complete`` has just been recorded ended (notice pending) and its
   notice is about to be delivered (``daemon/toolsets/processes.py``).
 
-Both are taken by ``LateDelivery.finish`` (``daemon/ledger/delivery.py``), the one
-late-delivery path.
+Both hang on ``BEFORE_DELIVERY`` of ``daemon/ledger/delivery.py``, taken by
+``LateDelivery.finish``, the one late-delivery path, by the producer's principal.
 
 ``TETHER_FAULT_STORAGE=PATH`` arms the storage fault hook for the storage-fault
-suite. `wrap_storage` installs it on the owner's `Database` from outside,
-through the store's generic ``before_group`` seam: before each write group it
+suite. `wrap_storage` installs it on the owner's `Database` from outside (the
+store that ``services.open_store`` returns), through the store's generic
+``before_group`` seam: before each write group it
 reads PATH, and its content switches the writer connection into a failure
 SQLite itself produces — ``readonly`` (``PRAGMA query_only``: every write fails
 with SQLITE_READONLY) or ``full`` (the file is capped at its current size:
@@ -33,11 +37,13 @@ import asyncio
 import logging
 import os
 import sqlite3
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from tether.store import Store
 
-__all__ = ["FAULT_ENV", "STORAGE_FAULT_ENV", "StorageFault", "parse_faults", "pause",
-           "wrap_storage"]
+__all__ = ["FAULT_ENV", "STORAGE_FAULT_ENV", "StorageFault", "install", "parse_faults",
+           "pause_for", "wrap_storage"]
 
 FAULT_ENV = "TETHER_FAULT"
 STORAGE_FAULT_ENV = "TETHER_FAULT_STORAGE"
@@ -57,15 +63,16 @@ def parse_faults(value: str) -> dict[str, float]:
     return out
 
 
-_FAULTS = parse_faults(os.environ.get(FAULT_ENV, ""))
+#: the pauses' names → the principal of the late delivery they hold up
+PAUSES = {"pause_before_delivery": "delegation", "pause_before_process_notice": "process"}
 
 
-async def pause(name: str) -> None:
-    """Sleep for the configured seconds if the fault ``name`` is armed."""
-    seconds = _FAULTS.get(name)
-    if seconds:
+def pause_for(name: str, seconds: float) -> Callable[[], Awaitable[None]]:
+    """The pause ``name``: sleep ``seconds``, saying so in the owner's log."""
+    async def pause() -> None:
         log.warning("test fault hook %s: pausing %.1f s (%s is set)", name, seconds, FAULT_ENV)
         await asyncio.sleep(seconds)
+    return pause
 
 
 class StorageFault:
@@ -106,6 +113,22 @@ class StorageFault:
         self.mode = mode
 
 
+def install(env: Mapping[str, str]) -> None:
+    """Hang the hooks ``env`` arms on the daemon's seams, in this process."""
+    from tether.daemon import services
+    from tether.daemon.ledger import delivery
+
+    for name, seconds in parse_faults(env.get(FAULT_ENV, "")).items():
+        if name in PAUSES and seconds > 0:
+            delivery.BEFORE_DELIVERY[PAUSES[name]] = pause_for(name, seconds)
+    open_store = services.open_store
+
+    async def open_wrapped(*args: Any, **kwargs: Any) -> Store:
+        return wrap_storage(await open_store(*args, **kwargs))
+
+    services.open_store = open_wrapped
+
+
 def wrap_storage(db: Store) -> Store:
     """``db``, with the storage fault hook installed if TETHER_FAULT_STORAGE is set."""
     path = os.environ.get(STORAGE_FAULT_ENV)
@@ -113,3 +136,10 @@ def wrap_storage(db: Store) -> Store:
         log.warning("storage fault hook armed: %s (%s is set)", path, STORAGE_FAULT_ENV)
         db.before_group = StorageFault(path)
     return db
+
+
+if __name__ == "__main__":
+    import runpy
+
+    install(os.environ)
+    runpy.run_module("tether.daemon", run_name="__main__", alter_sys=True)

@@ -1,9 +1,12 @@
-"""The storage fault hook of daemon/runtime/faults.py, on a real Database: what the file
-named by TETHER_FAULT_STORAGE says is what the writer suffers, group by group."""
+"""The test fault hooks of tests/faults.py: the storage fault on a real Database (what the
+file named by TETHER_FAULT_STORAGE says is what the writer suffers, group by group), and
+the pauses hung on the daemon's late-delivery seam."""
 
+import faults
 import pytest
 
-from tether.daemon.runtime import faults
+from tether.daemon import services
+from tether.daemon.ledger import delivery
 from tether.store import Database, StorageError
 
 
@@ -72,3 +75,13 @@ async def test_full_fails_growth_and_clearing_restores_the_owners_quota(
         await db.write(blob("huge", size=2 * 1024 * 1024))
     assert err.value.reason == "disk_full"
     assert await stored(db) == ["b"]
+
+
+def test_install_hangs_the_armed_pauses_on_the_delivery_seam(monkeypatch):
+    monkeypatch.setattr(services, "open_store", services.open_store)  # install wraps it
+    monkeypatch.setattr(delivery, "BEFORE_DELIVERY", {})
+    faults.install({faults.FAULT_ENV: "pause_before_delivery:60,unknown:3,bad"})
+    assert set(delivery.BEFORE_DELIVERY) == {"delegation"}
+    monkeypatch.setattr(delivery, "BEFORE_DELIVERY", {})
+    faults.install({})
+    assert delivery.BEFORE_DELIVERY == {}
