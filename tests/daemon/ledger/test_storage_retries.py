@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from faults import StorageFault
+
 from tether.bench import InstantProvider
 from tether.daemon.ledger import rules as ledger
-from tether.daemon.runtime.faults import StorageFault
 from tether.store import admissions as admission_rows
 from tether.store import events as event_rows
 from tether.store import messages as message_rows
