@@ -10,11 +10,29 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal, NotRequired
 
-from .mcp import ConfigError, McpConfig, McpServerConfig, _unknown, mcp_server, parse_mcp
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    TypeAdapter,
+    ValidationError,
+)
+from pydantic.dataclasses import dataclass
+from typing_extensions import TypedDict
+
+from tether.rpc.names import PROVIDER_NAMES
+from tether.rpc.protocol import MAX_TEXT_CHARS
+
+from .errors import ConfigError, one_of, problems
+from .mcp import McpConfig, McpServerConfig, mcp_server
+from .scalars import AtLeastOne, Bool, Count, Number, Positive, Str, Strs
+from .values import normalise_mode
 
 __all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "CronConfig", "HttpConfig",
            "ApprovalsConfig", "ToolsConfig", "SandboxConfig", "SANDBOX_MODES", "ConfigError",
@@ -25,91 +43,119 @@ __all__ = ["Config", "ModelConfig", "DelegationConfig", "DaemonConfig", "CronCon
 #: the smallest daemon.max_db_bytes accepted: room for the schema and a little more
 MIN_DB_BYTES = 256 * 1024
 
+#: every section: unknown keys are refused (a misspelled key silently ignored is a
+#: setting the user thinks they made)
+_SECTION = ConfigDict(extra="forbid")
 
-@dataclass(frozen=True)
+
+def _stream(value: Any) -> Any:
+    if (mode := normalise_mode(value)) is None:
+        raise ValueError(f"must be auto, true or false, not {value!r}")
+    return mode
+
+
+Provider = Annotated[Str, AfterValidator(one_of(*PROVIDER_NAMES))]
+
+
+class ModelPrice(TypedDict):
+    """USD per million tokens."""
+
+    __pydantic_config__ = _SECTION  # type: ignore[misc]
+    input: Annotated[float, Strict(), Field(ge=0)]
+    output: Annotated[float, Strict(), Field(ge=0)]
+    cached_input: NotRequired[Annotated[float, Strict(), Field(ge=0)]]
+
+
+@dataclass(frozen=True, config=_SECTION)
 class ModelConfig:
-    provider: str = "demo"
-    base_url: str | None = None
-    default: str | None = None
-    api_key: str | None = field(default=None, repr=False)
+    provider: Provider = "demo"
+    base_url: Str | None = None
+    default: Str | None = None
+    api_key: Str | None = field(default=None, repr=False)
     # auto | true | false (stream_mode.py): auto streams, and asks an endpoint that
     # cannot stream without it
-    stream: str = "auto"
-    connect_timeout_seconds: float = 10.0
-    timeout_seconds: float = 120.0
+    stream: Annotated[str, BeforeValidator(_stream)] = "auto"
+    connect_timeout_seconds: Positive = 10.0
+    timeout_seconds: Positive = 120.0
     # the whole of one model request, retries included (timeout_seconds bounds silence only)
-    request_timeout_seconds: float = 600.0
-    max_retries: int = 2
-    retry_backoff_seconds: float = 0.5
+    request_timeout_seconds: Positive = 600.0
+    max_retries: Count = 2
+    retry_backoff_seconds: Number = 0.5
     # long sessions (docs/long-sessions.md): the model's context window in tokens
     # (None: the price table's figure for the model, else DEFAULT_CONTEXT_WINDOW),
     # the share of it a request may fill before older turns are summarised, and
     # when that happens: auto, manual (/compact only) or off
-    context_window: int | None = None
-    compact_at: float = 0.8
-    compact: str = "auto"
+    context_window: Annotated[int, Strict(), Field(ge=256, description="tokens")] | None = None
+    compact_at: Annotated[float, Strict(), Field(
+        ge=0.1, le=1.0, description="a share of the context window")] = 0.8
+    compact: Literal["auto", "manual", "off"] = "auto"
     # USD per million tokens by model name: {MODEL: {input, output, cached_input}}
-    prices: dict[str, dict[str, float]] = field(default_factory=dict)
+    prices: dict[Str, ModelPrice] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_SECTION)
 class DelegationConfig:
-    max_concurrent_children: int = 3
+    max_concurrent_children: Count = 3
     # children running at once across the whole owner, per delegation depth
-    max_running_children: int = 16
-    max_depth: int = 1
-    max_tasks: int = 8
-    child_max_turns: int = 20
-    provider: str | None = None
-    base_url: str | None = None
-    model: str | None = None
-    api_key: str | None = field(default=None, repr=False)
+    max_running_children: Count = 16
+    max_depth: Count = 1
+    max_tasks: Count = 8
+    child_max_turns: AtLeastOne = 20
+    provider: Provider | None = None
+    base_url: Str | None = None
+    model: Str | None = None
+    api_key: Str | None = field(default=None, repr=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_SECTION)
 class DaemonConfig:
-    max_connections: int = 256
-    max_running_turns: int = 16
-    grace_seconds: float = 10.0
-    max_frame_bytes: int = 4 * 1024 * 1024
-    max_queued_per_session: int = 64
-    max_subscriptions_per_connection: int = 256
-    viewer_queue_events: int = 1024
-    max_text_chars: int = 200_000
-    max_turns: int = 30
+    max_connections: AtLeastOne = 256
+    max_running_turns: AtLeastOne = 16
+    grace_seconds: Number = 10.0
+    max_frame_bytes: Count = 4 * 1024 * 1024
+    max_queued_per_session: Count = 64
+    max_subscriptions_per_connection: Count = 256
+    viewer_queue_events: Count = 1024
+    # above the protocol's ceiling, a text between the two would be refused by
+    # validation in other words than this limit's (docs/configuration.md)
+    max_text_chars: Annotated[int, Strict(), Field(
+        ge=1, le=MAX_TEXT_CHARS, description="the protocol's ceiling on one text")] = 200_000
+    max_turns: AtLeastOne = 30
     # what to do with admissions found `unknown` after a crash: "manual" waits
     # for prompt.resolve_unknown; "interrupt" settles them at once
-    unknown_policy: str = "manual"
-    tcp_allow_remote: bool = False
-    tcp_allowed_origins: tuple[str, ...] = ()
-    busy_timeout_ms: int = 5000
+    unknown_policy: Literal["manual", "interrupt"] = "manual"
+    tcp_allow_remote: Bool = False
+    tcp_allowed_origins: Strs = ()
+    busy_timeout_ms: Count = 5000
     # quota on state.db (PRAGMA max_page_count on the writer); None = the disk's size.
     # At the quota writes fail as on a full disk: storage_unavailable / disk_full.
-    max_db_bytes: int | None = None
+    max_db_bytes: Annotated[int, Strict(), Field(ge=MIN_DB_BYTES)] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_SECTION)
 class ApprovalsConfig:
     """What a tool call may do without asking (daemon/approvals/policy.py)."""
 
-    mode: str = "ask"  # ask | auto | never
-    unattended: str = "deny"  # deny | allow: finite turns and child agents
-    allow: tuple[str, ...] = ()  # command patterns, or path:GLOB for file writes
-    deny: tuple[str, ...] = ()
-    timeout_seconds: float = 300.0
+    mode: Literal["ask", "auto", "never"] = "ask"
+    unattended: Literal["deny", "allow"] = "deny"  # finite turns and child agents
+    allow: Strs = ()  # command patterns, or path:GLOB for file writes
+    deny: Strs = ()
+    timeout_seconds: Positive = 300.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_SECTION)
 class ToolsConfig:
     """Limits of the terminal and file tools (docs/tools.md)."""
 
-    command_timeout_seconds: float = 120.0
-    max_command_timeout_seconds: float = 3600.0
-    output_chars: int = 20_000  # of a command's output shown to the model
-    read_lines: int = 2000  # lines read_file returns at most
-    read_chars: int = 100_000
-    max_processes: int = 64  # background processes running at once
-    process_ring_bytes: int = 200_000  # output kept per background process
+    command_timeout_seconds: Positive = 120.0
+    max_command_timeout_seconds: Number = 3600.0
+    # of a command's output shown to the model
+    output_chars: Annotated[int, Strict(), Field(ge=1000)] = 20_000
+    read_lines: Count = 2000  # lines read_file returns at most
+    read_chars: Count = 100_000
+    max_processes: AtLeastOne = 64  # background processes running at once
+    # output kept per background process
+    process_ring_bytes: Annotated[int, Strict(), Field(ge=1000)] = 200_000
 
 
 #: sandbox.mode values, loosest first (a turn may ask for a stricter one only)
@@ -118,47 +164,71 @@ SANDBOX_MODES: tuple[str, ...] = ("off", "workspace-write", "read-only")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?")
 
 
-@dataclass(frozen=True)
+def _env_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    if bad := [n for n in names if not _ENV_NAME.fullmatch(n)]:
+        raise ValueError(f"takes variable names (or a prefix ending in *), not {bad[0]!r}")
+    return names
+
+
+@dataclass(frozen=True, config=_SECTION)
 class SandboxConfig:
     """The operating-system boundary around the agent's commands (docs/tools.md)."""
 
-    mode: str = "workspace-write"  # workspace-write | read-only | off
-    network: bool = False  # commands in the sandbox may use the network
-    env_allow: tuple[str, ...] = ()  # more variables a command sees (NAME or PREFIX_*)
+    # YAML reads a bare `off` as false: it means the mode named off
+    mode: Annotated[Literal["workspace-write", "read-only", "off"],
+                    BeforeValidator(lambda v: "off" if v is False else v)] = "workspace-write"
+    network: Bool = False  # commands in the sandbox may use the network
+    # more variables a command sees (NAME or PREFIX_*)
+    env_allow: Annotated[Strs, AfterValidator(_env_names)] = ()
 
 
-@dataclass(frozen=True)
+def _zone(name: str) -> str:
+    from zoneinfo import ZoneInfo
+
+    try:
+        ZoneInfo(name)
+    except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
+        raise ValueError(f"{name!r} is not an IANA time zone") from None
+    return name
+
+
+@dataclass(frozen=True, config=_SECTION)
 class CronConfig:
     # false: jobs can be managed and run by hand, but nothing fires on schedule
-    enabled: bool = True
+    enabled: Bool = True
     # the zone of jobs created without --tz; None = the owner's local zone
-    timezone: str | None = None
-    max_jobs: int = 256
+    timezone: Annotated[Str, AfterValidator(_zone)] | None = None
+    max_jobs: AtLeastOne = 256
     # run history kept per job (older run rows are deleted; their sessions stay)
-    max_runs_kept: int = 1000
+    max_runs_kept: AtLeastOne = 1000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_SECTION)
 class HttpConfig:
     """The HTTP endpoint on the TCP listener (docs/http.md)."""
 
-    max_concurrent_requests: int = 8
-    max_body_bytes: int = 4 * 1024 * 1024
-    keepalive_seconds: float = 10.0
-    retry_after_seconds: int = 1
-    models: tuple[str, ...] = ()
+    max_concurrent_requests: AtLeastOne = 8
+    max_body_bytes: Count = 4 * 1024 * 1024
+    keepalive_seconds: Positive = 10.0
+    retry_after_seconds: Count = 1
+    models: Strs = ()
     #: a request's body must be in by then, before it takes an in-flight slot
-    body_timeout_seconds: float = 10.0
+    body_timeout_seconds: Positive = 10.0
     #: how long after a first attempt an SDK's retry of it (same token, same body,
     #: ``x-stainless-retry-count`` > 0) is attached to it instead of run again
-    retry_window_seconds: float = 600.0
+    retry_window_seconds: Positive = 600.0
     #: how long the turn of an SDK client that went away waits for a retry to
     #: claim it before it is cancelled
-    retry_claim_seconds: float = 30.0
+    retry_claim_seconds: Positive = 30.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_SECTION)
 class Config:
+    #: top-level sections read by other parts of the owner (SPEC §12), not by Config:
+    #: known here so that naming them is not an unknown-key error; their own loaders
+    #: check their keys
+    OTHER_SECTIONS: ClassVar[tuple[str, ...]] = ("store",)
+
     model: ModelConfig = ModelConfig()
     delegation: DelegationConfig = DelegationConfig()
     daemon: DaemonConfig = DaemonConfig()
@@ -170,84 +240,7 @@ class Config:
     mcp: McpConfig = McpConfig()
 
 
-#: top-level sections read by other parts of the owner (SPEC §12), not by Config:
-#: known here so that naming them is not an unknown-key error; their own loaders
-#: check their keys
-OTHER_SECTIONS: tuple[str, ...] = ("approvals", "store")
-
-def _section(cls: type, raw: Any, name: str, errors: list[str]) -> Any:
-    """The section's values; each bad key or value is added to ``errors`` (and
-    left at its default)."""
-    if raw is None:
-        return cls()
-    if not isinstance(raw, dict):
-        errors.append(f"config.yaml: `{name}` must be a mapping")
-        return cls()
-    known = {f.name: f for f in fields(cls)}
-    values: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key not in known:
-            # a misspelled key silently ignored is a setting the user thinks they made
-            errors.append(str(_unknown(key, list(known), f"{name}.")))
-            continue
-        default = getattr(cls(), key)
-        if cls is ModelConfig and key == "stream":
-            from .values import normalise_mode
-
-            if (mode := normalise_mode(value)) is None:
-                errors.append(f"config.yaml: `model.stream` must be auto, true or false, "
-                          f"not {value!r}")
-            else:
-                values[key] = mode
-            continue
-        if known[key].type == "int | None":  # an optional limit: null means "no limit"
-            ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
-        elif isinstance(default, bool):
-            ok = isinstance(value, bool)
-        elif isinstance(default, int):
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif isinstance(default, float):
-            ok = isinstance(value, int | float) and not isinstance(value, bool)
-            value = float(value) if ok else value
-        elif isinstance(default, tuple):
-            ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
-            value = tuple(value) if ok else value
-        else:
-            ok = value is None or isinstance(value, str)
-        if not ok:
-            errors.append(f"config.yaml: `{name}.{key}` has the wrong type ({value!r})")
-            continue
-        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
-            errors.append(f"config.yaml: `{name}.{key}` must not be negative")
-            continue
-        values[key] = value
-    return cls(**values)
-
-
-def _prices(raw: Any) -> dict[str, dict[str, float]]:
-    """``model.prices``: {MODEL: {input, output, cached_input?}}, USD per million tokens."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise ConfigError("config.yaml: `model.prices` must be a mapping of model names to "
-                          "{input, output, cached_input}")
-    out: dict[str, dict[str, float]] = {}
-    for name, price in raw.items():
-        where = f"config.yaml: `model.prices.{name}`"
-        if not isinstance(price, dict):
-            raise ConfigError(f"{where} must be a mapping {{input, output, cached_input}}")
-        for key in price:
-            if key not in ("input", "output", "cached_input"):
-                raise _unknown(key, ["input", "output", "cached_input"], f"model.prices.{name}.")
-        for key in ("input", "output"):
-            if key not in price:
-                raise ConfigError(f"{where} needs `{key}` (USD per million tokens)")
-        for key, value in price.items():
-            if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
-                raise ConfigError(f"{where}.{key} must be a number of USD per million "
-                                  f"tokens, not {value!r}")
-        out[str(name)] = {k: float(v) for k, v in price.items()}
-    return out
+_CONFIG = TypeAdapter(Config)
 
 
 def load_config(path: Path | None, env: dict[str, str] | None = None) -> Config:
@@ -280,46 +273,20 @@ def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Conf
     """The Config of config.yaml's mapping ``raw`` with the environment applied: the
     environment wins over the file for OPENAI_BASE_URL (which also makes the provider
     `custom` when the file names none) and OPENAI_API_KEY; config_report.py says so
-    per setting."""
+    per setting. Raises ConfigError naming every bad key and value at once."""
     env = dict(os.environ) if env is None else env
+    # an empty section (`model:` alone) is its defaults; other sections' loaders read theirs
+    given = {k: v for k, v in raw.items() if v is not None and k not in Config.OTHER_SECTIONS}
     errors: list[str] = []
-    sections = [f.name for f in fields(Config)] + list(OTHER_SECTIONS)
-    for key in raw:
-        if key not in sections:
-            errors.append(str(_unknown(key, sections, "")))
-    raw_model = raw.get("model")
-    prices: dict[str, dict[str, float]] = {}
-    if isinstance(raw_model, dict):
-        try:
-            prices = _prices(raw_model.get("prices"))
-        except ConfigError as exc:
-            errors.append(str(exc))
-        raw_model = {k: v for k, v in raw_model.items() if k != "prices"}
-    model = replace(_section(ModelConfig, raw_model, "model", errors), prices=prices)
-    delegation = _section(DelegationConfig, raw.get("delegation"), "delegation", errors)
-    daemon = _section(DaemonConfig, raw.get("daemon"), "daemon", errors)
-    approvals = _section(ApprovalsConfig, raw.get("approvals"), "approvals", errors)
-    tools = _section(ToolsConfig, raw.get("tools"), "tools", errors)
-    raw_sandbox = raw.get("sandbox")
-    if isinstance(raw_sandbox, dict) and raw_sandbox.get("mode") is False:
-        # YAML reads a bare `off` as false: it means the mode named off
-        raw_sandbox = {**raw_sandbox, "mode": "off"}
-    sandbox = _section(SandboxConfig, raw_sandbox, "sandbox", errors)
-    cron = _section(CronConfig, raw.get("cron"), "cron", errors)
-    http = _section(HttpConfig, raw.get("http"), "http", errors)
     try:
-        mcp = parse_mcp(raw.get("mcp"))
-    except ConfigError as exc:
-        errors += exc.errors
-        mcp = McpConfig()
-    if http.max_concurrent_requests < 1 or http.keepalive_seconds <= 0:
-        errors.append("config.yaml: `http.max_concurrent_requests` must be at least 1 "
-                      "and `http.keepalive_seconds` more than 0")
-    if min(http.body_timeout_seconds, http.retry_window_seconds,
-           http.retry_claim_seconds) <= 0:
-        errors.append("config.yaml: `http.body_timeout_seconds`, "
-                      "`http.retry_window_seconds` and `http.retry_claim_seconds` "
-                      "must be more than 0")
+        config = _CONFIG.validate_python(given)
+    except ValidationError as exc:
+        errors += problems(exc, Config, given)
+        try:  # the model section alone, for the checks below
+            config = _CONFIG.validate_python({"model": given.get("model") or {}})
+        except ValidationError:
+            config = Config()
+    model = config.model
     if env.get("OPENAI_BASE_URL"):
         model = replace(model, base_url=env["OPENAI_BASE_URL"])
         if "provider" not in (raw.get("model") or {}):
@@ -327,15 +294,9 @@ def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Conf
             model = replace(model, provider="custom")
     if env.get("OPENAI_API_KEY"):
         model = replace(model, api_key=env["OPENAI_API_KEY"])
-    from tether.rpc.names import PROVIDER_NAMES
-    from tether.rpc.protocol import MAX_TEXT_CHARS
-
     from .values import base_url_problem
 
-    for name, section in (("model", model), ("delegation", delegation)):
-        if section.provider is not None and section.provider not in PROVIDER_NAMES:
-            errors.append(f"config.yaml: `{name}.provider` must be one of "
-                          f"{', '.join(PROVIDER_NAMES)}, not {section.provider!r}")
+    for name, section in (("model", model), ("delegation", config.delegation)):
         if section.base_url is not None and (why := base_url_problem(section.base_url)):
             source = ("OPENAI_BASE_URL" if name == "model" and env.get("OPENAI_BASE_URL")
                       else f"config.yaml: `{name}.base_url`")
@@ -344,56 +305,6 @@ def build_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Conf
         errors.append("config.yaml: `model.provider` is openai but no API key is set: "
                       "set OPENAI_API_KEY or `model.api_key` (or use provider custom "
                       "for an endpoint that needs none)")
-    if model.compact not in ("auto", "manual", "off"):
-        errors.append("config.yaml: `model.compact` must be auto, manual or off")
-    if not 0.1 <= model.compact_at <= 1.0:
-        errors.append("config.yaml: `model.compact_at` must be from 0.1 to 1.0 (a share "
-                      "of the context window)")
-    if model.context_window is not None and model.context_window < 256:
-        errors.append("config.yaml: `model.context_window` must be at least 256 tokens")
-    for key in ("connect_timeout_seconds", "timeout_seconds", "request_timeout_seconds"):
-        if not getattr(model, key) > 0:
-            errors.append(f"config.yaml: `model.{key}` must be more than 0")
-    if daemon.max_turns < 1 or delegation.child_max_turns < 1:
-        errors.append("config.yaml: `daemon.max_turns` and `delegation.child_max_turns` "
-                      "must be at least 1")
-    if daemon.unknown_policy not in ("manual", "interrupt"):
-        errors.append("config.yaml: `daemon.unknown_policy` must be manual or interrupt")
-    if daemon.max_running_turns < 1 or daemon.max_connections < 1:
-        errors.append("config.yaml: daemon limits must be at least 1")
-    if not 1 <= daemon.max_text_chars <= MAX_TEXT_CHARS:
-        # above the protocol's ceiling, a text between the two would be refused by
-        # validation in other words than this limit's (docs/configuration.md)
-        errors.append(f"config.yaml: `daemon.max_text_chars` must be from 1 to "
-                      f"{MAX_TEXT_CHARS} (the protocol's ceiling on one text)")
-    if daemon.max_db_bytes is not None and daemon.max_db_bytes < MIN_DB_BYTES:
-        errors.append(f"config.yaml: `daemon.max_db_bytes` must be at least {MIN_DB_BYTES}")
-    if cron.timezone is not None:
-        from zoneinfo import ZoneInfo
-
-        try:
-            ZoneInfo(cron.timezone)
-        except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError
-            errors.append(f"config.yaml: `cron.timezone` {cron.timezone!r} is not an "
-                          "IANA time zone")
-    if cron.max_jobs < 1 or cron.max_runs_kept < 1:
-        errors.append("config.yaml: `cron.max_jobs` and `cron.max_runs_kept` must be at "
-                      "least 1")
-    if approvals.mode not in ("ask", "auto", "never"):
-        errors.append("config.yaml: `approvals.mode` must be ask, auto or never")
-    if approvals.unattended not in ("deny", "allow"):
-        errors.append("config.yaml: `approvals.unattended` must be deny or allow")
-    if not approvals.timeout_seconds > 0:
-        errors.append("config.yaml: `approvals.timeout_seconds` must be more than 0")
-    if not tools.command_timeout_seconds > 0 or tools.max_processes < 1 \
-            or tools.output_chars < 1000 or tools.process_ring_bytes < 1000:
-        errors.append("config.yaml: a `tools` limit is too small (see docs/configuration.md)")
-    if sandbox.mode not in SANDBOX_MODES:
-        errors.append("config.yaml: `sandbox.mode` must be workspace-write, read-only or off")
-    if bad := [n for n in sandbox.env_allow if not _ENV_NAME.fullmatch(n)]:
-        errors.append(f"config.yaml: `sandbox.env_allow` takes variable names (or a "
-                      f"prefix ending in *), not {bad[0]!r}")
     if errors:
         raise ConfigError("\n".join(errors), errors)
-    return Config(model=model, delegation=delegation, daemon=daemon, cron=cron, http=http,
-                  approvals=approvals, tools=tools, sandbox=sandbox, mcp=mcp)
+    return replace(config, model=model)

@@ -12,12 +12,17 @@ does not take its reads and writes (docs/recovery.md), on either store.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from pydantic import ConfigDict, Field, Strict, TypeAdapter, ValidationError
+from pydantic.dataclasses import dataclass
+
 from .core import ConfigError, DaemonConfig
+from .errors import problems
+from .scalars import AtLeastOne, Number, Str
 
 __all__ = ["StoreConfig", "load_store_config", "open_store", "shown_url", "STORE_ENV"]
 
@@ -25,17 +30,20 @@ STORE_ENV = "TETHER_STORE"
 _SCHEMES = ("postgresql", "postgres")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class StoreConfig:
-    url: str | None = None  # None: <home>/state.db
-    lease_seconds: float = 15.0
-    readers: int = 4  # read connections per node (PostgreSQL)
+    url: Str | None = None  # None: <home>/state.db
+    lease_seconds: Annotated[float, Strict(), Field(ge=1, description="seconds")] = 15.0
+    readers: AtLeastOne = 4  # read connections per node (PostgreSQL)
     #: how long a running turn waits out a database that refuses its reads and writes
-    outage_seconds: float = 30.0
+    outage_seconds: Number = 30.0
 
     @property
     def shared(self) -> bool:
         return self.url is not None
+
+
+_STORE = TypeAdapter(StoreConfig)
 
 
 def shown_url(url: str) -> str:
@@ -57,41 +65,23 @@ def _check_url(url: str, source: str) -> str:
 def load_store_config(path: Path | None, flag: str | None = None,
                       env: dict[str, str] | None = None) -> StoreConfig:
     """The ``store`` section of config.yaml, then the environment, then the flag."""
-    from .core import _unknown, read_config_file
+    from .core import read_config_file
 
     env = dict(os.environ) if env is None else env
     raw: Any = read_config_file(path).get("store") if path is not None else None
+    try:
+        store = _STORE.validate_python({} if raw is None else raw)
+    except ValidationError as exc:
+        errors = problems(exc, StoreConfig, raw, within=("store",))
+        raise ConfigError("\n".join(errors), errors) from None
     values: dict[str, Any] = {}
-    if raw is not None:
-        if not isinstance(raw, dict):
-            raise ConfigError("config.yaml: `store` must be a mapping")
-        for key, value in raw.items():
-            if key == "url":
-                if value is not None and not isinstance(value, str):
-                    raise ConfigError(f"config.yaml: `store.url` has the wrong type ({value!r})")
-                values["url"] = _check_url(value, "config.yaml: `store.url`") if value else None
-            elif key == "lease_seconds":
-                if isinstance(value, bool) or not isinstance(value, int | float) or value < 1:
-                    raise ConfigError("config.yaml: `store.lease_seconds` must be a number of "
-                                      "seconds, at least 1")
-                values["lease_seconds"] = float(value)
-            elif key == "outage_seconds":
-                if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                    raise ConfigError("config.yaml: `store.outage_seconds` must be a number of "
-                                      "seconds, at least 0")
-                values["outage_seconds"] = float(value)
-            elif key == "readers":
-                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                    raise ConfigError("config.yaml: `store.readers` must be at least 1")
-                values["readers"] = value
-            else:
-                raise _unknown(key, ["url", "lease_seconds", "readers", "outage_seconds"],
-                               "store.")
+    if store.url:
+        values["url"] = _check_url(store.url, "config.yaml: `store.url`")
     if env.get(STORE_ENV):
         values["url"] = _check_url(env[STORE_ENV], STORE_ENV)
     if flag:
         values["url"] = _check_url(flag, "--store")
-    return StoreConfig(**values)
+    return replace(store, url=values.get("url"))
 
 
 async def open_store(db_path: Path, daemon: DaemonConfig, store: StoreConfig) -> Any:

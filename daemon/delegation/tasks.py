@@ -8,7 +8,11 @@ session (it opens with `RESULTS_PREFIX`, which viewers also recognise).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field, model_validator
+
+from ..engine.arguments import Arguments, ArgumentsOf, non_blank
 
 __all__ = [
     "TaskSpec", "parse_tasks", "child_toolsets", "child_prompt", "CHILD_SYSTEM_PROMPT",
@@ -25,7 +29,6 @@ CHILD_SYSTEM_PROMPT = (
 #: the first words of the message that delivers a background delegation's results
 RESULTS_PREFIX = "[delegation results]"
 OWNER_STOPPED = "the owner stopped before this task finished"
-_TASK_KEYS = ("goal", "context", "toolsets")
 
 
 @dataclass(frozen=True)
@@ -43,24 +46,40 @@ class TaskSpec:
         return out
 
 
-def _task(obj: Any, where: str) -> TaskSpec:
-    if not isinstance(obj, dict):
-        raise ValueError(f"{where} must be an object with a `goal`")
-    extra = set(obj) - set(_TASK_KEYS)
-    if extra:
-        raise ValueError(f"{where} has unknown keys: {', '.join(sorted(extra))} "
-                         f"(a task has {', '.join(_TASK_KEYS)})")
-    goal = obj.get("goal")
-    if not isinstance(goal, str) or not goal.strip():
-        raise ValueError(f"{where}.goal must be a non-empty string")
-    context = obj.get("context")
-    if context is not None and not isinstance(context, str):
-        raise ValueError(f"{where}.context must be a string")
-    toolsets = obj.get("toolsets")
-    if toolsets is not None and (not isinstance(toolsets, list)
-                                 or not all(isinstance(t, str) for t in toolsets)):
-        raise ValueError(f"{where}.toolsets must be a list of strings")
-    return TaskSpec(goal, context, tuple(toolsets) if toolsets is not None else None)
+_GOAL = "What the helper agent must achieve."
+_CONTEXT = "Facts the helper needs; it sees nothing of this conversation."
+_TOOLSETS = "Toolsets the helper may use (at most yours)."
+
+
+class Task(Arguments):
+    goal: Annotated[str, Field(description=_GOAL), AfterValidator(non_blank)]
+    context: Annotated[str, Field(description=_CONTEXT)] | None = None
+    toolsets: Annotated[list[str], Field(description=_TOOLSETS)] | None = None
+
+    def spec(self) -> TaskSpec:
+        toolsets = tuple(self.toolsets) if self.toolsets is not None else None
+        return TaskSpec(self.goal, self.context, toolsets)
+
+
+class DelegateTask(Arguments):
+    """One task's keys, or ``tasks``: a list of them."""
+
+    goal: Annotated[str, Field(description=_GOAL), AfterValidator(non_blank)] | None = None
+    context: Annotated[str, Field(description=_CONTEXT)] | None = None
+    toolsets: Annotated[list[str], Field(description=_TOOLSETS)] | None = None
+    tasks: Annotated[list[Task], Field(min_length=1)] | None = None
+
+    @model_validator(mode="after")
+    def _one_way(self) -> DelegateTask:
+        if self.tasks is not None and (mixed := sorted(self.model_fields_set - {"tasks"})):
+            raise ValueError(f"give either `tasks` or one task's keys, not both "
+                             f"(also got: {', '.join(mixed)})")
+        if self.tasks is None and self.goal is None:
+            raise ValueError("give `goal` (one task) or `tasks` (a list of tasks)")
+        return self
+
+
+ARGUMENTS = ArgumentsOf(DelegateTask)
 
 
 def parse_tasks(args: dict[str, Any], max_tasks: int) -> list[TaskSpec]:
@@ -69,19 +88,12 @@ def parse_tasks(args: dict[str, Any], max_tasks: int) -> list[TaskSpec]:
     The messages are written for the model that made the call: it reads them as
     the tool's result and can correct itself.
     """
-    if "tasks" in args:
-        if mixed := sorted(set(args) - {"tasks"}):
-            raise ValueError(f"give either `tasks` or one task's keys, not both "
-                             f"(also got: {', '.join(mixed)})")
-        tasks = args["tasks"]
-        if not isinstance(tasks, list) or not tasks:
-            raise ValueError("`tasks` must be a non-empty list of {goal, context?, toolsets?}")
-        if len(tasks) > max_tasks:
-            raise ValueError(f"{len(tasks)} tasks given; at most {max_tasks} per call")
-        return [_task(t, f"tasks[{i}]") for i, t in enumerate(tasks)]
-    if "goal" not in args:
-        raise ValueError("give `goal` (one task) or `tasks` (a list of tasks)")
-    return [_task(args, "arguments")]
+    a = ARGUMENTS.parse(args)
+    if a.tasks is None:
+        return [Task(goal=a.goal or "", context=a.context, toolsets=a.toolsets).spec()]
+    if len(a.tasks) > max_tasks:
+        raise ValueError(f"{len(a.tasks)} tasks given; at most {max_tasks} per call")
+    return [t.spec() for t in a.tasks]
 
 
 def child_toolsets(requested: tuple[str, ...] | None,
@@ -116,27 +128,10 @@ def fill_interrupted(results: list[dict[str, Any] | None], model: str,
             for i, r in enumerate(results)]
 
 
-_TASK_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "goal": {"type": "string", "description": "What the helper agent must achieve."},
-        "context": {"type": "string", "description": "Facts the helper needs; it sees "
-                                                     "nothing of this conversation."},
-        "toolsets": {"type": "array", "items": {"type": "string"},
-                     "description": "Toolsets the helper may use (at most yours)."},
-    },
-    "required": ["goal"],
-}
 TOOL_DESCRIPTION = (
     "Hand one task ({goal, context?, toolsets?}) or several ({tasks: [...]}) to "
     "helper agents that run in parallel. Each helper starts with no history. "
     "Returns {results: [{task_index, status, summary, ...}]} when the helpers "
     "finish, or {status: 'dispatched', delegation_id} when they run in the "
     "background and their results arrive later as a new message.")
-TOOL_PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        **_TASK_SCHEMA["properties"],
-        "tasks": {"type": "array", "items": _TASK_SCHEMA, "minItems": 1},
-    },
-}
+TOOL_PARAMETERS = ARGUMENTS.schema

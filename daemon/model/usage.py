@@ -15,6 +15,7 @@ unknown cost (None), never a guess; so has a session that used such a model.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -88,7 +89,7 @@ def price_table() -> dict[str, Any]:
     return doc
 
 
-def _price(entry: dict[str, Any]) -> Price:
+def _price(entry: Mapping[str, Any]) -> Price:
     cached = entry.get("cached_input")
     window = entry.get("context_window")
     return Price(float(entry["input"]), float(entry["output"]),
@@ -99,7 +100,7 @@ def _price(entry: dict[str, Any]) -> Price:
 class Prices:
     """Prices by model name: configured ones first, then the shipped table."""
 
-    def __init__(self, configured: dict[str, dict[str, float]] | None = None) -> None:
+    def __init__(self, configured: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self._configured = {name: _price(p) for name, p in (configured or {}).items()}
 
     def lookup(self, model: str | None) -> Price | None:

@@ -22,11 +22,13 @@ import os
 import re
 import shutil
 import stat
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
+from pydantic import Field
 
 from ..config.core import ToolsConfig
+from ..engine.arguments import Arguments, ArgumentsOf
 from ..engine.tools import Tool, ToolContext
 from .paths import Place, Refused, locate, open_dir, open_read, write_atomic
 
@@ -40,6 +42,39 @@ _SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cac
               ".ruff_cache", ".pytest_cache", ".tox"}
 
 
+class ReadFile(Arguments):
+    path: str
+    offset: Annotated[int, Field(ge=1)] = 1  # lines
+    limit: Annotated[int, Field(ge=1)] | None = None  # None: tools.read_lines
+
+
+class WriteFile(Arguments):
+    path: str
+    content: Annotated[str, Field(max_length=MAX_WRITE_CHARS)]
+
+
+class EditFile(Arguments):
+    path: str
+    old: Annotated[str, Field(min_length=1)]
+    new: str
+    replace_all: bool = False
+
+
+class SearchFiles(Arguments):
+    pattern: Annotated[str, Field(min_length=1)]
+    path: str = "."
+    glob: str | None = None
+
+
+class ListDir(Arguments):
+    path: str = "."
+
+
+READ_FILE, WRITE_FILE, EDIT_FILE = ArgumentsOf(ReadFile), ArgumentsOf(WriteFile), \
+    ArgumentsOf(EditFile)
+SEARCH_FILES, LIST_DIR = ArgumentsOf(SearchFiles), ArgumentsOf(ListDir)
+
+
 def _json(obj: dict[str, Any]) -> str:
     return orjson.dumps(obj).decode()
 
@@ -50,13 +85,6 @@ def _error(message: str, **extra: Any) -> str:
 
 def _refused(tool: str, exc: Refused) -> str:
     return _error(f"{tool}: {exc}", refused=exc.kind)
-
-
-def _string(args: dict[str, Any], key: str, *, empty: bool = True) -> str:
-    value = args.get(key)
-    if not isinstance(value, str) or (not empty and not value):
-        raise ValueError(f"{key} must be {'a' if empty else 'a non-empty'} string")
-    return value
 
 
 def _read_text(place: Place, limit: int) -> str:
@@ -88,13 +116,9 @@ def file_tools(config: ToolsConfig, *, home: str | None = None) -> list[Tool]:
 
     async def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
         try:
-            offset = args.get("offset", 1)
-            limit = args.get("limit", config.read_lines)
-            if not isinstance(offset, int) or offset < 1 or not isinstance(limit, int) \
-                    or limit < 1:
-                raise ValueError("offset and limit must be positive integers (lines)")
-            limit = min(limit, config.read_lines)
-            with locate(ctx.cwd, args.get("path"), home=home) as place:
+            a = READ_FILE.parse(args)
+            offset, limit = a.offset, min(a.limit or config.read_lines, config.read_lines)
+            with locate(ctx.cwd, a.path, home=home) as place:
                 path = place.shown
                 fd = open_read(place)
             out: list[str] = []
@@ -127,10 +151,9 @@ def file_tools(config: ToolsConfig, *, home: str | None = None) -> list[Tool]:
 
     async def write_file(args: dict[str, Any], ctx: ToolContext) -> str:
         try:
-            content = _string(args, "content")
-            if len(content) > MAX_WRITE_CHARS:
-                raise ValueError(f"content is longer than {MAX_WRITE_CHARS} characters")
-            place = locate(ctx.cwd, args.get("path"), home=home, missing_ok=True)
+            a = WRITE_FILE.parse(args)
+            content = a.content
+            place = locate(ctx.cwd, a.path, home=home, missing_ok=True)
         except Refused as exc:
             return _refused("write_file", exc)
         except (OSError, ValueError) as exc:
@@ -153,12 +176,9 @@ def file_tools(config: ToolsConfig, *, home: str | None = None) -> list[Tool]:
 
     async def edit_file(args: dict[str, Any], ctx: ToolContext) -> str:
         try:
-            old = _string(args, "old", empty=False)
-            new = _string(args, "new")
-            replace_all = args.get("replace_all", False)
-            if not isinstance(replace_all, bool):
-                raise ValueError("replace_all must be a boolean")
-            place = locate(ctx.cwd, args.get("path"), home=home)
+            a = EDIT_FILE.parse(args)
+            old, new, replace_all = a.old, a.new, a.replace_all
+            place = locate(ctx.cwd, a.path, home=home)
         except Refused as exc:
             return _refused("edit_file", exc)
         except (OSError, ValueError) as exc:
@@ -195,12 +215,10 @@ def file_tools(config: ToolsConfig, *, home: str | None = None) -> list[Tool]:
 
     async def search_files(args: dict[str, Any], ctx: ToolContext) -> str:
         try:
-            pattern = _string(args, "pattern", empty=False)
-            glob = args.get("glob")
-            if glob is not None and not isinstance(glob, str):
-                raise ValueError("glob must be a string")
+            a = SEARCH_FILES.parse(args)
+            pattern, glob = a.pattern, a.glob
             regex = re.compile(pattern)
-            with locate(ctx.cwd, args.get("path", "."), home=home) as place:
+            with locate(ctx.cwd, a.path, home=home) as place:
                 root = place.shown
                 if place.name:  # a file: it must be one we may read
                     try:
@@ -227,7 +245,7 @@ def file_tools(config: ToolsConfig, *, home: str | None = None) -> list[Tool]:
 
     async def list_dir(args: dict[str, Any], ctx: ToolContext) -> str:
         try:
-            with locate(ctx.cwd, args.get("path", "."), home=home) as place:
+            with locate(ctx.cwd, LIST_DIR.parse(args).path, home=home) as place:
                 path = place.shown
                 fd = open_dir(place)
             try:
@@ -250,26 +268,19 @@ def file_tools(config: ToolsConfig, *, home: str | None = None) -> list[Tool]:
         return _json({"path": path, "entries": out, "truncated": len(entries) > LIST_ENTRIES,
                       "summary": f"{len(entries)} entries in {path}"})
 
-    def obj(props: dict[str, Any], required: list[str]) -> dict[str, Any]:
-        return {"type": "object", "properties": props, "required": required}
-
-    s, i = {"type": "string"}, {"type": "integer"}
     return [
         Tool("read_file", "files", "Read a text file, line-numbered; offset/limit page "
-             "through long files.", obj({"path": s, "offset": i, "limit": i}, ["path"]),
-             read_file),
+             "through long files.", READ_FILE.schema, read_file),
         Tool("write_file", "files", "Write (create or replace) a text file. May need the "
-             "user's approval.", obj({"path": s, "content": s}, ["path", "content"]),
-             write_file),
+             "user's approval.", WRITE_FILE.schema, write_file),
         Tool("edit_file", "files", "Replace the exact, unique text `old` with `new` in a "
              "file (replace_all for every occurrence). May need the user's approval.",
-             obj({"path": s, "old": s, "new": s, "replace_all": {"type": "boolean"}},
-                 ["path", "old", "new"]), edit_file),
+             EDIT_FILE.schema, edit_file),
         Tool("search_files", "files", "Search file contents for a regular expression "
-             "(optionally under path, in files matching glob).",
-             obj({"pattern": s, "path": s, "glob": s}, ["pattern"]), search_files),
+             "(optionally under path, in files matching glob).", SEARCH_FILES.schema,
+             search_files),
         Tool("list_dir", "files", "List a directory's entries (directories end in /).",
-             obj({"path": s}, []), list_dir),
+             LIST_DIR.schema, list_dir),
     ]
 
 

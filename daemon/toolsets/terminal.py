@@ -24,11 +24,13 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import orjson
+from pydantic import AfterValidator, Field, model_validator
 
 from ..config.core import ToolsConfig
+from ..engine.arguments import Arguments, ArgumentsOf, non_blank
 from ..engine.tools import Tool, ToolContext
 from . import lineage
 from .launch import collect, end, spawn
@@ -73,65 +75,56 @@ def _summary(exit_code: int | None, timed_out: bool, output: str) -> str:
     return f"{head} · {lines} line{'s' if lines != 1 else ''} of output"
 
 
-TERMINAL_PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "command": {"type": "string", "description": "a shell command (/bin/sh)"},
-        "workdir": {"type": "string",
-                    "description": "directory to run in, relative to the session's"},
-        "timeout_s": {"type": "number", "description": "foreground timeout (default 120)"},
-        "background": {"type": "boolean",
-                       "description": "start it and return its process id at once"},
-        "notify_on_complete": {
-            "type": "boolean",
-            "description": "with background: deliver a notice into this session when it "
-                           "ends (interactive sessions only)"},
-        "escalate": {
-            "type": "boolean",
-            "description": "run it OUTSIDE the sandbox, with network access and writes beyond "
-                           "the working directory; a person must always approve it (never "
-                           "on unattended turns). Use only when the sandbox refused something "
-                           "this task really needs"},
-        "reason": {"type": "string",
-                   "description": "with escalate: why it must run outside the sandbox "
-                                  "(shown to the person asked)"},
-    },
-    "required": ["command"],
-}
+class Terminal(Arguments):
+    command: Annotated[str, Field(max_length=MAX_COMMAND_CHARS, description="a shell command "
+                                  "(/bin/sh)"), AfterValidator(non_blank)]
+    workdir: Annotated[str, Field(min_length=1, description="directory to run in, relative "
+                                  "to the session's")] | None = None
+    timeout_s: Annotated[float, Field(gt=0, description="foreground timeout (default 120)")] \
+        | None = None
+    background: Annotated[bool, Field(description="start it and return its process id at "
+                                      "once")] = False
+    notify_on_complete: Annotated[bool, Field(
+        description="with background: deliver a notice into this session when it ends "
+                    "(interactive sessions only)")] = False
+    escalate: Annotated[bool, Field(
+        description="run it OUTSIDE the sandbox, with network access and writes beyond the "
+                    "working directory; a person must always approve it (never on "
+                    "unattended turns). Use only when the sandbox refused something this "
+                    "task really needs")] = False
+    reason: Annotated[str, Field(max_length=MAX_REASON_CHARS, description="with escalate: "
+                                 "why it must run outside the sandbox (shown to the person "
+                                 "asked)")] | None = None
+
+    @model_validator(mode="after")
+    def _together(self) -> Terminal:
+        if self.notify_on_complete and not self.background:
+            raise ValueError("notify_on_complete needs background: true")
+        if self.escalate and not (self.reason or "").strip():
+            raise ValueError("escalate: true needs a reason (why it must run outside the "
+                             "sandbox)")
+        return self
+
+
+TERMINAL = ArgumentsOf(Terminal)
+TERMINAL_PARAMETERS = TERMINAL.schema
 
 
 def terminal_tool(table: ProcessTable, config: ToolsConfig) -> Tool:
     async def run(args: dict[str, Any], ctx: ToolContext) -> str:
-        command = args.get("command")
-        if not isinstance(command, str) or not command.strip():
-            return _error("terminal: command must be a non-empty string")
-        if len(command) > MAX_COMMAND_CHARS:
-            return _error(f"terminal: command is longer than {MAX_COMMAND_CHARS} characters")
-        background = args.get("background", False)
-        notify = args.get("notify_on_complete", False)
-        timeout = args.get("timeout_s", config.command_timeout_seconds)
-        if not isinstance(background, bool) or not isinstance(notify, bool):
-            return _error("terminal: background and notify_on_complete must be booleans")
-        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
-            return _error("terminal: timeout_s must be a positive number")
-        timeout = min(float(timeout), config.max_command_timeout_seconds)
-        if notify and not background:
-            return _error("terminal: notify_on_complete needs background: true")
+        try:
+            a = TERMINAL.parse(args)
+        except ValueError as exc:
+            return _error(f"terminal: {exc}")
+        command, background, notify = a.command, a.background, a.notify_on_complete
+        escalate, reason = a.escalate, a.reason
+        timeout = min(a.timeout_s or config.command_timeout_seconds,
+                      config.max_command_timeout_seconds)
         if notify and not ctx.late_delivery:
             # the channel capability (SPEC §12): asked once, here; nothing recorded
             return _error(NOTIFY_REFUSED, refused="notify_unsupported")
-        escalate, reason = args.get("escalate", False), args.get("reason")
-        if not isinstance(escalate, bool):
-            return _error("terminal: escalate must be a boolean")
-        if reason is not None and (not isinstance(reason, str)
-                                   or len(reason) > MAX_REASON_CHARS):
-            return _error(f"terminal: reason must be a string of at most {MAX_REASON_CHARS} "
-                          "characters")
-        if escalate and not (reason or "").strip():
-            return _error("terminal: escalate: true needs a reason (why it must run outside "
-                          "the sandbox)")
         try:
-            cwd = workdir_of(ctx, args.get("workdir"))
+            cwd = workdir_of(ctx, a.workdir)
             workspace = workdir_of(ctx, None)  # the sandbox's writable directory
         except ValueError as exc:
             return _error(f"terminal: {exc}")
@@ -219,24 +212,34 @@ async def _foreground(sandbox: Sandbox, command: str, cwd: str, workspace: str, 
     return out
 
 
-PROCESS_PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "action": {"type": "string", "enum": ["list", "poll", "log", "wait", "kill", "write"]},
-        "id": {"type": "string", "description": "the process id (all actions but list)"},
-        "offset": {"type": "integer", "description": "log: byte offset to read from"},
-        "limit": {"type": "integer", "description": "log: bytes to read at most"},
-        "timeout_s": {"type": "number", "description": "wait: seconds to wait at most"},
-        "data": {"type": "string", "description": "write: text sent to its stdin"},
-        "eof": {"type": "boolean", "description": "write: close its stdin afterwards"},
-    },
-    "required": ["action"],
-}
+class Process(Arguments):
+    action: Literal["list", "poll", "log", "wait", "kill", "write"]
+    id: Annotated[str, Field(description="the process id (all actions but list)")] | None = None
+    offset: Annotated[int, Field(ge=0, description="log: byte offset to read from")] \
+        | None = None
+    limit: Annotated[int, Field(ge=1, description="log: bytes to read at most")] = 20_000
+    timeout_s: Annotated[float, Field(ge=0, description="wait: seconds to wait at most")] = 30
+    data: Annotated[str, Field(description="write: text sent to its stdin")] = ""
+    eof: Annotated[bool, Field(description="write: close its stdin afterwards")] = False
+
+    @model_validator(mode="after")
+    def _named(self) -> Process:
+        if self.action != "list" and self.id is None:
+            raise ValueError(f"`id` is required for action {self.action}")
+        return self
+
+
+PROCESS = ArgumentsOf(Process)
+PROCESS_PARAMETERS = PROCESS.schema
 
 
 def process_tool(table: ProcessTable) -> Tool:
     async def run(args: dict[str, Any], ctx: ToolContext) -> str:
-        action = args.get("action")
+        try:
+            a = PROCESS.parse(args)
+        except ValueError as exc:
+            return _error(f"process: {exc}")
+        action = a.action
         if action == "list":
             rows = await table.stored(ctx.session_id)
             live = {p.process_id: p for p in table.of_session(ctx.session_id)}
@@ -244,11 +247,7 @@ def process_tool(table: ProcessTable) -> Tool:
                      {"process_id": r["process_id"], "command": r["command"],
                       "state": r["state"], "exit_code": r["exit_code"]} for r in rows]
             return _json({"processes": procs, "summary": f"{len(procs)} process(es)"})
-        if action not in ("poll", "log", "wait", "kill", "write"):
-            return _error("process: action must be list, poll, log, wait, kill or write")
-        pid = args.get("id")
-        if not isinstance(pid, str):
-            return _error(f"process {action}: id is required")
+        pid = a.id or ""
         p = table.live(ctx.session_id, pid)
         if p is None:
             found = await table.stored(ctx.session_id, pid)
@@ -260,7 +259,7 @@ def process_tool(table: ProcessTable) -> Tool:
                           "note": "this process belonged to an earlier owner; only its "
                                   "record is left",
                           "summary": f"{pid} {r['state']}"})
-        return _json(await _act(table, p, action, args))
+        return _json(await _act(table, p, a))
 
     return Tool(name="process", toolset="terminal", run=run, parameters=PROCESS_PARAMETERS,
                 description=(
@@ -270,17 +269,14 @@ def process_tool(table: ProcessTable) -> Tool:
                     "write (text to its stdin)."))
 
 
-async def _act(table: ProcessTable, p: Managed, action: str, args: dict[str, Any]) -> dict[str, Any]:
+async def _act(table: ProcessTable, p: Managed, a: Process) -> dict[str, Any]:
+    action = a.action
     if action == "poll":
         return _hinted(table, p, {**p.status(), "recent_output": p.ring.tail(2000),
                                   "summary": f"{p.process_id} {p.state}"})
     if action == "log":
-        offset, limit = args.get("offset"), args.get("limit", 20_000)
-        if offset is not None and (not isinstance(offset, int) or offset < 0):
-            return {"error": "process log: offset must be a non-negative integer"}
-        if not isinstance(limit, int) or limit < 1:
-            return {"error": "process log: limit must be a positive integer"}
-        text, begin, end = p.ring.read(offset, min(limit, 100_000))
+        offset = a.offset
+        text, begin, end = p.ring.read(offset, min(a.limit, 100_000))
         out = {"process_id": p.process_id, "state": p.state, "output": text, "from": begin,
                "to": end, "total": p.ring.written,
                "summary": f"{p.process_id}: bytes {begin}-{end} of {p.ring.written}"}
@@ -288,11 +284,8 @@ async def _act(table: ProcessTable, p: Managed, action: str, args: dict[str, Any
             out["note"] = f"bytes before {begin} were dropped (the ring keeps the newest)"
         return out
     if action == "wait":
-        timeout = args.get("timeout_s", 30)
-        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout < 0:
-            return {"error": "process wait: timeout_s must be a non-negative number"}
         try:
-            await asyncio.wait_for(p.done.wait(), min(float(timeout), MAX_WAIT_SECONDS))
+            await asyncio.wait_for(p.done.wait(), min(a.timeout_s, MAX_WAIT_SECONDS))
         except TimeoutError:
             pass
         return _hinted(table, p, {**p.status(), "recent_output": p.ring.tail(2000),
@@ -301,9 +294,7 @@ async def _act(table: ProcessTable, p: Managed, action: str, args: dict[str, Any
     if action == "kill":
         await table.kill(p)
         return {**p.status(), "summary": f"{p.process_id} {p.state}"}
-    data, eof = args.get("data", ""), args.get("eof", False)
-    if not isinstance(data, str) or not isinstance(eof, bool):
-        return {"error": "process write: data must be a string and eof a boolean"}
+    data, eof = a.data, a.eof
     stdin = p.proc.stdin
     if p.state != "running" or stdin is None or stdin.is_closing():
         return {"error": f"process write: {p.process_id} is not taking input"}

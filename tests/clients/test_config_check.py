@@ -98,9 +98,9 @@ def test_every_error_is_reported_in_one_run(tmp_path, run_cli):
     problems = [line.strip() for line in lines[1:7]]
     assert problems == [
         "- config.yaml: unknown key `model.defualt`; did you mean `default`?",
-        "- config.yaml: `model.timeout_seconds` has the wrong type ('soon')",
-        "- config.yaml: `daemon.max_turns` and `delegation.child_max_turns` must be at least 1",
+        "- config.yaml: `model.timeout_seconds` must be a number, not 'soon'",
+        "- config.yaml: `daemon.max_turns` must be at least 1",
+        "- config.yaml: `approvals.mode` must be ask, auto or never, not 'sometimes'",
         "- config.yaml: `cron.timezone` 'Mars/Olympus' is not an IANA time zone",
-        "- config.yaml: `approvals.mode` must be ask, auto or never",
         "- config.yaml: `store.readers` must be at least 1"], done.stderr
     assert lines[7].startswith("hint: fix "), done.stderr

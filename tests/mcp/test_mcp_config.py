@@ -43,7 +43,7 @@ def test_a_stdio_and_an_http_server():
     ({"x": {"command": "a", "sandbox": "no"}}, "`mcp.servers.x.sandbox` must be true or false"),
     ({"x": {"command": "a", "network": 0}}, "`mcp.servers.x.network` must be true or false"),
     ({"x": {"url": "http://h/", "sandbox": False}}, "are for a `command` server"),
-    ({"x": {"command": "a", "tools": {"only": ["a"]}}}, "`allow` and `deny`"),
+    ({"x": {"command": "a", "tools": {"only": ["a"]}}}, "unknown key `mcp.servers.x.tools.only`; valid keys: allow, deny"),
     ({"x": {"command": "a", "comand": "b"}}, "did you mean `command`"),
     ({"a__b": {"command": "a"}}, "no __"),
     ({"-a": {"command": "a"}}, "letters, digits"),
