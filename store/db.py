@@ -7,6 +7,10 @@ SAVEPOINT, so a unit that raises rolls back alone and its neighbours still
 commit. ``Database.write`` resolves only after the COMMIT that made the unit
 durable returned; that is what "recorded before acknowledged" rests on.
 
+The scheduler (the queue, the groups, what each caller is told) is
+group_commit.py's, shared with the PostgreSQL writer; `SqliteWriter` is
+SQLite's part of it: BEGIN IMMEDIATE, a SAVEPOINT per unit, COMMIT.
+
 Where the work runs, and why. Units are short (a few indexed statements), so
 they run on the event loop, back to back, in submit order; only COMMIT — the
 fsync, the one slow step — runs on the commit thread, and the loop keeps
@@ -14,7 +18,8 @@ serving (and collecting the next group) while it waits. Running the units on a
 writer thread instead would pass the GIL back and forth with the loop on every
 statement (sqlite3 releases it around each step), and under load every one of
 those hand-backs waits for the busy loop to yield: a group of fifty units would
-cost hundreds of GIL switches instead of one thread hop.
+cost hundreds of GIL switches instead of one thread hop. When another process
+holds the write lock, BEGIN waits for it on the commit thread, not on the loop.
 
 Cancellation: the caller awaits a future; loop callbacks, not the caller's task,
 drive BEGIN, the units, COMMIT and ROLLBACK. A cancelled caller never leaves a
@@ -22,41 +27,29 @@ transaction open, and a unit that was already submitted still commits (the
 caller just does not hear about it), exactly like a request whose reply was lost
 on the wire.
 
-Reads: ``read(fn)`` runs ``fn`` on the reader connection, an aiosqlite
-connection with a worker thread of its own (anything that may be large: a
-transcript, a page of events, a listing); ``lookup(fn)`` runs it on the loop
+Reads: ``read(fn)`` runs ``fn`` on the reader connection, on a thread of its
+own (worker.py; anything that may be large: a transcript, a page of events, a
+listing), the whole function in one hop; ``lookup(fn)`` runs it on the loop
 against a connection of its own, for a few rows by key (a receipt, an
 idempotency check), with no thread hop. Both see only committed data.
-
-The commit thread is this module's own, not aiosqlite's: aiosqlite's model is
-a connection used only from its thread, while the writer's units run on the
-loop and only its COMMIT on the thread, started and finished by loop callbacks
-with no task awaiting it (docs/dependencies.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import aiosqlite
-
 from .errors import StorageError, is_busy, translate
+from .group_commit import GroupCommit
 from .migrations import migrate
 from .worker import Worker
 
 __all__ = ["Database", "StorageError"]
 
 T = TypeVar("T")
-log = logging.getLogger("tether.store")
-
-#: Upper bound on units folded into one transaction; bounds commit latency and
-#: how long one group keeps the loop busy.
-MAX_GROUP = 256
 
 
 def _connect(path: str, *, busy_timeout_ms: int, readonly: bool = False,
@@ -73,31 +66,76 @@ def _connect(path: str, *, busy_timeout_ms: int, readonly: bool = False,
     return conn
 
 
-class Job:
-    __slots__ = ("unit", "future", "after_commit")
+class SqliteWriter:
+    """The SQLite part of a group commit (group_commit.py) on the writer connection."""
 
-    def __init__(self, unit: Callable[[Any], Any], future: asyncio.Future[Any],
-                 after_commit: Callable[[Any], None] | None):
-        self.unit = unit
-        self.future = future
-        self.after_commit = after_commit
+    def __init__(self, conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
+        self.conn = conn
+        self.busy_timeout_ms = busy_timeout_ms
+        self.before_group: Callable[[sqlite3.Connection], None] | None = None
 
+    def connect(self) -> None:
+        return None  # one connection, open for the database's life
 
-def resolve(job: Job, ok: bool, value: Any) -> None:
-    # Runs on the event loop, in commit order. after_commit runs even when the
-    # caller was cancelled: what was committed must still be announced.
-    if ok and job.after_commit is not None:
+    def begin(self) -> Callable[[], None] | None:
         try:
-            job.after_commit(value)
-        except Exception:  # noqa: BLE001 - a hook bug must not lose the reply
-            log.exception("after_commit hook failed")
-    fut = job.future
-    if fut.done():
-        return
-    if ok:
-        fut.set_result(value)
-    else:
-        fut.set_exception(value)
+            if self.before_group is not None:
+                self.before_group(self.conn)
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            if not is_busy(exc):
+                raise
+            return self._begin_waiting  # another process holds the write lock
+        return None
+
+    def _begin_waiting(self) -> None:
+        # off the loop: the only place the writer waits in SQLite's busy handler
+        conn = self.conn
+        conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        finally:
+            conn.execute("PRAGMA busy_timeout=0")
+
+    def run_unit(self, index: int, unit: Callable[[Any], Any]) -> tuple[bool, Any]:
+        conn = self.conn
+        try:
+            conn.execute("SAVEPOINT unit")
+            value = unit(conn)
+            conn.execute("RELEASE unit")
+            return True, value
+        except BaseException as exc:  # noqa: BLE001 - every failure goes to its caller
+            err = translate(exc)
+            if not conn.in_transaction:
+                # SQLite rolled the whole transaction back (SQLITE_FULL, an I/O
+                # error): the units before this one are gone too, and the ones
+                # after it would each commit alone, outside any group. The whole
+                # group fails; its callers may retry (admissions are idempotent).
+                raise err  # noqa: B904 - the unit's own exception, translated
+            try:
+                conn.execute("ROLLBACK TO unit")
+                conn.execute("RELEASE unit")
+            except sqlite3.Error:
+                pass
+            return False, err
+
+    def before_commit(self) -> None:
+        pass
+
+    def commit(self) -> None:
+        # on the commit thread: the fsync happens here, off the loop
+        conn = self.conn
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            raise
+
+    def abort(self, exc: BaseException) -> BaseException:
+        return translate(exc)
 
 
 class Database:
@@ -117,25 +155,31 @@ class Database:
 
     dialect = "sqlite"
 
-    def __init__(self, path: Path, writer: sqlite3.Connection, reader: aiosqlite.Connection,
+    def __init__(self, path: Path, writer: sqlite3.Connection, reader: Worker,
                  reader_conn: sqlite3.Connection, looker: sqlite3.Connection,
                  busy_timeout_ms: int) -> None:
         self.path = path
         #: what the database is, for messages
         self.name = f"SQLite database {path}"
-        self._writer = writer
+        self._writer = SqliteWriter(writer, busy_timeout_ms)
+        self._groups = GroupCommit(self._writer, "tether-commit")
         self._reader = reader  # runs read(fn) on its thread, one call at a time
         self._reader_conn = reader_conn  # its sqlite3 connection: used on that thread only
         self._looker = looker
-        self._busy_timeout_ms = busy_timeout_ms
-        self.before_group: Callable[[sqlite3.Connection], None] | None = None
-        self._pending: list[Job] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._active = False  # a group is being run or committed
-        self._idle: asyncio.Event | None = None  # close() waits on it
-        self._committer = Worker("tether-commit")
         self._closed = False
-        self.commits = 0  # groups committed (the tests check grouping with it)
+
+    @property
+    def commits(self) -> int:
+        """Groups committed (the tests check grouping with it)."""
+        return self._groups.commits
+
+    @property
+    def before_group(self) -> Callable[[sqlite3.Connection], None] | None:
+        return self._writer.before_group
+
+    @before_group.setter
+    def before_group(self, hook: Callable[[sqlite3.Connection], None] | None) -> None:
+        self._writer.before_group = hook
 
     @classmethod
     async def open(cls, path: Path | str, *, busy_timeout_ms: int = 5000,
@@ -164,22 +208,17 @@ class Database:
                 raise translate(exc) from exc
 
         writer, looker = await asyncio.to_thread(_open)
-        opened: list[sqlite3.Connection] = []
-
-        def connect_reader() -> sqlite3.Connection:
-            # runs on the aiosqlite connection's thread, the only one that may use it
-            conn = _connect(str(path), busy_timeout_ms=busy_timeout_ms, one_thread=True)
-            opened.append(conn)
-            return conn
-
-        reader = aiosqlite.Connection(connect_reader, iter_chunk_size=64)
+        reader = Worker("tether-read")
         try:
-            await reader
-        except sqlite3.Error as exc:
+            # opened on the reader's thread, the only one that may use it
+            reader_conn = await reader.run(lambda: _connect(
+                str(path), busy_timeout_ms=busy_timeout_ms, one_thread=True))
+        except BaseException:
+            await reader.stop()
             writer.close()
             looker.close()
-            raise translate(exc) from exc
-        return cls(path, writer, reader, opened[0], looker, busy_timeout_ms)
+            raise
+        return cls(path, writer, reader, reader_conn, looker, busy_timeout_ms)
 
     # -- writes -----------------------------------------------------------
 
@@ -199,100 +238,7 @@ class Database:
                after_commit: Callable[[T], None] | None = None) -> asyncio.Future[T]:
         """Queue ``unit`` now (synchronously, so call order is commit order) and
         return the future ``write`` would await."""
-        if self._closed:
-            raise StorageError("database is closed", "closed")
-        loop = self._loop = asyncio.get_running_loop()
-        job = Job(unit, loop.create_future(), after_commit)
-        self._pending.append(job)
-        if not self._active:
-            # everything submitted before the loop gets round to it joins this group
-            self._active = True
-            loop.call_soon(self._next_group)
-        return job.future
-
-    def _next_group(self) -> None:
-        group, self._pending = self._pending[:MAX_GROUP], self._pending[MAX_GROUP:]
-        if not group:
-            self._active = False
-            if self._idle is not None:
-                self._idle.set()
-            return
-        try:
-            if self.before_group is not None:
-                self.before_group(self._writer)
-            self._writer.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            if not is_busy(exc):
-                self._finish(group, [], False, translate(exc))
-                return
-            # another process holds the write lock: wait for it off the loop
-            assert self._loop is not None
-            self._committer.call(self._begin_waiting, self._loop,
-                                 lambda ok, err: self._run_group(group) if ok
-                                 else self._finish(group, [], False, err))
-            return
-        except Exception as exc:  # noqa: BLE001 - a before_group bug fails its group, not the loop
-            self._finish(group, [], False, exc)
-            return
-        self._run_group(group)
-
-    def _begin_waiting(self) -> None:
-        conn = self._writer
-        conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        finally:
-            conn.execute("PRAGMA busy_timeout=0")
-
-    def _run_group(self, group: list[Job]) -> None:
-        conn = self._writer
-        outcomes: list[tuple[bool, Any]] = []
-        for job in group:
-            try:
-                conn.execute("SAVEPOINT unit")
-                value = job.unit(conn)
-                conn.execute("RELEASE unit")
-                outcomes.append((True, value))
-            except BaseException as exc:  # noqa: BLE001 - every failure goes to its caller
-                err = translate(exc)
-                if not conn.in_transaction:
-                    # SQLite rolled the whole transaction back (SQLITE_FULL, an I/O
-                    # error): the units before this one are gone too, and the ones
-                    # after it would each commit alone, outside any group. The whole
-                    # group fails; its callers may retry (admissions are idempotent).
-                    self._finish(group, [], False, err)
-                    return
-                try:
-                    conn.execute("ROLLBACK TO unit")
-                    conn.execute("RELEASE unit")
-                except sqlite3.Error:
-                    pass
-                outcomes.append((False, err))
-        assert self._loop is not None
-        self._committer.call(self._commit, self._loop,
-                             lambda ok, err: self._finish(group, outcomes, ok, err))
-
-    def _commit(self) -> None:
-        # on the commit thread: the fsync happens here, off the loop
-        conn = self._writer
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-            raise
-
-    def _finish(self, group: list[Job], outcomes: list[tuple[bool, Any]], ok: bool,
-                err: Any) -> None:
-        if ok:
-            self.commits += 1
-        else:
-            outcomes = [(False, err)] * len(group)
-        for job, (unit_ok, value) in zip(group, outcomes, strict=True):
-            resolve(job, unit_ok, value)
-        self._next_group()
+        return self._groups.submit(unit, after_commit)
 
     # -- reads ------------------------------------------------------------
 
@@ -300,13 +246,10 @@ class Database:
         """``fn(conn)`` on the reader's thread, in one read transaction."""
         if self._closed:
             raise StorageError("database is closed", "closed")
-        try:
-            # aiosqlite's public calls each run one statement; a read here is a
-            # function of several in one snapshot, so it joins the same queue of
-            # calls to the connection's thread that they use (``_execute``)
-            return await self._reader._execute(self._snapshot, self._reader_conn, fn)
-        except sqlite3.Error as exc:
-            raise translate(exc) from None
+        conn = self._reader_conn
+        # the whole function goes to the thread: several queries, one snapshot, one hop
+        value: T = await self._reader.run(lambda: self._snapshot(conn, fn))
+        return value
 
     async def lookup(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """``fn(conn)`` on the loop, for a few rows by key: no thread hop.
@@ -336,20 +279,17 @@ class Database:
 
     async def close(self) -> None:
         """Refuse new work, let submitted units commit and reads finish, then close
-        the file. Await it before the loop ends: until then the reader's thread
-        (not a daemon thread) keeps the process alive."""
+        the file."""
         if self._closed:
             return
         self._closed = True
-        if self._active:
-            self._idle = asyncio.Event()
-            await self._idle.wait()
-        await self._committer.stop()
+        await self._groups.close()
         try:
-            await self._reader.close()
+            await self._reader.run(self._reader_conn.close)  # after the reads queued before it
         except sqlite3.Error:
             pass
-        for conn in (self._writer, self._looker):
+        await self._reader.stop()
+        for conn in (self._writer.conn, self._looker):
             try:
                 conn.close()
             except sqlite3.Error:

@@ -2,7 +2,9 @@
 
 `PgDatabase` has the interface of db.py's `Database` (``write``, ``submit``,
 ``read``, ``lookup``, ``close``), so the owner and the query modules do not
-know which one they run on. What differs is where the work runs:
+know which one they run on. The group commit is group_commit.py's, shared with
+SQLite; pg_writer.py is PostgreSQL's part of it. What differs is where the work
+runs:
 
 - Writes. Units are grouped as on SQLite (everything submitted while a group is
   in flight joins the next one, each unit in its own SAVEPOINT, one COMMIT for
@@ -52,35 +54,22 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .db import Job, resolve
 from .errors import StorageError, translate
+from .group_commit import GroupCommit
 from .pg_conn import COUNTED, Answer, PgConn, PgRow, Trips, round_trips, row_factory
 from .pg_schema import migrate_pg
-from .worker import Worker
+from .pg_writer import PgWriter
 
 __all__ = ["PgDatabase", "PgConn", "PgRow", "Answer", "Trips", "round_trips", "row_factory"]
 
 T = TypeVar("T")
 
-#: upper bound on units folded into one transaction (as db.py's MAX_GROUP)
-MAX_GROUP = 256
 #: a writer statement that has not answered in this long fails (a lock held by a
 #: stuck transaction elsewhere, a server in trouble): it runs on the event loop
 STATEMENT_TIMEOUT_MS = 5000
-
-
-class GroupFailed(Exception):
-    """COMMIT's sync found that unit ``culprit``'s statement failed: the group did not
-    commit (see PgDatabase._fail_group)."""
-
-    def __init__(self, culprit: int, error: BaseException) -> None:
-        super().__init__(str(error))
-        self.culprit = culprit
-        self.error = error
 
 
 class PgDatabase:
@@ -94,24 +83,33 @@ class PgDatabase:
         self.path = None
         #: what the database is, for messages ("PostgreSQL database tether on db.internal")
         self.name = name or "PostgreSQL"
-        #: how long the writer tries to learn the outcome of a COMMIT whose answer was lost
-        self.outage_seconds = outage_seconds
         self._pool = pool
-        self._connect = connect
-        self._writer: Any = None  # connected on the writer's thread, again after a failure
-        self._worker = Worker("tether-pg-writer")
         # psycopg's pipeline mode (libpq 14 or later; the binary package bundles one)
         self._pipelined = pipelined
-        self.before_group: Callable[[Any], None] | None = None
-        self._pending: list[Job] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._active = False
-        self._idle: asyncio.Event | None = None
-        self._closed = False
-        self.commits = 0
         #: round trips to the server so far (writes and reads; see round_trips())
         self.trips = Trips()
+        self._writer = PgWriter(connect, self.trips, pipelined=pipelined,
+                                outage_seconds=outage_seconds)
+        self._groups = GroupCommit(self._writer, "tether-pg-writer")
+        self._closed = False
         COUNTED.add(self)
+
+    @property
+    def commits(self) -> int:
+        return self._groups.commits
+
+    @property
+    def outage_seconds(self) -> float:
+        """How long the writer tries to learn the outcome of a COMMIT whose answer was lost."""
+        return self._writer.outage_seconds
+
+    @property
+    def before_group(self) -> Callable[[Any], None] | None:
+        return self._writer.before_group
+
+    @before_group.setter
+    def before_group(self, hook: Callable[[Any], None] | None) -> None:
+        self._writer.before_group = hook
 
     @classmethod
     async def open(cls, url: str, *, readers: int = 4, connect_timeout: float = 5.0,
@@ -165,175 +163,7 @@ class PgDatabase:
     def submit(self, unit: Callable[[Any], T],
                after_commit: Callable[[T], None] | None = None) -> asyncio.Future[T]:
         """Queue ``unit`` now; call order is commit order."""
-        if self._closed:
-            raise StorageError("database is closed", "closed")
-        loop = self._loop = asyncio.get_running_loop()
-        job = Job(unit, loop.create_future(), after_commit)
-        self._pending.append(job)
-        if not self._active:
-            self._active = True
-            loop.call_soon(self._next_group)
-        return job.future
-
-    def _next_group(self) -> None:
-        group, self._pending = self._pending[:MAX_GROUP], self._pending[MAX_GROUP:]
-        if not group:
-            self._active = False
-            if self._idle is not None:
-                self._idle.set()
-            return
-        assert self._loop is not None
-        if self._writer is None or self._writer.closed:
-            # (re)connecting takes round trips and may wait on the network: off the loop
-            self._worker.call(self._connect, self._loop,
-                              lambda ok, value: self._connected(group, ok, value))
-            return
-        self._run_group(group)
-
-    def _connected(self, group: list[Job], ok: bool, value: Any) -> None:
-        if not ok:
-            self._finish(group, [], False, value)
-            return
-        self._writer = value
-        self._run_group(group)
-
-    def _run_group(self, group: list[Job]) -> None:
-        # on the loop, as SQLite's units: they may touch the owner's in-memory state.
-        # In pipeline mode what needs no answer (BEGIN, SAVEPOINT, RELEASE, a locked
-        # event's INSERT, the NOTIFY) rides along with what does; COMMIT and the
-        # group's last answers travel together from the writer's thread.
-        raw = self._writer
-        conn = PgConn(raw, self.trips, self._pipelined)
-        outcomes: list[tuple[bool, Any]] = []
-        try:
-            if self.before_group is not None:
-                self.before_group(conn)
-            conn.send("BEGIN")
-            # the transaction's id, learnt before COMMIT (see _settle_commit)
-            xid = conn.execute("SELECT txid_current()")
-            for i, job in enumerate(group):
-                conn.unit = i
-                conn.send("SAVEPOINT unit")
-                asked = set(conn.deferred)
-                try:
-                    value = job.unit(conn)
-                    conn.settle_unit()
-                except Exception as exc:  # noqa: BLE001 - the unit's failure is its caller's
-                    if raw.closed or raw.broken:
-                        raise  # the connection failed: the whole group does
-                    culprit, conn.culprit = conn.culprit, None
-                    if culprit is not None and culprit != i:
-                        # what failed was sent by a unit before this one (already
-                        # released): only rolling back the whole group undoes it
-                        self._discard_writer()
-                        self._pending[0:0] = group[i + 1:]  # never ran: they go next
-                        self._fail_group(group[:i + 1], culprit, translate(exc))
-                        return
-                    conn.send("ROLLBACK TO SAVEPOINT unit")
-                    conn.send("RELEASE SAVEPOINT unit")
-                    for key in set(conn.deferred) - asked:  # its requests go with it
-                        del conn.deferred[key]
-                    outcomes.append((False, translate(exc)))
-                    continue
-                conn.send("RELEASE SAVEPOINT unit")
-                outcomes.append((True, value))
-            conn.unit = -1
-            for sql, params in list(conn.deferred):
-                conn.send(sql, params)
-        except Exception as exc:  # noqa: BLE001 - the connection failed: the whole group does
-            self._discard_writer()
-            self._finish(group, [], False, translate(exc))
-            return
-        assert self._loop is not None
-        self._worker.call(lambda: self._commit(conn, xid), self._loop,
-                          lambda ok, err: self._finish(group, outcomes, ok, err))
-
-    def _commit(self, conn: PgConn, xid_answer: Any) -> None:
-        # on the writer's thread: the round trip that waits for the server's fsync
-        raw = self._writer
-        try:
-            (xid,) = xid_answer.fetchone()  # answered long ago, unless no unit waited
-        except BaseException:
-            self._discard_writer()  # before COMMIT: the server rolls the group back
-            raise
-        try:
-            if conn.pipeline is None:
-                conn.execute("COMMIT")
-            else:
-                conn.send("COMMIT")
-                conn.leave_pipeline()  # the sync: every answer, COMMIT's last
-        except BaseException as exc:
-            lost = raw.closed or raw.broken
-            self._discard_writer()
-            if lost:
-                self._settle_commit(xid, exc)
-                return
-            if conn.culprit is not None and conn.culprit >= 0:
-                raise GroupFailed(conn.culprit, translate(exc)) from exc
-            raise  # the server answered: it did not commit
-
-    def _fail_group(self, ran: list[Job], culprit: int, error: BaseException) -> None:
-        """A statement of unit ``culprit`` failed where it could not be undone alone:
-        the group was rolled back. The culprit gets its error; the other units that
-        ran get a transient refusal, so that their callers may write them again."""
-        again = StorageError("rolled back with its group, in which another write failed; "
-                             "it may be written again", "database_locked")
-        for k, job in enumerate(ran):
-            resolve(job, False, error if k == culprit else again)
-        self._next_group()
-
-    def _settle_commit(self, xid: int, exc: BaseException) -> None:
-        """The connection broke during COMMIT: connect again and ask the server
-        whether transaction ``xid`` committed. Returns if it did; raises a
-        StorageError if it did not (transient) or if nobody could tell within
-        ``outage_seconds`` (``ambiguous``)."""
-        deadline = time.monotonic() + self.outage_seconds
-        delay = 0.05
-        detail = str(exc).strip() or type(exc).__name__
-        while True:
-            try:
-                if self._writer is None:
-                    self._writer = self._connect()
-                (status,) = self._writer.execute("SELECT txid_status(%s)", (xid,)).fetchone()
-            except Exception as again:  # noqa: BLE001 - still unreachable: wait and ask again
-                self._discard_writer()
-                detail = str(again).strip() or detail
-                status = "unreachable"
-            if status == "committed":
-                return
-            if status == "aborted":
-                raise StorageError(f"the connection was lost during COMMIT, which did not "
-                                   f"take effect: {detail}", "database_unreachable")
-            if status is None:  # too old to know: cannot happen within seconds
-                break
-            if time.monotonic() + delay > deadline:
-                break
-            time.sleep(delay)  # "in progress" (the old backend is ending) or unreachable
-            delay = min(delay * 2, 1.0)
-        raise StorageError(f"the connection was lost during COMMIT and whether it took "
-                           f"effect is unknown: {detail}", "database_unreachable",
-                           ambiguous=True)
-
-    def _discard_writer(self) -> None:
-        raw, self._writer = self._writer, None
-        if raw is not None:
-            try:
-                raw.close()  # an open transaction is rolled back by the server
-            except Exception:  # noqa: BLE001 - it is being thrown away
-                pass
-
-    def _finish(self, group: list[Job], outcomes: list[tuple[bool, Any]], ok: bool,
-                err: Any) -> None:
-        if isinstance(err, GroupFailed):
-            self._fail_group(group, err.culprit, err.error)
-            return
-        if ok:
-            self.commits += 1
-        else:
-            outcomes = [(False, err)] * len(group)
-        for job, (unit_ok, result) in zip(group, outcomes, strict=True):
-            resolve(job, unit_ok, result)
-        self._next_group()
+        return self._groups.submit(unit, after_commit)
 
     # -- reads ------------------------------------------------------------
 
@@ -386,9 +216,6 @@ class PgDatabase:
         if self._closed:
             return
         self._closed = True
-        if self._active:
-            self._idle = asyncio.Event()
-            await self._idle.wait()
-        await self._worker.stop()
-        self._discard_writer()
+        await self._groups.close()
+        self._writer.discard()
         await asyncio.to_thread(self._pool.close)

@@ -84,6 +84,18 @@ def round_trips() -> int:
     return sum(db.trips.n for db in list(COUNTED))
 
 
+#: the longest list of gathered items sent as they are; a longer one is sent as "*"
+#: (PostgreSQL refuses a NOTIFY payload of 8,000 bytes or more)
+GATHER_MAX_CHARS = 7000
+
+
+def gathered(items: Iterable[str]) -> str:
+    """The items for a gathering statement's last parameter: joined by spaces, or "*"
+    (every one, unnamed) when they would not fit GATHER_MAX_CHARS."""
+    text = " ".join(items)
+    return text if len(text) <= GATHER_MAX_CHARS else "*"
+
+
 class PgConn:
     """A psycopg connection as the query modules expect a connection to be.
 
@@ -107,19 +119,25 @@ class PgConn:
         self.pipeline: Any = None
         if pipelined:
             self.enter_pipeline()
-        # statements to run once, right before the group's COMMIT (before_commit)
-        self.deferred: dict[tuple[str, tuple[Any, ...]], None] = {}
+        # statements to run once, right before the group's COMMIT (before_commit),
+        # each with the items the group's units gathered for its last parameter
+        self.deferred: dict[tuple[str, tuple[Any, ...]], dict[str, None]] = {}
         self.unanswered: Any = None  # the last statement sent, if its answer has not come
         self.sent: list[tuple[int, Any]] = []  # (unit, cursor) sent since the last wait
         self.unit = -1
         self.culprit: int | None = None  # the unit whose statement failed the last wait
 
-    def before_commit(self, sql: str, parameters: tuple[Any, ...] = ()) -> None:
+    def before_commit(self, sql: str, parameters: tuple[Any, ...] = (),
+                      gather: Iterable[str] = ()) -> None:
         """Run ``sql`` once, right before this transaction commits: the same
         statement asked for by several units of a group runs once. For what a
         commit does once however many units it holds (announcing itself with
-        NOTIFY, daemon/fleet/feed.py). A unit that fails takes its requests back."""
-        self.deferred[(sql, parameters)] = None
+        NOTIFY, daemon/fleet/feed.py). A unit that fails takes its requests back.
+
+        With ``gather``, the statement has one more ``?`` than ``parameters``: it
+        gets every item the group's units gathered for it, once each, in order,
+        joined by spaces (`gathered`)."""
+        self.deferred.setdefault((sql, parameters), {}).update(dict.fromkeys(gather))
 
     def enter_pipeline(self) -> None:
         self._cm = self.raw.pipeline()

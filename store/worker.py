@@ -1,7 +1,7 @@
 """One thread running calls in order, each result handed back to the event loop.
 
-The SQLite writer commits on one (db.py); the PostgreSQL writer runs its whole
-groups on one (pg.py).
+Each writer's group commit has one (group_commit.py: SQLite's COMMIT, PostgreSQL's
+COMMIT and connecting); SQLite's reads run on another (db.py).
 """
 
 from __future__ import annotations
@@ -10,11 +10,13 @@ import asyncio
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import translate
 
 __all__ = ["Worker"]
+
+T = TypeVar("T")
 
 
 class Worker:
@@ -31,6 +33,14 @@ class Worker:
              done: Callable[[bool, Any], None]) -> None:
         self._calls.put((fn, loop, done))
 
+    async def run(self, fn: Callable[[], T]) -> T:
+        """``fn()`` on the thread, awaited; what it raises comes back translated.
+        A cancelled caller does not stop the call, it just does not hear of it."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self.call(fn, loop, lambda ok, value: _settle(future, ok, value))
+        return await future
+
     def _loop(self) -> None:
         while (item := self._calls.get()) is not None:
             fn, loop, done = item
@@ -46,3 +56,12 @@ class Worker:
     async def stop(self) -> None:
         self._calls.put(None)
         await asyncio.to_thread(self._thread.join)
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.done():  # the caller was cancelled
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)

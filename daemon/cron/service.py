@@ -32,6 +32,7 @@ from tether.store import cron as cron_rows
 from ..config.core import Config
 from ..ledger.activity import fields
 from ..ledger.journal import Journal, Tx
+from ..ledger.placement import Placement
 from ..ledger.rules import canonical_payload, encode_payload
 from ..runtime.supervisor import Supervisor
 from .delivery import Deliveries
@@ -83,9 +84,9 @@ def job_grace(job: dict[str, Any], schedule: Schedule, now: float) -> float:
 
 class CronService:
     def __init__(self, journal: Journal, admit: Admit, supervisor: Supervisor,
-                 config: Config, *, max_sleep: float = MAX_SLEEP_SECONDS) -> None:
+                 config: Config, placement: Placement) -> None:
         # in a fleet, jobs change on other nodes too, unannounced: look again often
-        self._max_sleep = max_sleep
+        self._max_sleep = FLEET_SLEEP_SECONDS if placement.shared else MAX_SLEEP_SECONDS
         self._journal = journal
         self._admit = admit
         self._supervisor = supervisor

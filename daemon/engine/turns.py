@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +25,7 @@ from ..config.core import Config
 from ..config.turn import ResolveError, resolve_turn
 from ..ledger import outcomes
 from ..ledger.journal import Fenced, Journal, ride_out
+from ..ledger.placement import Placement
 from ..ledger.rules import TURN_OPTION_KEY, Event
 from ..ledger.scheduler import Scheduler
 from ..model.retry_notice import RETRY_LISTENER
@@ -61,16 +61,14 @@ class _Running:
 
 class TurnRunner:
     def __init__(self, engine: Engine, journal: Journal, scheduler: Scheduler,
-                 supervisor: Supervisor, config: Config, *, epoch: int,
-                 journal_for: Callable[[str], Journal] | None = None,
-                 stop_elsewhere: Callable[[str, str | None, float],
-                                          Awaitable[str | None]] | None = None) -> None:
+                 supervisor: Supervisor, config: Config, placement: Placement, *,
+                 epoch: int) -> None:
         self._engine = engine
         self._journal = journal
-        # in a fleet, a turn writes through a journal fenced by its session's lease
-        self._journal_for = journal_for or (lambda _sid: journal)
-        # in a fleet, the session's turn may run on another node: ask its holder
-        self._stop_elsewhere = stop_elsewhere
+        # a turn writes through its placement's journal (in a fleet: fenced by the
+        # session's lease), and a stop reaches a turn another node runs through it
+        self._journal_for = placement.journal_for
+        self._placement = placement
         self._scheduler = scheduler
         self._supervisor = supervisor
         self._config = config
@@ -109,8 +107,8 @@ class TurnRunner:
         if aid is not None:
             await self.wait(session_id, aid, wait)
             return aid
-        if self._stop_elsewhere is not None and session_id not in self.running:
-            return await self._stop_elsewhere(session_id, admission_id, wait)
+        if session_id not in self.running:
+            return await self._placement.stop_elsewhere(session_id, admission_id, wait)
         return None
 
     @staticmethod

@@ -8,10 +8,12 @@ module. `Feed` is the node's `EventBus`, with a sequencer in front of
 nothing here runs.
 
 Announce. A store unit that wrote events asks, through the journal's
-``announce`` hook, for ``SELECT pg_notify(<channel>, <node id>)`` to run right
-before its group's COMMIT (``PgConn.before_commit``, store/pg.py). Every unit
-asks, but the request is folded per group, so a commit that wrote events sends
-one statement and one notification, never one per event: a committing
+``announce`` hook, for ``SELECT pg_notify(<channel>, '<node id> <sessions>')`` to
+run right before its group's COMMIT (``PgConn.before_commit``, store/pg_conn.py),
+naming the sessions it wrote events of. Every unit asks, but the request is
+folded per group (the sessions of all its units gathered into one payload, or
+"*" when they would not fit one), so a commit that wrote events sends one
+statement and one notification, never one per event or per session: a committing
 transaction that notified takes a database-wide lock, so every NOTIFY
 serialises committers, and a turn writes dozens of events. (PostgreSQL folds
 identical payloads within a transaction as well; folding them before they are
@@ -22,8 +24,11 @@ notifications are per database, while a fleet is per schema.
 Listen. Each node holds one connection of its own (psycopg's async connection,
 on the event loop, application_name ``tether-feed:<node id>``) that LISTENs on
 the channel and, when it has been quiet for PING_SECONDS, pings the server. A
-notification from another node asks for a read; the node's own are ignored
-(those events came through the journal).
+notification from another node asks for a read only when it names a session
+this node tracks (or "*", or no session: a node that does not name them); the
+node's own are ignored (those events came through the journal). Skipping the
+others loses nothing: a session tracked after such a notification starts from a
+snapshot read after it subscribed, which sees that commit.
 
 Read. Only sessions with subscribers on this node are tracked. One statement
 reads, for every tracked session, the events after the last one the feed handed
@@ -66,6 +71,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -85,7 +91,7 @@ log = logging.getLogger("tether.feed")
 #: the notification channel, as SQL: one per schema (a channel name is at most 63 bytes)
 CHANNEL_SQL = "left('tether_events:' || current_schema(), 63)"
 #: what a commit that wrote events runs once before COMMIT; the payload is the node's id
-ANNOUNCE_SQL = f"SELECT pg_notify({CHANNEL_SQL}, ?)"
+ANNOUNCE_SQL = f"SELECT pg_notify({CHANNEL_SQL}, ? || ' ' || ?)"
 #: the listening connection's application_name is this plus the node's id
 APP_NAME_PREFIX = "tether-feed:"
 #: while not listening, tracked sessions are read this often
@@ -139,6 +145,8 @@ class Feed(EventBus):
         self._listening = False
         self._up = asyncio.Event()  # set while listening
         self._reads = 0  # reads started so far
+        #: notifications from other nodes that named no session tracked here (no read)
+        self.skipped = 0
         self._clock = time.monotonic
         self._up_at = 0.0  # when the connection last began to listen
         self._down_at: float | None = None  # when it last stopped (None: never listened)
@@ -147,10 +155,23 @@ class Feed(EventBus):
 
     # -- the writer's side -------------------------------------------------
 
-    def announce(self, conn: Any) -> None:
-        """The journal's hook, in a unit that wrote events: one NOTIFY at its
-        group's COMMIT, however many units of the group wrote events."""
-        conn.before_commit(ANNOUNCE_SQL, (self.node_id,))
+    def announce(self, conn: Any, sessions: Iterable[str]) -> None:
+        """The journal's hook, in a unit that wrote events of ``sessions``: one NOTIFY
+        at its group's COMMIT naming the group's sessions, however many units of the
+        group wrote events."""
+        conn.before_commit(ANNOUNCE_SQL, (self.node_id,), gather=sessions)
+
+    def _names_a_tracked_session(self, payload: str) -> bool:
+        """Whether a notification asks this node for a read (see Listen above)."""
+        node, _, named = payload.partition(" ")
+        if node == self.node_id:
+            return False
+        if not named or named == "*":
+            return True
+        if any(sid in self._tracks for sid in named.split(" ")):
+            return True
+        self.skipped += 1
+        return False
 
     # -- the bus, with tracking and a sequencer in front -------------------
 
@@ -339,7 +360,7 @@ class Feed(EventBus):
             self._set_listening(True)
             while True:
                 async for note in conn.notifies(timeout=PING_SECONDS):
-                    if note.payload != self.node_id:
+                    if self._names_a_tracked_session(note.payload):
                         self._wanted.set()
                 async with asyncio.timeout(PING_SECONDS):
                     await conn.execute("SELECT 1")

@@ -33,13 +33,14 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from tether.store import admissions
 from tether.store import fleet as fleet_rows
 
 from ..ledger.journal import Fenced, Journal, Tx, Unit
+from ..ledger.placement import Recoverer
 from ..ledger.recovery import adopt, recover
 from ..ledger.scheduler import Scheduler
 from ..runtime.supervisor import Supervisor
@@ -72,7 +73,10 @@ class _FencedJournal(Journal):
 
 
 class FleetNode:
-    """One owner's part in a fleet: see the module docstring."""
+    """One owner's part in a fleet: see the module docstring. The owner's `Placement`
+    (ledger/placement.py) when its store is shared."""
+
+    shared = True
 
     def __init__(self, journal: Journal, scheduler: Scheduler, supervisor: Supervisor, *,
                  node_id: str, epoch: int, lease_seconds: float, policy: str) -> None:
@@ -86,22 +90,23 @@ class FleetNode:
         self.tick = min(0.25, lease_seconds / 10)
         self.held: dict[str, int] = {}  # session_id -> the generation it is held at
         self.fenced_out = False
-        self._recoverers: list[Callable[[int], Awaitable[None]]] = []
+        self._recoverers: list[Recoverer] = []
         self._pump: Callable[[], None] = lambda: None
         self._stop: Callable[[str, str], Any] = lambda _sid, _aid: None
 
     # -- joining and leaving ------------------------------------------------
 
     async def start(self, address: str | None, home: str, pump: Callable[[], None],
-                    recoverers: list[Callable[[int], Awaitable[None]]],
-                    stop: Callable[[str, str], Any]) -> None:
+                    stop: Callable[[str, str], Any], *, settle: Sequence[Recoverer],
+                    deliver: Mapping[str, Recoverer]) -> None:
         """Register this node (serving), recover what dead nodes left and claim the
-        work nobody runs, all before it serves; then begin the tick. ``recoverers``
-        each recover one dead node's rows of their kind, by its epoch; ``stop``
-        cancels a turn running here (a stop asked through another node)."""
+        work nobody runs, all before it serves; then begin the tick. ``settle`` and
+        ``deliver`` each recover one dead node's rows of their kind, by its epoch
+        (its prompts, then its late deliveries); ``stop`` cancels a turn running
+        here (a stop asked through another node)."""
         self._pump = pump
         self._stop = stop
-        self._recoverers = recoverers
+        self._recoverers = [*settle, *deliver.values()]
         await self._journal.persist(
             lambda tx: fleet_rows.register(tx.conn, node_id=self.node_id, epoch=self.epoch,
                                            address=address, pid=os.getpid(),
@@ -112,7 +117,7 @@ class FleetNode:
         await self._claim_unplaced()
         self._supervisor.spawn(self._run(), "fleet")
 
-    async def announce(self, address: str | None) -> None:
+    async def serving(self, address: str | None) -> None:
         """Where clients reach this node (its TCP listener, once bound)."""
         await self._journal.write(lambda tx: fleet_rows.set_address(tx.conn, self.epoch,
                                                                     address))

@@ -36,6 +36,7 @@ from ..runtime.supervisor import Supervisor
 from . import outcomes
 from . import rules as ledger
 from .journal import Journal, Tx
+from .placement import Placement
 from .rules import CancelAction, Event
 from .scheduler import Scheduler
 
@@ -70,15 +71,14 @@ def payload_of(p: PromptSubmitParams) -> dict[str, Any]:
 
 class AdmissionService:
     def __init__(self, journal: Journal, scheduler: Scheduler, supervisor: Supervisor,
-                 turns: Turns, limits: DaemonConfig, *, epoch: int,
-                 place: Callable[[Tx, str], bool] | None = None,
+                 turns: Turns, limits: DaemonConfig, placement: Placement, *, epoch: int,
                  sandbox_mode: str = "workspace-write") -> None:
         self._journal = journal
         #: sandbox.mode: a turn may ask for a stricter sandbox, not a looser one
         self.sandbox_mode = sandbox_mode
-        # in a fleet: whether the session's turns run on this node (its lease);
+        # whether the session's turns run on this owner (in a fleet: its lease);
         # an admission placed elsewhere is only recorded here (fleet/node.py)
-        self._place = place
+        self._placement = placement
         self._scheduler = scheduler
         self._supervisor = supervisor
         self._turns = turns
@@ -170,7 +170,7 @@ class AdmissionService:
                 "prompt.resolve_unknown", admission_id=paused_on[0], admission_ids=paused_on)
         limit = self._limits.max_queued_per_session
         admission_id = new_admission_id()
-        scheduler, epoch, place = self._scheduler, self._epoch, self._place
+        scheduler, epoch, place = self._scheduler, self._epoch, self._placement.place
 
         def unit(tx: Tx) -> tuple[bool, dict[str, Any]]:
             # the common case is two statements: the bound, then an insert that
@@ -197,7 +197,7 @@ class AdmissionService:
             if extra_unit is not None:
                 extra_unit(tx)
             # last: nothing after it in this unit can fail (the group still can)
-            if place is None or place(tx, session_id):
+            if place(tx, session_id):
                 scheduler.admitting(session_id, admission_id)
                 tx.event(session_id, "session.info", scheduler.view(session_id))
             # else another node of the fleet holds the session: it announces its queue
@@ -272,7 +272,7 @@ class AdmissionService:
                 self._turns.pump()
                 raise
         elif action is not CancelAction.NOTHING:
-            if action is CancelAction.WITHDRAW and self._place is not None \
+            if action is CancelAction.WITHDRAW and self._placement.shared \
                     and not self._scheduler.knows(session_id, admission_id) \
                     and await self._settle(session_id, admission_id, Event.WITHDRAW,
                                            "cancelled", "cancelled before it ran"):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 import orjson
@@ -111,11 +111,12 @@ def retry_delay(failures: int) -> float:
 class Journal:
     """The store plus the bus: units whose events are published after commit.
 
-    ``announce(conn)``, if given, is called in every unit that wrote events,
-    before it ends (on PostgreSQL, the feed's NOTIFY: daemon/fleet/feed.py)."""
+    ``announce(conn, sessions)``, if given, is called in every unit that wrote events,
+    with the sessions they belong to, before it ends (on PostgreSQL, the feed's
+    NOTIFY: daemon/fleet/feed.py)."""
 
     def __init__(self, db: Store, bus: EventBus,
-                 announce: Callable[[Conn], None] | None = None, *,
+                 announce: Callable[[Conn, Iterable[str]], None] | None = None, *,
                  outage_seconds: float = OUTAGE_SECONDS) -> None:
         self.db = db
         self.bus = bus
@@ -139,7 +140,7 @@ class Journal:
             ran.append(tx)
             value = fn(tx)
             if tx.events and announce is not None:
-                announce(conn)
+                announce(conn, {ev.session_id: None for ev in tx.events})
             return value, tx.events
 
         def published(value: tuple[T, list[EventRecord]]) -> None:

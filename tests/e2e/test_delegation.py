@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fakeprovider import FakeProvider, Reply, Status, text_reply, tool_call_reply
-from harness import OwnerProcess, Peer, db_rows, owner_session, until, write_config
+from harness import OwnerProcess, Peer, db_rows, until, write_config
+from scene import Scene
 
 WORKERS = ("WORKER_ALPHA", "WORKER_BETA")
 JOINED = "FANOUT_JOINED_AND_SYNTHESIZED"
@@ -124,14 +124,19 @@ class FanoutModel:
                 if (said := users(r)) and said[-1].startswith(RESULTS_MARKER)]
 
 
-def admissions_of(home, sid: str) -> list[tuple]:
-    return db_rows(home, "SELECT principal_id, request_id, status, outcome FROM "
-                         "session_admissions WHERE target_session_id = ? ORDER BY seq", sid)
+def _rows(where: Scene | Path, sql: str, *args: Any) -> list[tuple]:
+    """The store of a scene, or of a home started without one."""
+    return where.rows(sql, *args) if isinstance(where, Scene) else db_rows(where, sql, *args)
 
 
-def delegation_rows(home) -> list[tuple]:
-    return db_rows(home, "SELECT delegation_id, origin_session_id, state, delivery_state, "
-                         "result_json FROM async_delegations")
+def admissions_of(where: Scene | Path, sid: str) -> list[tuple]:
+    return _rows(where, "SELECT principal_id, request_id, status, outcome FROM "
+                        "session_admissions WHERE target_session_id = ? ORDER BY seq", sid)
+
+
+def delegation_rows(where: Scene | Path) -> list[tuple]:
+    return _rows(where, "SELECT delegation_id, origin_session_id, state, delivery_state, "
+                        "result_json FROM async_delegations")
 
 
 def events_of(peer: Peer, sid: str, type_: str) -> list[dict]:
@@ -156,15 +161,6 @@ def overlapping_child(until_most: int, timeout: float) -> tuple[ChildReply, list
     return child, in_flight
 
 
-@asynccontextmanager
-async def origin_session(tmp_path: Path, scripted: FanoutModel, **config: Any,
-                         ) -> AsyncIterator[tuple[Path, FakeProvider, Peer, str]]:
-    """An owner whose model is ``scripted`` (config sections in ``config``), a
-    peer, and a new session to delegate from. On exit the owner has stopped."""
-    async with owner_session(tmp_path, scripted, **config) as (home, fake, _owner, peer, sid):
-        yield home, fake, peer, sid
-
-
 async def turn(peer: Peer, sid: str, input_id: str, text: str = PROMPT, **params: Any) -> dict:
     receipt = await peer.result("prompt.submit", session_id=sid, input_id=input_id, text=text,
                                 **params)
@@ -174,36 +170,33 @@ async def turn(peer: Peer, sid: str, input_id: str, text: str = PROMPT, **params
 # -- inline (finite) --------------------------------------------------------------
 
 
-async def test_finite_turn_joins_parallel_children_inline(tmp_path):
-    home = tmp_path / "home"
+async def test_finite_turn_joins_parallel_children_inline(scene):
     model = FanoutModel()
-    with FakeProvider(model) as fake:
-        write_config(home, fake.url, delegation={"max_concurrent_children": 2, "max_depth": 1})
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create", title="parent"))["session_id"]
-                done = await turn(peer, sid, "fanout-1", finite=True)
-                assert done["outcome"] == "completed", done
-                assert done["result"]["text"] == JOINED
-                sessions = (await peer.result("session.list", limit=50))["sessions"]
-                # the same input_id again is the same terminal receipt, not a second run
-                again = await peer.result("prompt.submit", session_id=sid,
-                                          input_id="fanout-1", text=PROMPT, finite=True)
-                assert again["status"] == "terminal"
-                assert again["admission_id"] == done["admission_id"]
-                starts = events_of(peer, sid, "subagent.start")
-                completes = events_of(peer, sid, "subagent.complete")
+    async with scene(model, session={"title": "parent"},
+                     delegation={"max_concurrent_children": 2, "max_depth": 1}) as s:
+        fake, peer, sid = s.provider, s.peer, s.session_id
+        done = await turn(peer, sid, "fanout-1", finite=True)
+        assert done["outcome"] == "completed", done
+        assert done["result"]["text"] == JOINED
+        sessions = (await peer.result("session.list", limit=50))["sessions"]
+        # the same input_id again is the same terminal receipt, not a second run
+        again = await peer.result("prompt.submit", session_id=sid,
+                                  input_id="fanout-1", text=PROMPT, finite=True)
+        assert again["status"] == "terminal"
+        assert again["admission_id"] == done["admission_id"]
+        starts = events_of(peer, sid, "subagent.start")
+        completes = events_of(peer, sid, "subagent.complete")
         assert not fake.errors, fake.errors
 
     # one admission (the parent's); nothing detached left for a later viewer
-    assert db_rows(home, "SELECT principal_id, status, outcome FROM session_admissions") == [
+    assert s.rows("SELECT principal_id, status, outcome FROM session_admissions") == [
         ("local", "terminal", "completed")]
-    assert delegation_rows(home) == []
+    assert delegation_rows(s) == []
     # both children were in flight at once and each ran in its own child session
     assert sorted(worker_of(r, WORKERS) for r in model.child_requests(fake)) == sorted(WORKERS)
-    children = {s["session_id"] for s in sessions if s["parent_session_id"] == sid}
+    children = {x["session_id"] for x in sessions if x["parent_session_id"] == sid}
     assert len(children) == 2
-    assert {s["source"] for s in sessions if s["session_id"] in children} == {"delegation"}
+    assert {x["source"] for x in sessions if x["session_id"] in children} == {"delegation"}
     # a child sees no parent history: only a system prompt and its task
     for req in model.child_requests(fake):
         assert [m["role"] for m in req["messages"]] == ["system", "user"]
@@ -227,18 +220,14 @@ async def test_finite_turn_joins_parallel_children_inline(tmp_path):
     assert {e["admission_id"] for e in starts + completes} == {done["admission_id"]}
 
 
-async def test_three_tasks_run_at_most_two_at_once(tmp_path):
-    home = tmp_path / "home"
+async def test_three_tasks_run_at_most_two_at_once(scene):
     workers = ("WORKER_ONE", "WORKER_TWO", "WORKER_THREE")
     # each child waits until two children have overlapped at least once
     child, in_flight = overlapping_child(until_most=2, timeout=20)
     model = FanoutModel(workers, child)
-    with FakeProvider(model) as fake:
-        write_config(home, fake.url, delegation={"max_concurrent_children": 2})
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                done = await turn(peer, sid, "three", finite=True)
+    async with scene(model, delegation={"max_concurrent_children": 2}) as s:
+        fake = s.provider
+        done = await turn(s.peer, s.session_id, "three", finite=True)
     assert done["result"]["text"] == JOINED, done
     assert in_flight[1] == 2  # queued, not failed, and never more than the limit
     [followup] = model.parent_followups(fake)
@@ -246,22 +235,17 @@ async def test_three_tasks_run_at_most_two_at_once(tmp_path):
     assert [r["status"] for r in results] == ["completed"] * 3
 
 
-async def test_failed_child_is_reported_and_siblings_succeed(tmp_path):
-    home = tmp_path / "home"
-
+async def test_failed_child_is_reported_and_siblings_succeed(scene):
     def child(worker: str, req: dict) -> Reply:
         if worker == "WORKER_BETA":
             return Status(400, '{"error": {"message": "this goal is not allowed"}}')
         return text_reply(f"{worker}_COMPLETE")
 
     model = FanoutModel(child=child)
-    with FakeProvider(model) as fake:
-        write_config(home, fake.url)
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                done = await turn(peer, sid, "one-fails", finite=True)
-                completes = events_of(peer, sid, "subagent.complete")
+    async with scene(model) as s:
+        fake, peer, sid = s.provider, s.peer, s.session_id
+        done = await turn(peer, sid, "one-fails", finite=True)
+        completes = events_of(peer, sid, "subagent.complete")
     assert done["outcome"] == "completed"
     assert done["result"]["text"] == NOT_JOINED  # the parent saw that one child failed
     [followup] = model.parent_followups(fake)
@@ -272,28 +256,24 @@ async def test_failed_child_is_reported_and_siblings_succeed(tmp_path):
     assert sorted(e["payload"]["status"] for e in completes) == ["completed", "failed"]
 
 
-async def test_depth_limit_and_toolsets_restrict_children(tmp_path):
-    home = tmp_path / "home"
+async def test_depth_limit_and_toolsets_restrict_children(scene):
     workers = ("WORKER_PLAIN", "WORKER_NONE", "WORKER_EXTRA")
     tasks = [{"goal": "Finish WORKER_PLAIN."},
              {"goal": "Finish WORKER_NONE.", "toolsets": []},
              {"goal": "Finish WORKER_EXTRA.", "toolsets": ["delegation", "not_the_parents"]}]
     model = FanoutModel(workers, lambda w, r: text_reply(f"{w}_COMPLETE"), tasks)
-    with FakeProvider(model) as fake:
-        # depth 2: children may delegate once more, unless their task narrows the toolsets
-        write_config(home, fake.url, delegation={"max_depth": 2})
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create", toolsets=["delegation"]))[
-                    "session_id"]
-                done = await turn(peer, sid, "depth", finite=True)
-                assert done["result"]["text"] == JOINED, done
-                sessions = (await peer.result("session.list"))["sessions"]
-                infos = {}
-                for s in sessions:
-                    if s["parent_session_id"] == sid:
-                        snap = await peer.result("session.resume", session_id=s["session_id"])
-                        infos[snap["info"]["title"]] = snap["info"]["toolsets"]
+    # depth 2: children may delegate once more, unless their task narrows the toolsets
+    async with scene(model, session={"toolsets": ["delegation"]},
+                     delegation={"max_depth": 2}) as sc:
+        fake, peer, sid = sc.provider, sc.peer, sc.session_id
+        done = await turn(peer, sid, "depth", finite=True)
+        assert done["result"]["text"] == JOINED, done
+        sessions = (await peer.result("session.list"))["sessions"]
+        infos = {}
+        for s in sessions:
+            if s["parent_session_id"] == sid:
+                snap = await peer.result("session.resume", session_id=s["session_id"])
+                infos[snap["info"]["title"]] = snap["info"]["toolsets"]
     by_worker = {w: model.child_requests(fake, w)[0] for w in workers}
     assert "delegate_task" in tool_names(by_worker["WORKER_PLAIN"])
     assert tool_names(by_worker["WORKER_NONE"]) == set()
@@ -303,17 +283,14 @@ async def test_depth_limit_and_toolsets_restrict_children(tmp_path):
     assert infos["Finish WORKER_NONE."] == []
 
 
-async def test_children_use_the_delegation_model_and_endpoint(tmp_path):
-    home = tmp_path / "home"
+async def test_children_use_the_delegation_model_and_endpoint(scene):
     parent_model = FanoutModel(child=lambda w, r: Status(500))  # children must not come here
     child_model = FanoutModel(child=barrier_child(2))
-    with FakeProvider(parent_model) as parent_fake, FakeProvider(child_model) as child_fake:
-        write_config(home, parent_fake.url, delegation={
-            "base_url": child_fake.url, "model": "child-model", "api_key": "child-key"})
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                done = await turn(peer, sid, "other-model", finite=True)
+    with FakeProvider(child_model) as child_fake:
+        async with scene(parent_model, delegation={
+                "base_url": child_fake.url, "model": "child-model", "api_key": "child-key"}) as s:
+            parent_fake = s.provider
+            done = await turn(s.peer, s.session_id, "other-model", finite=True)
     assert done["result"]["text"] == JOINED, done
     assert parent_model.child_requests(parent_fake) == []
     children = child_model.child_requests(child_fake)
@@ -325,17 +302,14 @@ async def test_children_use_the_delegation_model_and_endpoint(tmp_path):
     assert {r["model"] for r in results["results"]} == {"child-model"}
 
 
-async def test_delegation_endpoint_does_not_receive_the_parents_key(tmp_path):
-    home = tmp_path / "home"
+async def test_delegation_endpoint_does_not_receive_the_parents_key(scene):
     parent_model = FanoutModel()
     child_model = FanoutModel(child=lambda w, r: text_reply(f"{w}_COMPLETE"))
-    with FakeProvider(parent_model) as parent_fake, FakeProvider(child_model) as child_fake:
+    with FakeProvider(child_model) as child_fake:
         # another endpoint and no delegation.api_key: the parent's key stays with its endpoint
-        write_config(home, parent_fake.url, delegation={"base_url": child_fake.url})
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                done = await turn(peer, sid, "no-key-leak", finite=True)
+        async with scene(parent_model, delegation={"base_url": child_fake.url}) as s:
+            parent_fake = s.provider
+            done = await turn(s.peer, s.session_id, "no-key-leak", finite=True)
     assert done["result"]["text"] == JOINED, done
     assert len(child_fake.requests) == 2
     assert all("authorization" not in h for h in child_fake.request_headers)
@@ -343,32 +317,28 @@ async def test_delegation_endpoint_does_not_receive_the_parents_key(tmp_path):
         "Bearer local-test-only"}
 
 
-async def test_interrupting_a_finite_parent_stops_its_children(tmp_path):
-    home = tmp_path / "home"
+async def test_interrupting_a_finite_parent_stops_its_children(scene):
     release = threading.Event()
     model = FanoutModel(child=blocking_child(release))
-    with FakeProvider(model) as fake:
-        write_config(home, fake.url)
-        try:
-            with OwnerProcess(home):
-                async with await Peer.connect(home) as peer:
-                    sid = (await peer.result("session.create"))["session_id"]
-                    receipt = await peer.result("prompt.submit", session_id=sid,
-                                                input_id="to-stop", text=PROMPT, finite=True)
-                    await until(lambda: len(model.child_requests(fake)) == 2, what="children")
-                    await peer.wait_event(lambda e: e["type"] == "subagent.start"
-                                          and e["payload"]["task_index"] == 1)
-                    stopped = await peer.result("session.interrupt", session_id=sid)
-                    assert stopped["interrupted"] is True
-                    done = await peer.wait_terminal(sid, receipt["admission_id"])
-                    release.set()  # the provider answers now; nobody may be listening
-                    # the owner keeps serving: a later turn in the session still runs
-                    later = await turn(peer, sid, "after", text=f"{HOLD} afterwards")
-                    completes = events_of(peer, sid, "subagent.complete")
-                    children = [s["session_id"] for s in (await peer.result("session.list"))[
-                        "sessions"] if s["parent_session_id"] == sid]
-        finally:
-            release.set()
+    try:
+        async with scene(model) as sc:
+            fake, peer, sid = sc.provider, sc.peer, sc.session_id
+            receipt = await peer.result("prompt.submit", session_id=sid,
+                                        input_id="to-stop", text=PROMPT, finite=True)
+            await until(lambda: len(model.child_requests(fake)) == 2, what="children")
+            await peer.wait_event(lambda e: e["type"] == "subagent.start"
+                                  and e["payload"]["task_index"] == 1)
+            stopped = await peer.result("session.interrupt", session_id=sid)
+            assert stopped["interrupted"] is True
+            done = await peer.wait_terminal(sid, receipt["admission_id"])
+            release.set()  # the provider answers now; nobody may be listening
+            # the owner keeps serving: a later turn in the session still runs
+            later = await turn(peer, sid, "after", text=f"{HOLD} afterwards")
+            completes = events_of(peer, sid, "subagent.complete")
+            children = [s["session_id"] for s in (await peer.result("session.list"))[
+                "sessions"] if s["parent_session_id"] == sid]
+    finally:
+        release.set()
     assert done["outcome"] == "cancelled", done
     assert later["outcome"] == "completed"
     assert sorted((e["payload"]["task_index"], e["payload"]["status"]) for e in completes) == [
@@ -376,9 +346,9 @@ async def test_interrupting_a_finite_parent_stops_its_children(tmp_path):
     assert model.parent_followups(fake) == []  # the parent never saw a result
     assert len(children) == 2
     marks = ",".join("?" * len(children))
-    assert db_rows(home, f"SELECT COUNT(*) FROM messages WHERE role = 'assistant' "
-                         f"AND session_id IN ({marks})", *children) == [(0,)]
-    assert delegation_rows(home) == []
+    assert sc.rows(f"SELECT COUNT(*) FROM messages WHERE role = 'assistant' "
+                   f"AND session_id IN ({marks})", *children) == [(0,)]
+    assert delegation_rows(sc) == []
 
 
 # -- background (non-finite) ------------------------------------------------------
@@ -440,38 +410,39 @@ async def test_background_delegation_is_delivered_once_into_its_origin(tmp_path)
         "message.start")
 
 
-async def test_a_turn_stopped_as_it_dispatches_still_leaves_a_delegation_that_runs(tmp_path):
+async def test_a_turn_stopped_as_it_dispatches_still_leaves_a_delegation_that_runs(scene):
     """session.interrupt right after the delegate_task call starts: the turn ends
     cancelled, and the delegation it recorded still runs and is delivered once
     (it used to stay running, with no child, until the next owner start)."""
     model = FanoutModel()
-    async with origin_session(tmp_path, model) as (home, fake, peer, sid):
+    async with scene(model) as s:
+        fake, peer, sid = s.provider, s.peer, s.session_id
         r = await peer.result("prompt.submit", session_id=sid, input_id="cut",
                               text=PROMPT)
         await peer.wait_event(lambda e: e["type"] == "tool.start")
         await peer.result("session.interrupt", session_id=sid)
         stopped = await peer.wait_terminal(sid, r["admission_id"])
-        [(delegation_id, _, _, _, _)] = await until(lambda: delegation_rows(home),
+        [(delegation_id, _, _, _, _)] = await until(lambda: delegation_rows(s),
                                                     what="the recorded delegation")
-        await until(lambda: delegation_rows(home)[0][3] == "delivered",
+        await until(lambda: delegation_rows(s)[0][3] == "delivered",
                     what="its delivery", timeout=20)
-        await until(lambda: [a for a in admissions_of(home, sid)
+        await until(lambda: [a for a in admissions_of(s, sid)
                              if a[0] == "delegation" and a[2] == "terminal"],
                     what="the delivery turn")
     assert stopped["outcome"] in ("cancelled", "completed")
     assert len(model.child_requests(fake)) == 2  # the children ran
-    assert [a[:2] for a in admissions_of(home, sid)] == [
+    assert [a[:2] for a in admissions_of(s, sid)] == [
         ("local", "cut"), ("delegation", delegation_id)]
 
 
-async def test_the_delivery_turn_runs_with_the_dispatching_turns_options(tmp_path):
+async def test_the_delivery_turn_runs_with_the_dispatching_turns_options(scene):
     """A prompt sent with its own model: its children and the follow-up turn that
     reads their results use that model too, not the session's default."""
     model = FanoutModel()
-    async with origin_session(tmp_path, model, model={"default": "session-default"}) as (
-            home, fake, peer, sid):
+    async with scene(model, model={"default": "session-default"}) as s:
+        fake, peer, sid = s.provider, s.peer, s.session_id
         first = await turn(peer, sid, "opt", model="turn-model")
-        await until(lambda: [a for a in admissions_of(home, sid)
+        await until(lambda: [a for a in admissions_of(s, sid)
                              if a[0] == "delegation" and a[2] == "terminal"],
                     what="the delivery turn")
     assert first["result"]["text"] == DISPATCH_ACK

@@ -4,14 +4,11 @@ strict params, concurrent duplicates, the stored payload, cancel and interrupt."
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from fakeprovider import FakeProvider, prompt_of, text_reply
-from harness import OwnerProcess, Peer, db_rows, owner_session, write_config
 
 
 def asked(provider: FakeProvider, text: str) -> int:
@@ -21,16 +18,6 @@ def asked(provider: FakeProvider, text: str) -> int:
 
 def echo(req: dict):
     return text_reply("ECHO:" + prompt_of(req))
-
-
-@asynccontextmanager
-async def echo_session(tmp_path: Path, handler: Callable[[dict], Any] = echo,
-                       ) -> AsyncIterator[tuple[Path, FakeProvider, Peer, str]]:
-    """An owner on a fresh home whose provider echoes (or runs ``handler``), a peer,
-    and a new session. On exit the owner has stopped, so the ledger can be read as
-    it was left."""
-    async with owner_session(tmp_path, handler) as (home, provider, _owner, peer, sid):
-        yield home, provider, peer, sid
 
 
 def gated_echo() -> tuple[Callable[[dict], Any], threading.Event]:
@@ -46,9 +33,10 @@ def gated_echo() -> tuple[Callable[[dict], Any], threading.Event]:
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streaming", "non-streaming"])
-async def test_turn_completes_with_the_providers_answer(tmp_path, stream):
-    async with owner_session(tmp_path, lambda req: text_reply("The answer is forty-two."), model={"stream": stream}) as (
-            home, provider, _owner, peer, sid):
+async def test_turn_completes_with_the_providers_answer(scene, stream):
+    async with scene(lambda req: text_reply("The answer is forty-two."),
+                     model={"stream": stream}) as s:
+        provider, peer, sid = s.provider, s.peer, s.session_id
         receipt = await peer.result("prompt.submit", session_id=sid, input_id="in-1",
                                     text="what is the answer?")
         assert receipt["session_id"] == sid and receipt["input_id"] == "in-1"
@@ -76,41 +64,40 @@ async def test_turn_completes_with_the_providers_answer(tmp_path, stream):
     assert [r["stream"] for r in provider.requests] == [stream]
 
 
-async def test_resubmitting_an_input_id_never_runs_it_twice(tmp_path):
-    home = tmp_path / "home"
+@pytest.mark.both_transports
+async def test_resubmitting_an_input_id_never_runs_it_twice(scene):
     handler, gate = gated_echo()
-    with FakeProvider(handler) as provider:
-        write_config(home, provider.url)
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                first = await peer.result("prompt.submit", session_id=sid, input_id="once",
-                                          text="run me once", finite=True)
-                await peer.wait_event(lambda e: e["type"] == "message.start")
-                # while it runs: the retry answers the same admission, now started
-                running = await peer.result("prompt.submit", session_id=sid, input_id="once",
-                                            text="run me once", finite=True)
-                assert running["admission_id"] == first["admission_id"]
-                assert running["status"] == "started"
-                gate.set()
-                await peer.wait_terminal(sid, first["admission_id"])
-            # a retry from a new connection, after the turn ended
-            async with await Peer.connect(home) as other:
-                again = await other.result("prompt.submit", session_id=sid, input_id="once",
-                                           text="run me once", finite=True)
-                assert again["admission_id"] == first["admission_id"]
-                assert again["status"] == "terminal"
-                assert again["outcome"] == "completed"
-                assert again["result"]["text"] == "ECHO:run me once"
-                by_input = await other.result("prompt.receipt", session_id=sid,
-                                              input_id="once")
-                assert by_input == again
+    async with scene(handler) as s:
+        provider, sid = s.provider, s.session_id
+        async with s.peer as peer:
+            first = await peer.result("prompt.submit", session_id=sid, input_id="once",
+                                      text="run me once", finite=True)
+            await peer.wait_event(lambda e: e["type"] == "message.start")
+            # while it runs: the retry answers the same admission, now started
+            running = await peer.result("prompt.submit", session_id=sid, input_id="once",
+                                        text="run me once", finite=True)
+            assert running["admission_id"] == first["admission_id"]
+            assert running["status"] == "started"
+            gate.set()
+            await peer.wait_terminal(sid, first["admission_id"])
+        # a retry from a new connection, after the turn ended
+        async with await s.connect() as other:
+            again = await other.result("prompt.submit", session_id=sid, input_id="once",
+                                       text="run me once", finite=True)
+            assert again["admission_id"] == first["admission_id"]
+            assert again["status"] == "terminal"
+            assert again["outcome"] == "completed"
+            assert again["result"]["text"] == "ECHO:run me once"
+            by_input = await other.result("prompt.receipt", session_id=sid,
+                                          input_id="once")
+            assert by_input == again
     assert asked(provider, "run me once") == 1
-    assert db_rows(home, "SELECT COUNT(*) FROM session_admissions") == [(1,)]
+    assert s.rows("SELECT COUNT(*) FROM session_admissions") == [(1,)]
 
 
-async def test_changed_payload_is_a_conflict_naming_the_admission(tmp_path):
-    async with echo_session(tmp_path) as (home, provider, peer, sid):
+async def test_changed_payload_is_a_conflict_naming_the_admission(scene):
+    async with scene(echo) as s:
+        provider, peer, sid = s.provider, s.peer, s.session_id
         first = await peer.result("prompt.submit", session_id=sid, input_id="x",
                                   text="hello", finite=True)
         for changed in ({"text": "hello", "finite": False},
@@ -124,11 +111,12 @@ async def test_changed_payload_is_a_conflict_naming_the_admission(tmp_path):
             assert err["data"]["admission_id"] == first["admission_id"]
         await peer.wait_terminal(sid, first["admission_id"])
     assert asked(provider, "hello") == 1
-    assert db_rows(home, "SELECT COUNT(*) FROM session_admissions") == [(1,)]
+    assert s.rows("SELECT COUNT(*) FROM session_admissions") == [(1,)]
 
 
-async def test_params_are_validated_strictly_and_nothing_is_stored(tmp_path):
-    async with echo_session(tmp_path) as (home, provider, peer, sid):
+async def test_params_are_validated_strictly_and_nothing_is_stored(scene):
+    async with scene(echo) as s:
+        peer, sid = s.peer, s.session_id
         bad = [
             ({"finite": "true"}, "finite", "bool_type"),
             ({"colour": "blue"}, "colour", "extra_forbidden"),
@@ -155,13 +143,15 @@ async def test_params_are_validated_strictly_and_nothing_is_stored(tmp_path):
         ok = await peer.result("prompt.submit", session_id=sid, input_id="strict",
                                text="hi")
         await peer.wait_terminal(sid, ok["admission_id"])
-    assert db_rows(home, "SELECT request_id FROM session_admissions") == [("strict",)]
-    assert db_rows(home, "SELECT COUNT(*) FROM sessions") == [(1,)]
+    assert s.rows("SELECT request_id FROM session_admissions") == [("strict",)]
+    assert s.rows("SELECT COUNT(*) FROM sessions") == [(1,)]
 
 
-async def test_concurrent_identical_submissions_make_one_row_and_one_run(tmp_path):
-    async with echo_session(tmp_path) as (home, provider, creator, sid):
-        peers = [await Peer.connect(home) for _ in range(4)]
+@pytest.mark.both_transports
+async def test_concurrent_identical_submissions_make_one_row_and_one_run(scene):
+    async with scene(echo) as s:
+        provider, creator, sid = s.provider, s.peer, s.session_id
+        peers = [await s.connect() for _ in range(4)]
         try:
             params = {"session_id": sid, "input_id": "race", "text": "only once",
                       "finite": True}
@@ -174,53 +164,49 @@ async def test_concurrent_identical_submissions_make_one_row_and_one_run(tmp_pat
             for p in peers:
                 await p.close()
     assert asked(provider, "only once") == 1
-    assert db_rows(home, "SELECT COUNT(*) FROM session_admissions") == [(1,)]
+    assert s.rows("SELECT COUNT(*) FROM session_admissions") == [(1,)]
 
 
-async def test_stored_payload_is_canonical_and_rebuilds_the_exact_retry(tmp_path):
-    home = tmp_path / "home"
-    with FakeProvider(echo) as provider:
-        write_config(home, provider.url)
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                sent = {"text": "Grüße, options", "finite": True, "model": "test-model-b",
-                        "max_turns": 3, "ignore_rules": True, "toolsets": []}
-                first = await peer.result("prompt.submit", session_id=sid, input_id="canon",
-                                          **sent)
-                await peer.wait_terminal(sid, first["admission_id"])
-                plain = await peer.result("prompt.submit", session_id=sid, input_id="plain",
-                                          text="no options")
-                await peer.wait_terminal(sid, plain["admission_id"])
+async def test_stored_payload_is_canonical_and_rebuilds_the_exact_retry(scene):
+    async with scene(echo) as s:
+        provider, sid = s.provider, s.session_id
+        async with s.peer as peer:
+            sent = {"text": "Grüße, options", "finite": True, "model": "test-model-b",
+                    "max_turns": 3, "ignore_rules": True, "toolsets": []}
+            first = await peer.result("prompt.submit", session_id=sid, input_id="canon",
+                                      **sent)
+            await peer.wait_terminal(sid, first["admission_id"])
+            plain = await peer.result("prompt.submit", session_id=sid, input_id="plain",
+                                      text="no options")
+            await peer.wait_terminal(sid, plain["admission_id"])
 
-            [(sess, request_id, payload_json)] = db_rows(
-                home, "SELECT target_session_id, request_id, payload_json "
-                      "FROM session_admissions WHERE request_id = 'canon'")
-            payload = json.loads(payload_json)
-            assert payload == {"text": "Grüße, options", "finite": True,
-                               "cli_turn_v1": {"model": "test-model-b", "max_turns": 3,
-                                               "ignore_rules": True, "toolsets": []}}
-            # canonical: sorted keys at every level, no whitespace, UTF-8 kept as is
-            assert payload_json == json.dumps(payload, sort_keys=True, separators=(",", ":"),
-                                              ensure_ascii=False)
-            [(plain_json,)] = db_rows(home, "SELECT payload_json FROM session_admissions "
-                                            "WHERE request_id = 'plain'")
-            assert plain_json == '{"finite":false,"text":"no options"}'
+        [(sess, request_id, payload_json)] = s.rows(
+            "SELECT target_session_id, request_id, payload_json "
+                  "FROM session_admissions WHERE request_id = 'canon'")
+        payload = json.loads(payload_json)
+        assert payload == {"text": "Grüße, options", "finite": True,
+                           "cli_turn_v1": {"model": "test-model-b", "max_turns": 3,
+                                           "ignore_rules": True, "toolsets": []}}
+        # canonical: sorted keys at every level, no whitespace, UTF-8 kept as is
+        assert payload_json == json.dumps(payload, sort_keys=True, separators=(",", ":"),
+                                          ensure_ascii=False)
+        [(plain_json,)] = s.rows("SELECT payload_json FROM session_admissions "
+                                 "WHERE request_id = 'plain'")
+        assert plain_json == '{"finite":false,"text":"no options"}'
 
-            # a client that lost everything but the row rebuilds its retry (SPEC §4)
-            retry = {"session_id": sess, "input_id": request_id}
-            retry.update({k: v for k, v in payload.items() if k != "cli_turn_v1"})
-            retry.update(payload["cli_turn_v1"])
-            async with await Peer.connect(home) as fresh:
-                again = await fresh.result("prompt.submit", **retry)
-                assert again["admission_id"] == first["admission_id"]
-                assert again["status"] == "terminal" and again["outcome"] == "completed"
+        # a client that lost everything but the row rebuilds its retry (SPEC §4)
+        retry = {"session_id": sess, "input_id": request_id}
+        retry.update({k: v for k, v in payload.items() if k != "cli_turn_v1"})
+        retry.update(payload["cli_turn_v1"])
+        async with await s.connect() as fresh:
+            again = await fresh.result("prompt.submit", **retry)
+            assert again["admission_id"] == first["admission_id"]
+            assert again["status"] == "terminal" and again["outcome"] == "completed"
     assert asked(provider, "Grüße, options") == 1
     assert provider.requests[0]["model"] == "test-model-b"
 
 
-async def test_cancel_a_queued_admission_and_interrupt_the_running_one(tmp_path):
-    home = tmp_path / "home"
+async def test_cancel_a_queued_admission_and_interrupt_the_running_one(scene):
     gate = threading.Event()
 
     def handler(req):
@@ -228,99 +214,90 @@ async def test_cancel_a_queued_admission_and_interrupt_the_running_one(tmp_path)
             gate.wait(10)
         return echo(req)
 
-    with FakeProvider(handler) as provider:
-        write_config(home, provider.url)
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                slow = await peer.result("prompt.submit", session_id=sid, input_id="a",
-                                         text="slow")
-                doomed = await peer.result("prompt.submit", session_id=sid, input_id="b",
-                                           text="never runs")
-                after = await peer.result("prompt.submit", session_id=sid, input_id="c",
-                                          text="runs later")
-                await peer.wait_event(lambda e: e["type"] == "message.start")
+    async with scene(handler) as s:
+        provider, sid = s.provider, s.session_id
+        async with s.peer as peer:
+            slow = await peer.result("prompt.submit", session_id=sid, input_id="a",
+                                     text="slow")
+            doomed = await peer.result("prompt.submit", session_id=sid, input_id="b",
+                                       text="never runs")
+            after = await peer.result("prompt.submit", session_id=sid, input_id="c",
+                                      text="runs later")
+            await peer.wait_event(lambda e: e["type"] == "message.start")
 
-                cancelled = await peer.result("prompt.cancel", session_id=sid,
-                                              admission_id=doomed["admission_id"])
-                assert cancelled["status"] == "terminal"
-                assert cancelled["outcome"] == "cancelled"
-                # cancelling again is harmless and changes nothing
-                again = await peer.result("prompt.cancel", session_id=sid,
+            cancelled = await peer.result("prompt.cancel", session_id=sid,
                                           admission_id=doomed["admission_id"])
-                assert again == cancelled
+            assert cancelled["status"] == "terminal"
+            assert cancelled["outcome"] == "cancelled"
+            # cancelling again is harmless and changes nothing
+            again = await peer.result("prompt.cancel", session_id=sid,
+                                      admission_id=doomed["admission_id"])
+            assert again == cancelled
 
-                stopped = await peer.result("session.interrupt", session_id=sid)
-                assert stopped == {"interrupted": True, "admission_id": slow["admission_id"]}
-                r = await peer.wait_terminal(sid, slow["admission_id"])
-                assert r["outcome"] == "cancelled"
-                gate.set()
+            stopped = await peer.result("session.interrupt", session_id=sid)
+            assert stopped == {"interrupted": True, "admission_id": slow["admission_id"]}
+            r = await peer.wait_terminal(sid, slow["admission_id"])
+            assert r["outcome"] == "cancelled"
+            gate.set()
 
-                r = await peer.wait_terminal(sid, after["admission_id"])
-                assert r["outcome"] == "completed" and r["result"]["text"] == "ECHO:runs later"
-                nothing = await peer.result("session.interrupt", session_id=sid)
-                assert nothing == {"interrupted": False, "admission_id": None}
+            r = await peer.wait_terminal(sid, after["admission_id"])
+            assert r["outcome"] == "completed" and r["result"]["text"] == "ECHO:runs later"
+            nothing = await peer.result("session.interrupt", session_id=sid)
+            assert nothing == {"interrupted": False, "admission_id": None}
 
-                completes = [(e["admission_id"], e["payload"]["outcome"]) for e in peer.events
-                             if e["type"] == "message.complete"]
-                assert completes == [(doomed["admission_id"], "cancelled"),
-                                     (slow["admission_id"], "cancelled"),
-                                     (after["admission_id"], "completed")]
+            completes = [(e["admission_id"], e["payload"]["outcome"]) for e in peer.events
+                         if e["type"] == "message.complete"]
+            assert completes == [(doomed["admission_id"], "cancelled"),
+                                 (slow["admission_id"], "cancelled"),
+                                 (after["admission_id"], "completed")]
     assert asked(provider, "never runs") == 0
     assert asked(provider, "runs later") == 1
 
 
-async def test_cancel_of_the_started_admission_interrupts_it(tmp_path):
-    home = tmp_path / "home"
+async def test_cancel_of_the_started_admission_interrupts_it(scene):
     handler, gate = gated_echo()
-    with FakeProvider(handler) as provider:
-        write_config(home, provider.url)
-        try:
-            with OwnerProcess(home):
-                async with await Peer.connect(home) as peer:
-                    sid = (await peer.result("session.create"))["session_id"]
-                    r = await peer.result("prompt.submit", session_id=sid, input_id="a",
-                                          text="stuck")
-                    await peer.wait_event(lambda e: e["type"] == "message.start")
-                    out = await peer.result("prompt.cancel", session_id=sid,
-                                            admission_id=r["admission_id"])
-                    assert out["status"] == "terminal" and out["outcome"] == "cancelled"
-                    snap = await peer.result("session.resume", session_id=sid)
-                    assert snap["running"] is None and snap["pending"] == []
-        finally:
-            gate.set()
+    try:
+        async with scene(handler) as s:
+            peer, sid = s.peer, s.session_id
+            r = await peer.result("prompt.submit", session_id=sid, input_id="a",
+                                  text="stuck")
+            await peer.wait_event(lambda e: e["type"] == "message.start")
+            out = await peer.result("prompt.cancel", session_id=sid,
+                                    admission_id=r["admission_id"])
+            assert out["status"] == "terminal" and out["outcome"] == "cancelled"
+            snap = await peer.result("session.resume", session_id=sid)
+            assert snap["running"] is None and snap["pending"] == []
+    finally:
+        gate.set()
 
 
-async def test_resolve_unknown_refuses_admissions_that_are_not_unknown(tmp_path):
-    home = tmp_path / "home"
+async def test_resolve_unknown_refuses_admissions_that_are_not_unknown(scene):
     handler, gate = gated_echo()
-    with FakeProvider(handler) as provider:
-        write_config(home, provider.url)
-        try:
-            with OwnerProcess(home):
-                async with await Peer.connect(home) as peer:
-                    sid = (await peer.result("session.create"))["session_id"]
-                    running = await peer.result("prompt.submit", session_id=sid,
-                                                input_id="a", text="first")
-                    queued = await peer.result("prompt.submit", session_id=sid,
-                                               input_id="b", text="second")
-                    await peer.wait_event(lambda e: e["type"] == "message.start")
-                    for r, status in ((running, "started"), (queued, "queued")):
-                        err = (await peer.call("prompt.resolve_unknown", session_id=sid,
-                                               admission_id=r["admission_id"]))["error"]
-                        assert err["message"] == "invalid_params", err
-                        now = await peer.result("prompt.receipt", session_id=sid,
-                                                admission_id=r["admission_id"])
-                        assert now["status"] == status
-                    gate.set()
-                    done = await peer.wait_terminal(sid, queued["admission_id"])
-                    assert done["outcome"] == "completed"
-        finally:
+    try:
+        async with scene(handler) as s:
+            peer, sid = s.peer, s.session_id
+            running = await peer.result("prompt.submit", session_id=sid,
+                                        input_id="a", text="first")
+            queued = await peer.result("prompt.submit", session_id=sid,
+                                       input_id="b", text="second")
+            await peer.wait_event(lambda e: e["type"] == "message.start")
+            for r, status in ((running, "started"), (queued, "queued")):
+                err = (await peer.call("prompt.resolve_unknown", session_id=sid,
+                                       admission_id=r["admission_id"]))["error"]
+                assert err["message"] == "invalid_params", err
+                now = await peer.result("prompt.receipt", session_id=sid,
+                                        admission_id=r["admission_id"])
+                assert now["status"] == status
             gate.set()
+            done = await peer.wait_terminal(sid, queued["admission_id"])
+            assert done["outcome"] == "completed"
+    finally:
+        gate.set()
 
 
-async def test_unknown_ids_are_not_found(tmp_path):
-    async with echo_session(tmp_path) as (home, provider, peer, sid):
+async def test_unknown_ids_are_not_found(scene):
+    async with scene(echo) as s:
+        peer, sid = s.peer, s.session_id
         calls = [
             ("session.resume", {"session_id": "ses_nope"}),
             ("session.events.since", {"session_id": "ses_nope", "after_seq": 0}),
@@ -342,14 +319,16 @@ async def test_unknown_ids_are_not_found(tmp_path):
                                admission_id=r["admission_id"]))["error"]
         assert err["message"] == "not_found"
         await peer.wait_terminal(sid, r["admission_id"])
-    assert db_rows(home, "SELECT target_session_id FROM session_admissions") == [(sid,)]
+    assert s.rows("SELECT target_session_id FROM session_admissions") == [(sid,)]
 
 
-async def test_session_info_lists_every_pending_admission_of_a_burst(tmp_path):
+@pytest.mark.both_transports
+async def test_session_info_lists_every_pending_admission_of_a_burst(scene):
     """Submissions committed in one group: each session.info shows the queue as it
     is after its admission, the ones of the same group before it included."""
     handler, gate = gated_echo()
-    async with echo_session(tmp_path, handler) as (_home, _provider, peer, sid):
+    async with scene(handler) as s:
+        peer, sid = s.peer, s.session_id
         running = await peer.result("prompt.submit", session_id=sid, input_id="r",
                                     text="hold")
         # the turn's start announces it as running: everything up to there is old
@@ -370,18 +349,19 @@ async def test_session_info_lists_every_pending_admission_of_a_burst(tmp_path):
         assert infos[0]["pending"] == final[:1] and infos[1]["pending"] == final[:2]
 
 
-async def test_a_retry_is_answered_after_a_restart_with_a_lower_text_limit(tmp_path):
-    async with echo_session(tmp_path) as (home, _provider, peer, sid):
+async def test_a_retry_is_answered_after_a_restart_with_a_lower_text_limit(scene):
+    async with scene(echo) as s:
+        peer, sid = s.peer, s.session_id
         first = await peer.result("prompt.submit", session_id=sid, input_id="long",
                                   text="x" * 500)
         await peer.wait_terminal(sid, first["admission_id"])
-    write_config(home, daemon={"max_text_chars": 100})  # no model needed: nothing runs
-    with OwnerProcess(home):
-        async with await Peer.connect(home) as peer:
-            again = await peer.result("prompt.submit", session_id=sid, input_id="long",
-                                      text="x" * 500)
-            assert again["admission_id"] == first["admission_id"]
-            assert again["outcome"] == "completed"
-            new = await peer.call("prompt.submit", session_id=sid, input_id="new",
+    # the same home and store, restarted with a lower limit (nothing runs)
+    async with scene(echo, home=s.home, session=False, daemon={"max_text_chars": 100}) as s2:
+        peer = s2.peer
+        again = await peer.result("prompt.submit", session_id=sid, input_id="long",
                                   text="x" * 500)
-            assert new["error"]["message"] == "invalid_params"
+        assert again["admission_id"] == first["admission_id"]
+        assert again["outcome"] == "completed"
+        new = await peer.call("prompt.submit", session_id=sid, input_id="new",
+                              text="x" * 500)
+        assert new["error"]["message"] == "invalid_params"

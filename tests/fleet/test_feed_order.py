@@ -15,14 +15,17 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import orjson
+import psycopg
 from harness import until
+from psycopg import sql
 
-from tether.daemon.fleet.feed import Feed
+from tether.daemon.fleet.feed import CHANNEL_SQL, Feed
 from tether.daemon.ledger.events import Viewer
 from tether.daemon.ledger.journal import Journal, Tx
 from tether.store import events as event_rows
 from tether.store import sessions as session_rows
 from tether.store.pg import PgDatabase
+from tether.store.pg_conn import GATHER_MAX_CHARS, gathered
 
 
 @dataclass
@@ -149,3 +152,47 @@ async def test_tracking_ends_with_the_last_subscriber(fleet_url):
         await a.emit(sid, 1, "z")
         await until(lambda: b.feed.tracked() == {sid: 4}, "B to publish seq 4")
         assert seqs(again) == [4]
+
+
+async def test_a_commit_names_its_sessions_and_a_node_not_following_them_does_not_read(
+        fleet_url):
+    async with node(fleet_url, "a") as a, node(fleet_url, "b") as b:
+        followed = await new_session(a, "ses_followed")
+        other = await new_session(a, "ses_other")
+        viewer = await b.follow(followed)
+        # what goes over the channel: one notification per commit, naming the
+        # sessions of every unit of the group, once each
+        listener = await psycopg.AsyncConnection.connect(b.db.url, autocommit=True)
+        async with listener:
+            cur = await listener.execute(f"SELECT {CHANNEL_SQL}")
+            (channel,) = await cur.fetchone()
+            await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+
+            def both(tx: Tx) -> None:
+                for sid in (other, followed, other):
+                    tx.event(sid, "message.delta", {"text": "x"})
+
+            await a.journal.write(both)
+            notes = []
+            async for note in listener.notifies(timeout=5, stop_after=1):
+                notes.append(note.payload)
+        assert notes == [f"node-a {other} {followed}"]
+        await until(lambda: b.feed.tracked() == {followed: 1}, "B to publish the followed event")
+        assert seqs(viewer) == [1]
+        # a commit of a session B does not follow asks B for no read at all
+        reads, skipped = b.feed._reads, b.feed.skipped
+        await a.emit(other, 3, "unfollowed")
+        await until(lambda: b.feed.skipped == skipped + 1, "B to hear the notification")
+        await asyncio.sleep(0.2)
+        assert b.feed._reads == reads
+        # and one of a followed session still reaches the viewer
+        await a.emit(followed, 1, "followed")
+        await until(lambda: b.feed.tracked() == {followed: 2}, "B to publish seq 2")
+        assert seqs(viewer) == [2] and b.feed._reads > reads
+
+
+def test_gathered_items_fall_back_to_every_session_past_the_payload_limit():
+    assert gathered(["ses_a", "ses_b"]) == "ses_a ses_b"
+    many = [f"ses_{i:08d}" for i in range(1000)]
+    assert len(" ".join(many)) > GATHER_MAX_CHARS
+    assert gathered(many) == "*"

@@ -33,7 +33,8 @@ class ParkedCommit:
     def __init__(self, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
         self.entered = threading.Event()
         self.gate = threading.Event()
-        commit = db._commit
+        writer = db._writer
+        commit = writer.commit
 
         def parked_commit() -> None:
             if not self.gate.is_set():
@@ -41,7 +42,7 @@ class ParkedCommit:
                 self.gate.wait(10)
             commit()
 
-        monkeypatch.setattr(db, "_commit", parked_commit)
+        monkeypatch.setattr(writer, "commit", parked_commit)
 
     async def wait_parked(self) -> None:
         assert await asyncio.to_thread(self.entered.wait, 10)

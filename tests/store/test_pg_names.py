@@ -26,7 +26,7 @@ async def test_the_writer_is_tether_writer_and_its_pid_by_default(url):
     db = await PgDatabase.open(url, readers=1)
     try:
         await db.write(lambda conn: conn.execute("SELECT 1"))
-        writer = db._writer.info.backend_pid
+        writer = db._writer.raw.info.backend_pid
         assert _names(url, [writer]) == [f"tether-writer {os.getpid()}"]
     finally:
         await db.close()
@@ -38,7 +38,7 @@ async def test_an_application_name_in_the_url_names_every_connection(url):
     try:
         await db.write(lambda conn: conn.execute("SELECT 1"))
         reader = await db.read(lambda conn: conn.execute("SELECT pg_backend_pid()").fetchone()[0])
-        writer = db._writer.info.backend_pid
+        writer = db._writer.raw.info.backend_pid
         assert _names(url, [writer, reader]) == ["node-x", "node-x"]
     finally:
         await db.close()
