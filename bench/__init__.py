@@ -16,6 +16,9 @@ bounds it, so the ratio holds on a noisy machine:
   same directory: what group commit has to beat. Rounds of the two alternate;
   ``echo_floor`` is the same 64 clients against the echo server;
 - ``turns_per_s``: finite turns from submit to terminal across 64 sessions;
+- ``http_turns``: finite turns of 16 sessions against an OpenAI-compatible model
+  server in a process of its own, over real HTTP (modelserver.py, httpturns.py):
+  what the model client adds to every real turn;
 - ``fanout``: 100 viewers of one session while turns stream deltas; latency is
   from the event's append (its ``created_at``, stamped in the committing
   transaction, read back from state.db afterwards) to its arrival at the last

@@ -44,13 +44,16 @@ TARGETS: list[tuple[str, str, float]] = [
 SIZES: dict[str, dict[str, int]] = {
     "quick": dict(ping=200, ping_block=50, submit=60, retry=60, adm_clients=8, adm_each=10,
                   adm_rounds=2, turn_sessions=8, turn_each=3, viewers=4, events=120,
-                  oneshot=1, floor=2, long_turns=100),
+                  oneshot=1, floor=2, long_turns=100,
+                  http_sessions=4, http_each=3),
     "default": dict(ping=4000, ping_block=250, submit=1500, retry=1500, adm_clients=64,
                     adm_each=45, adm_rounds=3, turn_sessions=64, turn_each=16, viewers=100,
-                    events=2000, oneshot=8, floor=8, long_turns=1000),
+                    events=2000, oneshot=8, floor=8, long_turns=1000,
+                    http_sessions=16, http_each=25),
     "long": dict(ping=20000, ping_block=500, submit=6000, retry=6000, adm_clients=64,
                  adm_each=240, adm_rounds=6, turn_sessions=64, turn_each=60, viewers=100,
-                 events=10000, oneshot=25, floor=25, long_turns=5000),
+                 events=10000, oneshot=25, floor=25, long_turns=5000,
+                 http_sessions=16, http_each=45),
 }
 
 
@@ -82,7 +85,7 @@ def _table(data: dict[str, Any]) -> str:
         mark = {True: "PASS", False: "FAIL", None: "n/a "}[t["ok"]]
         lines.append(f"  {mark}  {path:<24} {t['value']!s:>12}   target {t['target']}")
     p, s, r = data["ping"], data["submit"], data["retry"]
-    a, f = data["admissions_per_s"], data["fanout"]
+    a, f, h = data["admissions_per_s"], data["fanout"], data["http_turns"]
     lines += ["",
               f"  ping        p50 {p['p50_us']} us, p99 {p['p99_us']} us; "
               f"echo baseline p50 {p['baseline_p50_us']} us",
@@ -92,7 +95,10 @@ def _table(data: dict[str, Any]) -> str:
               f"SQLite sequential commits {a['sqlite_baseline']}/s; "
               f"echo floor {a['echo_floor']}/s; CPU per admission: owner "
               f"{a['owner_cpu_us_each']} us, clients {a['clients_cpu_us_each']} us",
-              f"  turns       {data['turns_per_s']}/s",
+              f"  turns       {data['turns_per_s']}/s, owner CPU "
+              f"{data['turn_owner_cpu_us_each']} us each",
+              f"  HTTP turns  {h['per_s']}/s against a model server over HTTP, owner CPU "
+              f"{h['owner_cpu_us_each']} us each",
               f"  fan-out     {f['events']} events x {f['viewers']} viewers: p50 {f['p50_ms']} ms, "
               f"p99 {f['p99_ms']} ms, lost {f['lost']}",
               f"  one-shot    p50 {data['oneshot_ms']['p50']} ms; python -c pass "
@@ -139,14 +145,22 @@ def main(argv: list[str] | None = None) -> int:
                              "database and drops it afterwards; no other schema is read or "
                              "written. $TETHER_STORE and config.yaml are never used")
     parser.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--phases", help=argparse.SUPPRESS)  # e.g. ping,fanout: profiling
+    parser.add_argument("--phases", metavar="LIST",
+                        help="run only these phases (comma-separated; for profiling): ping, "
+                             "submit, admissions, turns, fanout, http_turns, oneshot; "
+                             "long_session on request only; with --store: submit, admissions, turns, cross")
     parser.add_argument("--serve-owner", metavar="HOME", help=argparse.SUPPRESS)
     parser.add_argument("--serve-echo", metavar="SOCK", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-model", metavar="PORTFILE", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_owner:
         return serve_owner(args.serve_owner)
     if args.serve_echo:
         return serve_echo_process(args.serve_echo)
+    if args.serve_model:
+        from .modelserver import serve_model_process
+
+        return serve_model_process(args.serve_model)
 
     mode = "quick" if args.quick else "long" if args.long else "default"
     if args.store:

@@ -354,6 +354,11 @@ class Bench:
                             ("fanout", self.fanout)):
             if phases is None or name in phases:
                 await phase()
+        if phases is None or "http_turns" in phases:
+            from .httpturns import http_turns
+
+            self.out["http_turns"] = await http_turns(self, self.n["http_sessions"],
+                                                      self.n["http_each"])
         if phases is not None and "long_session" in phases:  # on request only: it is long
             from .longsession import long_session
 

@@ -9,7 +9,9 @@ is heard from. httpx exceptions pass through untouched: provider.py translates t
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import httpx
 
@@ -26,6 +28,11 @@ from .request_clock import RequestClock
 __all__ = ["DeltaCallback", "Progress", "read_body", "read_stream"]
 
 DeltaCallback = Callable[[str], Awaitable[None]]
+
+#: how long the end of a body may take to follow a stream's ``[DONE]``: read to its
+#: end, the connection goes back to the client's pool for the next request; a
+#: server still sending after that has its connection closed instead
+DRAIN_SECONDS = 0.25
 
 
 class Progress:
@@ -71,7 +78,8 @@ async def read_stream(
                 await on_delta(text)
 
     lines = LineSplitter()
-    async for text in response.aiter_text():
+    pieces = response.aiter_text()
+    async for text in pieces:
         clock.heard()
         for line in lines.feed(text):
             data = decoder.feed_line(line)
@@ -82,6 +90,7 @@ async def read_stream(
                 if acc.size > cap:
                     raise _too_large(cap)
                 if acc.done:
+                    await _drain(pieces, cap)
                     return acc.result()
         if lines.pending > cap:
             raise _too_large(cap)
@@ -93,6 +102,19 @@ async def read_stream(
     if tail is not None and not acc.done:
         await take(tail)
     return acc.result()
+
+
+async def _drain(pieces: AsyncIterator[str], cap: int) -> None:
+    """Read what follows ``[DONE]`` (the body's end) for a moment, so the response
+    ends whole and its connection is kept; past ``cap`` characters or
+    `DRAIN_SECONDS` it is left, and closing the response closes the connection."""
+    left = cap
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for text in pieces:
+                left -= len(text)
+                if left < 0:
+                    return
 
 
 async def read_body(response: httpx.Response, clock: RequestClock, *, cap: int) -> bytes:

@@ -153,6 +153,12 @@ class OpenAIProvider:
         self.name = name
         self.base_url = base_url.rstrip("/")
         self.url = f"{self.base_url}/chat/completions"
+        # parsed once: httpx parses a string URL again for every request it builds
+        self._url: httpx.URL | str = self.url
+        try:
+            self._url = httpx.URL(self.url)
+        except (httpx.InvalidURL, ValueError):
+            pass  # building the request says what is wrong with it, as before
         mode = normalise_mode(stream)
         if mode is None:
             raise ValueError(f"stream must be one of {', '.join(STREAM_MODES)}, not {stream!r}")
@@ -324,7 +330,7 @@ class OpenAIProvider:
     ) -> Completion:
         try:
             request = self._client.build_request(
-                "POST", self.url, content=body, headers=headers, timeout=self._timeout,
+                "POST", self._url, content=body, headers=headers, timeout=self._timeout,
                 extensions={"trace": clock.trace},
             )
         except BUILD_FAILURES as exc:

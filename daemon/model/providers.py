@@ -24,6 +24,10 @@ from .windows import ContextWindows
 
 __all__ = ["Providers", "make_provider"]
 
+#: HTTP providers kept for reuse, by provider, endpoint and key (a wire-chosen
+#: base_url makes the set open-ended: past this many the oldest is dropped)
+KEPT_PROVIDERS = 32
+
 
 def make_provider(
     name: str,
@@ -73,6 +77,9 @@ class Providers:
         self.windows = ContextWindows(config, http)
         #: endpoints and models found unable to stream (model.stream auto), for the owner's life
         self.stream_memory = StreamMemory()
+        # an OpenAIProvider holds no state of its own between requests, and building one
+        # (its URL checked and parsed, its timeouts) cost each turn a few hundred µs
+        self._kept: dict[tuple[str, str | None, str | None], Provider] = {}
 
     def for_settings(self, settings: TurnSettings) -> Provider:
         """The provider to use; ResolveError if the settings cannot make one."""
@@ -82,9 +89,12 @@ class Providers:
             if self._demo is None:
                 raise ResolveError("the offline demo provider is not available in this process")
             return self._demo(self._config_path)
+        key = (settings.provider, settings.base_url, settings.api_key)
+        if (kept := self._kept.get(key)) is not None:
+            return kept
         m = self._config.model
         try:
-            return make_provider(
+            provider = make_provider(
                 settings.provider, client=self._http, base_url=settings.base_url,
                 api_key=settings.api_key, stream=m.stream, stream_memory=self.stream_memory,
                 connect_timeout=m.connect_timeout_seconds, read_timeout=m.timeout_seconds,
@@ -92,3 +102,7 @@ class Providers:
             )
         except ValueError as exc:
             raise ResolveError(str(exc)) from None
+        if len(self._kept) >= KEPT_PROVIDERS:
+            del self._kept[next(iter(self._kept))]
+        self._kept[key] = provider
+        return provider

@@ -16,6 +16,7 @@ NUMBERS = {
                          "owner_cpu_us_each", "clients_cpu_us_each"),
     "fanout": ("viewers", "events", "p99_ms", "lost"),
     "oneshot_ms": ("p50", "python_floor_ms", "ratio"),
+    "http_turns": ("per_s", "owner_cpu_us_each", "model_server_cpu_us_each", "n"),
 }
 
 
@@ -34,6 +35,9 @@ def test_quick_bench_reports_every_figure(tmp_path):
             assert isinstance(value, int | float) and not isinstance(value, bool), (section, key)
             assert value >= 0, (section, key, value)
     assert isinstance(data["turns_per_s"], int | float) and data["turns_per_s"] > 0
+    # every turn against the model server completed (the phase fails otherwise), and
+    # the owner did work for them
+    assert data["http_turns"]["n"] == 12 and data["http_turns"]["owner_cpu_us_each"] > 0
     assert isinstance(data["owner_rss_mib"], int | float) and data["owner_rss_mib"] > 0
     assert data["fanout"]["lost"] == 0
     assert data["fanout"]["events"] > 0 and data["fanout"]["viewers"] > 0
@@ -51,4 +55,5 @@ def test_bench_table_names_targets(tmp_path):
     out = proc.stdout.decode()
     assert "ping.ratio" in out and "target" in out
     assert "CPU per admission: owner" in out
+    assert "against a model server over HTTP" in out
     assert "PASS" in out or "FAIL" in out
