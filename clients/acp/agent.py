@@ -54,8 +54,9 @@ from acp.schema import (
 
 from tether.rpc.errors import RpcError
 
-from .acp_options import APPROVALS, SANDBOX, Settings
-from .acp_updates import (
+from ..library.client import OwnerUnavailable, TetherClient
+from .options import APPROVALS, SANDBOX, Settings
+from .updates import (
     DECISIONS,
     PERMISSION_OPTIONS,
     call_id,
@@ -67,7 +68,6 @@ from .acp_updates import (
     tool_update,
     transcript_updates,
 )
-from .client import OwnerUnavailable, TetherClient
 
 __all__ = ["TetherAgent", "cmd_acp"]
 
@@ -379,8 +379,8 @@ def cmd_acp(args: Any) -> int:
     """Serve ACP on stdin/stdout until the editor closes them."""
     from tether.rpc.home import resolve_home
 
-    from .doctor import _version
-    from .exits import CONTEXT
+    from ..library.exits import CONTEXT
+    from ..library.version import installed_version as _version
 
     CONTEXT.home = home = resolve_home(args.home)
     # stdout is the protocol's: anything else goes to stderr (editors log it)

@@ -30,11 +30,11 @@ import orjson
 from tether.rpc.errors import RpcError
 from tether.rpc.protocol import MAX_ID_CHARS
 
+from ..library.client import TetherClient, new_input_id
+from ..library.exits import CONTEXT, EXIT_OK, receipt_exit, report
+from ..library.remote import connect_owner
 from .approval_prompt import unattended_note
-from .client import TetherClient, new_input_id
-from .exits import CONTEXT, EXIT_OK, receipt_exit, report
 from .plan import ChatPlan, plan_chat
-from .remote import connect_owner
 from .render import Renderer, use_color
 
 __all__ = ["ChatPlan", "plan_chat", "run_chat"]
@@ -51,7 +51,7 @@ def _session_request_id(input_id: str) -> str:
 
 async def _session(client: TetherClient, plan: ChatPlan) -> str:
     if plan.resume or plan.last:
-        from .session_cmds import resolve_session
+        from ..library.remote import resolve_session
 
         return await resolve_session(client, plan.resume)
     # With --input-id the session is derived from it too, so re-running the same

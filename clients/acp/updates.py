@@ -18,7 +18,7 @@ from acp.schema import PermissionOption, ToolCallLocation, ToolCallUpdate
 
 from tether.rpc.errors import RpcError
 
-from .client import OwnerUnavailable, new_input_id
+from ..library.client import OwnerUnavailable, new_input_id
 
 __all__ = ["input_id_for", "error_for", "event_updates", "transcript_updates", "call_id", "tool_update", "PERMISSION_OPTIONS",
            "DECISIONS", "prompt_text", "mcp_specs"]
