@@ -17,7 +17,7 @@ import pytest
 from wiring import Parts
 
 from tether.bench import InstantProvider
-from tether.daemon import ledger
+from tether.daemon.ledger import rules as ledger
 from tether.store import admissions as admission_rows
 
 SID = "ses_000000000000000000000001"

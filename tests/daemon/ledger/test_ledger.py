@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tether.daemon import ledger
+from tether.daemon.ledger import rules as ledger
 from tether.daemon.ledger.admissions import payload_of as stored_payload
 from tether.daemon.ledger.rules import CancelAction, Event, IllegalTransition, Status
 from tether.rpc.models import TURN_OPTION_FIELDS, PromptSubmitParams

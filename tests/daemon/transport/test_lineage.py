@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tether.daemon import peers
 from tether.daemon.toolsets import lineage
+from tether.daemon.transport import peers
 from tether.rpc.errors import Forbidden
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")

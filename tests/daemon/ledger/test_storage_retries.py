@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 
 from tether.bench import InstantProvider
-from tether.daemon import ledger
+from tether.daemon.ledger import rules as ledger
 from tether.daemon.runtime.faults import StorageFault
 from tether.store import admissions as admission_rows
 from tether.store import events as event_rows

@@ -3,7 +3,7 @@ named by TETHER_FAULT_STORAGE says is what the writer suffers, group by group.""
 
 import pytest
 
-from tether.daemon import faults
+from tether.daemon.runtime import faults
 from tether.store import Database, StorageError
 
 
