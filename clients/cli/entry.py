@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import Any, cast
 
 from ..library.exits import (
     CONTEXT,
@@ -39,7 +39,6 @@ from .commands import (
     cmd_status,
     cmd_stop,
 )
-from .cron_cmd import add_cron_parser
 from .help import add_examples
 from .session_parser import add_sessions_parser
 
@@ -54,6 +53,16 @@ def _lazy(module: str, name: str) -> Any:
         return int(getattr(importlib.import_module(f"tether.clients.{module}"), name)(args))
 
     return run
+
+
+class _Unused:
+    """The parser of a command other than the one running: it takes every call and keeps
+    nothing, so ``build_parser(only=...)`` reads the same as the whole parser but builds
+    one command (argparse spends more on two dozen subparsers than a one-shot chat
+    spends on its own work)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kw: self
 
 
 class _Parser(argparse.ArgumentParser):
@@ -83,7 +92,9 @@ def _home_option(parser: argparse.ArgumentParser, *, default: Any) -> None:
                              "user data dir)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``tether`` parser: every command, or with ``only`` just that one (the
+    others are left out: ``tether --help`` and usage errors use the whole parser)."""
     parser = _Parser(prog="tether", description=(
         "tether keeps agent sessions alive in one owner process per home; this command "
         "talks to it (starting it when needed)."),
@@ -96,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def command(name: str, help: str, home: bool = True,  # noqa: A002
                 **kw: Any) -> argparse.ArgumentParser:
+        if only is not None and name != only:
+            return cast(argparse.ArgumentParser, _Unused())
         p = sub.add_parser(name, help=help, description=kw.pop("description", help), **kw)
         add_examples(p, name)
         if home:
@@ -253,10 +266,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_resolve)
 
     add_approval_parsers(command)
-    add_cron_parser(command, _Parser)
-    from .admin.mcp_cmd import add_mcp_parser
+    if only in (None, "cron"):
+        from .cron_cmd import add_cron_parser
 
-    add_mcp_parser(command)
+        add_cron_parser(command, _Parser)
+    if only in (None, "mcp"):
+        from .admin.mcp_cmd import add_mcp_parser
+
+        add_mcp_parser(command)
     p = command("acp", "speak the Agent Client Protocol on stdin/stdout for an editor (Zed, "
                        "JetBrains, Neovim): a viewer of the owner, which it starts if needed")
     p.set_defaults(func=_lazy("acp.agent", "cmd_acp"))
@@ -310,12 +327,42 @@ def _max_turns(value: str) -> int:
     return n
 
 
+def _command_named(argv: list[str]) -> str | None:
+    """The command ``argv`` runs ("" for ``--version``), or None when it names none
+    (``tether --help``, a mistake): then the whole parser is built."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--home":
+            i += 2
+        elif arg.startswith("--home="):
+            i += 1
+        elif arg == "--version":
+            return ""
+        else:
+            return None if arg.startswith("-") else arg
+    return None
+
+
+def _parse(argv: list[str]) -> tuple[argparse.ArgumentParser, Any, list[str]]:
+    """The parser and what it made of ``argv``: parsed by the running command's parser
+    alone, and by the whole one when that finds a usage error (so the error names
+    every command). parse_known_args: everything after `bench` is the bench's own."""
+    only = _command_named(argv)
+    if only is not None:
+        parser = build_parser(only)
+        try:
+            return parser, *parser.parse_known_args(argv)
+        except CliError:
+            pass
+    parser = build_parser()
+    return parser, *parser.parse_known_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The console script: run one command, return its exit code."""
-    parser = build_parser()
     try:
-        # parse_known_args: everything after `bench` belongs to the bench's own parser
-        args, unknown = parser.parse_known_args(argv)
+        parser, args, unknown = _parse(sys.argv[1:] if argv is None else argv)
         if args.command == "bench":
             args.rest = [*unknown, *args.rest]
         elif args.command == "mcp" and unknown[:1] == ["--"]:
@@ -347,6 +394,3 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         return report(from_exception(exc))
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,7 +19,6 @@ input id, never to a second turn or a doubled answer.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from pathlib import Path
@@ -46,6 +45,8 @@ def _session_request_id(input_id: str) -> str:
     of an id too long for that to fit the protocol's 200 characters."""
     if len(input_id) <= MAX_ID_CHARS - 4:
         return "cli-" + input_id
+    import hashlib
+
     return "cli-sha256-" + hashlib.sha256(input_id.encode()).hexdigest()
 
 
