@@ -70,6 +70,8 @@ from .models_mcp import (
     McpAttachResult,
     McpListParams,
     McpListResult,
+    McpResourcesParams,
+    McpResourcesResult,
     McpServerInfo,
     McpToolsParams,
 )
@@ -271,6 +273,8 @@ METHODS: dict[str, Method] = _table(
            "Start one MCP server if it is not running, and list its state and tools."),
     Method("mcp.attach", McpAttachParams, McpAttachResult,
            "Give one session MCP servers of the caller's (an editor's); Unix socket only."),
+    Method("mcp.resources", McpResourcesParams, McpResourcesResult,
+           "Start one MCP server if it is not running, and list its resources and prompts."),
     Method(
         "session.lookup",
         SessionLookupParams,

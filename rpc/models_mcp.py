@@ -1,4 +1,5 @@
-"""Wire models of MCP servers: runtime.describe's ``mcp_servers``, mcp.list, mcp.tools."""
+"""Wire models of MCP servers: runtime.describe's ``mcp_servers``, mcp.list, mcp.tools,
+mcp.attach, mcp.resources."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pydantic import Field, StringConstraints
 from .models_base import Model
 
 __all__ = ["McpToolInfo", "McpServerInfo", "McpListParams", "McpListResult", "McpToolsParams",
-           "McpServerSpec", "McpAttachParams", "McpAttachResult"]
+           "McpServerSpec", "McpAttachParams", "McpAttachResult", "McpResourcesParams",
+           "McpResourcesResult"]
 
 _Text = Annotated[str, StringConstraints(max_length=4096)]
 
@@ -75,3 +77,46 @@ class McpAttachParams(Model):
 
 class McpAttachResult(Model):
     servers: list[McpServerInfo]
+
+
+class McpResourcesParams(Model):
+    #: the server to start (if it is not running) and list
+    server: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
+class McpResourceInfo(Model):
+    uri: str
+    name: str
+    description: str | None
+    mime_type: str | None
+
+
+class McpResourceTemplateInfo(Model):
+    uri_template: str  # an RFC 6570 URI template, e.g. "docs://page/{name}"
+    name: str
+    description: str | None
+    mime_type: str | None
+
+
+class McpPromptArgument(Model):
+    name: str
+    description: str | None
+    required: bool
+
+
+class McpPromptInfo(Model):
+    name: str
+    description: str | None
+    arguments: list[McpPromptArgument]
+
+
+class McpResourcesResult(Model):
+    """A server's resources, resource templates and prompts (empty lists for what it
+    does not offer; at most 500 of each)."""
+
+    server: str
+    state: str  # as in McpServerInfo: the lists are empty unless "ready"
+    error: str | None
+    resources: list[McpResourceInfo]
+    templates: list[McpResourceTemplateInfo]
+    prompts: list[McpPromptInfo]

@@ -14,12 +14,13 @@ editor: close it mid-turn, the turn finishes in the owner; open it again
 - ``session/prompt`` → prompt.submit with an input id (from the editor's
   ``_meta.messageId`` when it sends one, else fresh), resubmitted with the same
   id if the owner connection drops; it returns when the admission ends;
-- every event of an open session → ``session/update`` (acp_updates.py);
+- every event of an open session → ``session/update`` (updates.py);
 - ``approval.requested`` → ``session/request_permission``; an answer given
-  elsewhere first (``approval.resolved``) stops waiting for the editor's;
+  elsewhere first (``approval.resolved``) withdraws the editor's request
+  (asking.py);
 - ``session/cancel`` → prompt.cancel of the running prompt;
 - config options (and session modes) ``sandbox`` and ``approvals``
-  (acp_options.py): the editor may make this session's sandbox stricter,
+  (options.py): the editor may make this session's sandbox stricter,
   carried by each prompt.submit; approvals.mode is shown, not changeable.
 """
 
@@ -55,18 +56,18 @@ from acp.schema import (
 from tether.rpc.errors import RpcError
 
 from ..library.client import OwnerUnavailable, TetherClient
+from .asking import Asking
 from .options import APPROVALS, SANDBOX, Settings
+from .plan import DelegationPlan
 from .updates import (
-    DECISIONS,
-    PERMISSION_OPTIONS,
     call_id,
     error_for,
     event_updates,
     input_id_for,
     mcp_specs,
     prompt_text,
-    tool_update,
     transcript_updates,
+    turn_usage,
 )
 
 __all__ = ["TetherAgent", "cmd_acp"]
@@ -84,13 +85,13 @@ class _Session:
         self.sid, self.cwd, self.stream = sid, cwd, stream
         self.own_inputs: set[str] = set()
         self.calls: dict[str, tuple[str, str]] = {}  # ACP call id → (tool, arguments)
-        self.asking: dict[str, asyncio.Task[None]] = {}
         self.completed: dict[str, dict[str, Any]] = {}  # admission → message.complete
         self.arrived = asyncio.Event()
         self.running: str | None = None  # the admission of this editor's prompt
         self.follower: asyncio.Task[None] | None = None
         #: the sandbox mode the editor chose for its prompts (None: the configured one)
         self.sandbox: str | None = None
+        self.plan = DelegationPlan()
 
 
 class TetherAgent:
@@ -101,9 +102,14 @@ class TetherAgent:
         self._editor: Any = None
         self._sessions: dict[str, _Session] = {}
         self._settings: Settings | None = None
+        self._asking = Asking()
 
     def on_connect(self, conn: Any) -> None:
-        self._editor = conn
+        self._editor = self._asking.editor = conn
+
+    def observe(self, event: Any) -> None:
+        """Every message on the editor's connection passes here (run_agent's observer)."""
+        self._asking.observe(event)
 
     async def _client(self) -> TetherClient:
         if self._tether is None:
@@ -111,6 +117,7 @@ class TetherAgent:
                 self._tether = await TetherClient.connect(self._home)
                 # a viewer: an owner stopped on purpose (`tether stop`) stays stopped
                 self._tether.keep_owner_stopped = True
+                self._asking.tether = self._tether
             except OwnerUnavailable as exc:
                 raise error_for(exc) from None
         return self._tether
@@ -190,7 +197,7 @@ class TetherAgent:
         s.sandbox = old.sandbox if old is not None else None
         await self._attach_mcp(session_id, mcp_servers)
         for prompt in (s.stream.snapshot or {}).get("approvals") or []:
-            self._ask(s, prompt)
+            self._asking.ask(s.sid, s.cwd, prompt, s.calls)
         settings = await self._owner_settings()
         return LoadSessionResponse(config_options=settings.options(s.sandbox),
                                    modes=settings.modes(s.sandbox))
@@ -231,8 +238,7 @@ class TetherAgent:
     async def _forget(self, s: _Session) -> None:
         if s.follower is not None:
             s.follower.cancel()
-        for task in s.asking.values():
-            task.cancel()
+        await self._asking.end_session(s.sid)
         s.stream.close()
 
     async def _session(self, sid: str) -> _Session:
@@ -258,42 +264,18 @@ class TetherAgent:
                 p.get("name", ""), p.get("arguments", ""))
         for update in event_updates(event, s.cwd, s.own_inputs):
             await self._editor.session_update(session_id=s.sid, update=update)
+        if (plan := s.plan.on_event(event)) is not None:
+            await self._editor.session_update(session_id=s.sid, update=plan)
         if kind == "approval.requested":
-            self._ask(s, {**p, "admission_id": event.get("admission_id")})
-        elif kind == "approval.resolved":
-            task = s.asking.pop(p.get("approval_id", ""), None)
-            if task is not None:
-                task.cancel()  # answered elsewhere, timed out or cancelled
+            self._asking.ask(s.sid, s.cwd, {**p, "admission_id": event.get("admission_id")},
+                             s.calls)
+        elif kind == "approval.resolved":  # answered elsewhere, timed out or cancelled
+            await self._asking.end(p.get("approval_id", ""))
         elif kind == "message.complete":
             if len(s.completed) > 64:  # other viewers' turns nobody here waits for
                 s.completed.pop(next(iter(s.completed)))
             s.completed[p.get("admission_id", "")] = p
             s.arrived.set()
-
-    def _ask(self, s: _Session, prompt: dict[str, Any]) -> None:
-        approval_id = prompt["approval_id"]
-        if approval_id not in s.asking:
-            task = asyncio.create_task(self._permission(s, prompt))
-            s.asking[approval_id] = task
-            task.add_done_callback(lambda t: s.asking.pop(approval_id, None))
-
-    async def _permission(self, s: _Session, prompt: dict[str, Any]) -> None:
-        key = call_id(prompt.get("admission_id"), prompt["call_id"])
-        name, arguments = s.calls.get(key, (prompt.get("tool", ""), ""))
-        call = tool_update(key, name, arguments, s.cwd)
-        call.title = f"{call.title} — {prompt.get('why', '')}".strip(" —")
-        answer = await self._editor.request_permission(
-            session_id=s.sid, tool_call=call, options=PERMISSION_OPTIONS)
-        outcome = answer.outcome
-        if getattr(outcome, "outcome", None) != "selected" or outcome.option_id not in DECISIONS:
-            return  # the editor cancelled the request: the turn's cancel settles it
-        assert self._tether is not None
-        try:
-            await self._tether.call("approval.respond", session_id=s.sid,
-                                    approval_id=prompt["approval_id"],
-                                    decision=outcome.option_id, reason=None)
-        except RpcError as exc:
-            log.info("approval %s: %s", prompt["approval_id"], exc.detail)
 
     # -- prompts ---------------------------------------------------------------
 
@@ -312,6 +294,7 @@ class TetherAgent:
             raise error_for(exc) from None
         aid = receipt["admission_id"]
         s.running = aid
+        usage = None
         try:
             while aid not in s.completed and receipt["status"] != "terminal":
                 s.arrived.clear()
@@ -323,10 +306,12 @@ class TetherAgent:
             if receipt["status"] != "terminal":
                 receipt = await client.resilient(
                     lambda: client.receipt(session_id, admission_id=aid))
+            usage = turn_usage((s.completed.get(aid) or {}).get("usage"))
         finally:
             s.running = None
             s.completed.pop(aid, None)
-        return PromptResponse(stop_reason=_STOP.get(receipt.get("outcome") or "", "end_turn"))
+        return PromptResponse(stop_reason=_STOP.get(receipt.get("outcome") or "", "end_turn"),
+                              usage=usage)
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         s = self._sessions.get(session_id)
@@ -390,7 +375,8 @@ def cmd_acp(args: Any) -> int:
 
     async def serve() -> None:
         try:
-            await run_agent(agent)  # type: ignore[arg-type]  # structural, partial Agent
+            await run_agent(agent,  # type: ignore[arg-type]  # structural, partial Agent
+                            observers=[agent.observe])
         finally:
             await agent.close()
 

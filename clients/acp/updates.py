@@ -1,6 +1,6 @@
 """tether's events and transcript as ACP ``session/update`` notifications.
 
-Pure functions (no I/O) used by acp_agent.py: a live event becomes zero or
+Pure functions (no I/O) used by agent.py: a live event becomes zero or
 more updates; a stored transcript (session/load) becomes the updates that
 replay it. A tool call's ACP id is ``<admission_id>/<call_id>`` (a model's call
 ids repeat from turn to turn). Tool calls carry a kind, a title, the paths they
@@ -14,14 +14,14 @@ from typing import Any
 
 import orjson
 from acp import RequestError, helpers
-from acp.schema import PermissionOption, ToolCallLocation, ToolCallUpdate
+from acp.schema import PermissionOption, ToolCallLocation, ToolCallUpdate, Usage
 
 from tether.rpc.errors import RpcError
 
 from ..library.client import OwnerUnavailable, new_input_id
 
 __all__ = ["input_id_for", "error_for", "event_updates", "transcript_updates", "call_id", "tool_update", "PERMISSION_OPTIONS",
-           "DECISIONS", "prompt_text", "mcp_specs"]
+           "DECISIONS", "prompt_text", "mcp_specs", "turn_usage"]
 
 _KINDS = {"terminal": "execute", "process": "execute", "read_file": "read", "list_dir": "read",
           "write_file": "edit", "edit_file": "edit", "search_files": "search",
@@ -248,6 +248,17 @@ def input_id_for(session_id: str, message_id: Any) -> str:
 
         return "in_acp_" + hashlib.sha256(f"{session_id}\0{message_id}".encode()).hexdigest()[:32]
     return new_input_id()
+
+
+def turn_usage(usage: Any) -> Usage | None:
+    """A turn's tokens (message.complete's ``usage``) as a prompt response's."""
+    if not isinstance(usage, dict) or not usage.get("total_tokens"):
+        return None
+    return Usage(total_tokens=int(usage.get("total_tokens") or 0),
+                 input_tokens=int(usage.get("prompt_tokens") or 0),
+                 output_tokens=int(usage.get("completion_tokens") or 0),
+                 thought_tokens=usage.get("reasoning_tokens") or None,
+                 cached_read_tokens=usage.get("cached_tokens") or None)
 
 
 def error_for(exc: BaseException) -> RequestError:

@@ -2,7 +2,10 @@
 
 - server.py: `McpServer`, one server's connection (stdio or streamable HTTP),
   started on first need, started again when it stops, closed at shutdown;
-- results.py: a tool result as the model reads it; tool names;
+- results.py: a tool result (and a resource's contents) as the model reads it;
+  tool names;
+- resources.py: a server's resources as two more tools for the model, and its
+  resources, templates and prompts as mcp.resources lists them;
 - manager.py: `McpManager`, every server's tools as the owner offers them, the
   approval check of each call, and the mcp.* methods.
 

@@ -26,6 +26,7 @@ from ..config.core import ConfigError, McpConfig, McpServerConfig, mcp_server
 from ..config.turn import shown_url
 from ..engine.tools import Tool, ToolContext
 from ..toolsets.sandbox import Sandbox
+from .resources import listing, resource_tools
 from .results import render, tool_name
 from .server import McpServer, Unavailable
 
@@ -135,8 +136,8 @@ class McpManager:
         await asyncio.gather(*(s.ensure() for s in servers if not s.start_failed))
         out: dict[str, Tool] = {}
         for server in servers:
-            for mcp_tool in server.tools:
-                tool = self._tool(server, mcp_tool)
+            for tool in [*(self._tool(server, t) for t in server.tools),
+                         *self._resource_tools(server)]:
                 out.setdefault(tool.name, tool)
             if server.state != "ready":
                 stand_in = self._stand_in(server)
@@ -144,9 +145,21 @@ class McpManager:
         return out
 
     def _tool(self, server: McpServer, mcp_tool: Any) -> Tool:
-        name = tool_name(server.name, mcp_tool.name)
         original = mcp_tool.name
         limit, media = self._limit, self._media
+
+        async def call(args: dict[str, Any], ctx: ToolContext) -> str:
+            result = await server.call(original, args, _progress(ctx, tool_name(server.name,
+                                                                                original)))
+            return render(server.name, original, result, media, limit)[0]
+
+        description = (mcp_tool.description or mcp_tool.title or original).strip()
+        return self._gated(server, tool_name(server.name, original), description,
+                           _schema(mcp_tool.input_schema), call)
+
+    def _gated(self, server: McpServer, name: str, description: str,
+               parameters: dict[str, Any], call: Callable[..., Awaitable[str]]) -> Tool:
+        """A tool of ``server`` that asks the approval check before ``call``."""
 
         async def run(args: dict[str, Any], ctx: ToolContext) -> str:
             from mcp import MCPError
@@ -164,18 +177,25 @@ class McpManager:
                 return _error(f"the MCP tool was not called: {verdict.reason}", denied=True,
                               approval_id=verdict.approval_id)
             try:
-                result = await server.call(original, args, _progress(ctx, name))
+                return await call(args, ctx)
             except Unavailable as exc:
                 return _error(str(exc), unavailable=True)
             except MCPError as exc:
                 return _error(f"the MCP server {server.name!r} refused the call: "
                               f"{exc.message}")
-            text, _failed = render(server.name, original, result, media, limit)
-            return text
 
-        description = (mcp_tool.description or mcp_tool.title or original).strip()
-        return Tool(name=name, toolset="mcp", run=run, parameters=_schema(mcp_tool.input_schema),
+        return Tool(name=name, toolset="mcp", run=run, parameters=parameters,
                     description=f"[MCP server {server.name}] {description}"[:4000])
+
+    def _resource_tools(self, server: McpServer) -> list[Tool]:
+        limit, media = self._limit, self._media
+        out = []
+        for name, description, parameters, read in resource_tools(server):
+            async def call(args: dict[str, Any], ctx: ToolContext, read: Any = read) -> str:
+                return str(await read(args, media, limit))
+
+            out.append(self._gated(server, name, description, parameters, call))
+        return out
 
     def _stand_in(self, server: McpServer) -> Tool:
         async def run(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -210,7 +230,7 @@ class McpManager:
 
 def mcp_handlers(manager: McpManager, session_exists: Callable[[str], Awaitable[bool]],
                  ) -> Callable[[Dispatcher], None]:
-    """What registers mcp.list, mcp.tools and mcp.attach on a dispatcher."""
+    """What registers mcp.list, mcp.tools, mcp.resources and mcp.attach on a dispatcher."""
     from tether.rpc import models_mcp as m
 
     def register(d: Dispatcher) -> None:
@@ -218,16 +238,35 @@ def mcp_handlers(manager: McpManager, session_exists: Callable[[str], Awaitable[
         async def list_(p: m.McpListParams, call: Any) -> dict[str, Any]:
             return {"servers": manager.describe_all(), "now": time.time()}
 
-        @d.register("mcp.tools")
-        async def tools(p: m.McpToolsParams, call: Any) -> dict[str, Any]:
-            server = manager.servers.get(p.server)
+        async def started(name: str) -> McpServer:
+            server = manager.servers.get(name)
             if server is None:
                 known = ", ".join(manager.servers) or "none is configured"
-                raise InvalidParams(f"no MCP server {p.server!r} (known: {known})",
+                raise InvalidParams(f"no MCP server {name!r} (known: {known})",
                                     fields=[{"loc": "server", "msg": "unknown MCP server",
                                              "type": "value_error"}])
             await server.ensure(now=True)  # asked by a person: backoff or not
-            return manager.describe(server)
+            return server
+
+        @d.register("mcp.tools")
+        async def tools(p: m.McpToolsParams, call: Any) -> dict[str, Any]:
+            return manager.describe(await started(p.server))
+
+        @d.register("mcp.resources")
+        async def resources(p: m.McpResourcesParams, call: Any) -> dict[str, Any]:
+            server = await started(p.server)
+            out: dict[str, Any] = {"server": server.name, "state": server.state,
+                                   "error": server.error, "resources": [], "templates": [],
+                                   "prompts": []}
+            if server.state == "ready":
+                from mcp import MCPError
+
+                try:
+                    out.update(await listing(server))
+                except (Unavailable, MCPError) as exc:
+                    out["error"] = str(exc)
+                    out["state"] = server.state
+            return out
 
         @d.register("mcp.attach")
         async def attach(p: m.McpAttachParams, call: Any) -> dict[str, Any]:

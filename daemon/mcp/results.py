@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["render", "tool_name", "NAME_CHARS"]
+__all__ = ["render", "render_contents", "tool_name", "NAME_CHARS"]
 
 #: what a tool name may hold on the OpenAI API (and at most 64 of them)
 NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
@@ -86,3 +86,15 @@ def render(server: str, tool: str, result: Any, media: Path, limit: int) -> tupl
     first = (text.strip().splitlines() or [""])[0]
     out["summary"] = (("error: " if result.is_error else "") + first)[:120]
     return orjson.dumps(out).decode(), bool(result.is_error)
+
+
+def render_contents(contents: list[Any], media: Path) -> str:
+    """A resource's contents (resources/read) as text: text as is, under its URI
+    when there are several; binary saved under ``media`` and named."""
+    parts = []
+    for c in contents:
+        text = getattr(c, "text", None)
+        body = text if text is not None else _save(media, getattr(c, "blob", ""),
+                                                   c.mime_type or "application/octet-stream")
+        parts.append(body if len(contents) == 1 else f"[resource {c.uri}]\n{body}")
+    return "\n".join(parts)

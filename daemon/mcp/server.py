@@ -26,14 +26,16 @@ import logging
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..config.core import McpServerConfig
 from ..toolsets.sandbox import Sandbox
 
-__all__ = ["McpServer", "Unavailable", "expand"]
+__all__ = ["McpServer", "Unavailable", "allowed", "expand"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("tether.mcp")
 
@@ -61,7 +63,7 @@ def _why(exc: BaseException) -> str:
     return text[:300]
 
 
-def _allowed(name: str, allow: tuple[str, ...], deny: tuple[str, ...]) -> bool:
+def allowed(name: str, allow: tuple[str, ...], deny: tuple[str, ...]) -> bool:
     import fnmatch
 
     if any(fnmatch.fnmatchcase(name, p) for p in deny):
@@ -82,6 +84,8 @@ class McpServer:
         self.error: str | None = None
         self.retry_at: float | None = None  # wall clock, for showing
         self.tools: list[Any] = []  # mcp Tool objects the config lets through
+        #: what the server said it offers (tools, resources, prompts), once started
+        self.capabilities: Any = None
         self.protocol: str | None = None
         self.starts = 0
         self._env = env
@@ -277,6 +281,7 @@ class McpServer:
                         ready.set_exception(RuntimeError("it was stopped while starting"))
                     return
                 self.tools, self._client = tools, client
+                self.capabilities = client.server_capabilities
                 ready.set_result(None)
                 listener = None
                 caps = client.server_capabilities.tools
@@ -313,7 +318,7 @@ class McpServer:
                 break
         self._stale = False
         return [t for t in tools
-                if _allowed(t.name, self.config.tools_allow, self.config.tools_deny)]
+                if allowed(t.name, self.config.tools_allow, self.config.tools_deny)]
 
     async def _relist(self) -> None:
         client = self._client
@@ -350,6 +355,15 @@ class McpServer:
     async def call(self, tool: str, args: dict[str, Any], progress: Any = None) -> Any:
         """The tool's CallToolResult; Unavailable when the server is down or went
         down during the call; an MCPError for an error the server answered."""
+        timeout = self.config.timeout_seconds
+        return await self.request(
+            lambda c: c.call_tool(tool, args, read_timeout_seconds=timeout,
+                                  progress_callback=progress), "the tool may or may not have run")
+
+    async def request(self, ask: Callable[[Any], Awaitable[T]], unsure: str = "") -> T:
+        """``ask(client)`` on the open connection, bounded by timeout_seconds;
+        Unavailable when the server is down or went down meanwhile (``unsure``: what
+        that leaves unknown); an MCPError for an error the server answered."""
         from mcp import MCPError
         from mcp_types import CONNECTION_CLOSED
 
@@ -358,9 +372,7 @@ class McpServer:
             raise Unavailable(self.why_unavailable())
         timeout = self.config.timeout_seconds
         try:
-            return await asyncio.wait_for(
-                client.call_tool(tool, args, read_timeout_seconds=timeout,
-                                 progress_callback=progress), timeout + 5)
+            return await asyncio.wait_for(ask(client), timeout + 5)
         except TimeoutError:
             raise Unavailable(f"the MCP server {self.name!r} did not answer within "
                               f"{timeout:g} s (mcp.servers.{self.name}.timeout_seconds)") from None
@@ -375,5 +387,6 @@ class McpServer:
                 self._died(f"its connection failed: {_why(exc)}")
             else:
                 raise
-        raise Unavailable(f"the MCP server {self.name!r} stopped during the call (the tool "
-                          "may or may not have run); tether starts it again for the next call")
+        raise Unavailable(f"the MCP server {self.name!r} stopped during the call"
+                          f"{' (' + unsure + ')' if unsure else ''}; tether starts it again "
+                          "for the next call")

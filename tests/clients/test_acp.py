@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from acp import RequestError, spawn_agent_process, text_block
+from acp.connection import StreamDirection, StreamEvent
 from acp.schema import (
     AllowedOutcome,
     DeniedOutcome,
@@ -33,8 +34,21 @@ class Editor:
     def __init__(self, answer: str | None = "once") -> None:
         self.updates: list[tuple[str, Any]] = []
         self.asked: list[Any] = []
-        self.answer = answer  # None: never answers (someone else will)
+        #: None: answers only when the agent withdraws the request, and then "deny"
+        self.answer = answer
         self.changed = asyncio.Event()
+        self.request_ids: dict[str, Any] = {}  # tool call id → its request's JSON-RPC id
+        self.withdrawn: dict[Any, asyncio.Event] = {}  # request ids of $/cancel_request
+
+    def observe(self, event: StreamEvent) -> None:
+        """The raw messages from the agent (the package routes no $/cancel_request)."""
+        msg = event.message
+        if event.direction is not StreamDirection.INCOMING:
+            return
+        if msg.get("method") == "session/request_permission":
+            self.request_ids[msg["params"]["toolCall"]["toolCallId"]] = msg["id"]
+        elif msg.get("method") == "$/cancel_request":
+            self.withdrawn.setdefault(msg["params"]["requestId"], asyncio.Event()).set()
 
     async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
         self.updates.append((session_id, update))
@@ -45,7 +59,12 @@ class Editor:
         self.asked.append((tool_call, [o.option_id for o in options]))
         self.changed.set()
         if self.answer is None:
-            await asyncio.Event().wait()
+            # the dialog stays open until the agent withdraws it; the person then
+            # clicks anyway (an answer after someone else's)
+            request_id = self.request_ids[tool_call.tool_call_id]
+            await self.withdrawn.setdefault(request_id, asyncio.Event()).wait()
+            return RequestPermissionResponse(
+                outcome=AllowedOutcome(outcome="selected", option_id="deny"))
         if self.answer == "cancel":
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(
@@ -70,7 +89,7 @@ class Editor:
 @contextlib.asynccontextmanager
 async def adapter(home: Path, editor: Editor) -> AsyncIterator[tuple[Any, Any]]:
     async with spawn_agent_process(editor, sys.executable, "-m", "tether.clients.cli", "acp",
-                                   env=clean_env(home),
+                                   env=clean_env(home), observers=[editor.observe],
                                    transport_kwargs={"stderr": None}) as (conn, proc):
         init = await asyncio.wait_for(conn.initialize(protocol_version=1), 60)
         assert init.agent_capabilities.load_session is True
@@ -119,7 +138,7 @@ async def test_new_prompt_permission_edit_and_cancel(tmp_path, reap_owners):
                               and "sleep 30" in u.title)
             await conn.cancel(session_id=sid)
             cancelled = await asyncio.wait_for(slow, 60)
-            # a prompt answered elsewhere first: the editor's request is left behind
+            # a prompt answered elsewhere first: the agent withdraws the editor's request
             editor.answer = None
             elsewhere = asyncio.create_task(conn.prompt(session_id=sid,
                                                         prompt=[text_block("elsewhere")]))
@@ -130,7 +149,10 @@ async def test_new_prompt_permission_edit_and_cancel(tmp_path, reap_owners):
                     await asyncio.sleep(0.05)
                 await peer.result("approval.respond", session_id=sid, decision="once",
                                   approval_id=pending[0]["approval_id"])
-            other = await asyncio.wait_for(elsewhere, 60)
+                other = await asyncio.wait_for(elsewhere, 60)
+                # the editor's "deny", given after the dialog was withdrawn, changed nothing
+                await asyncio.sleep(0.3)
+                left = (await peer.result("approval.list"))["approvals"]
     assert made.stop_reason == "end_turn" and (work / "made-by-agent").exists()
     assert again.stop_reason == "end_turn" and makes == 2  # two model calls, one turn
     call, options = editor.asked[0]
@@ -151,6 +173,13 @@ async def test_new_prompt_permission_edit_and_cancel(tmp_path, reap_owners):
     assert cancelled.stop_reason == "cancelled"
     assert other.stop_reason == "end_turn" and (work / "answered-elsewhere").exists()
     assert len(editor.asked) == 2  # sleep was allowed by a rule: no prompt
+    # the second dialog was withdrawn by its own request id ($/cancel_request)
+    withdrawn_call = editor.asked[1][0].tool_call_id
+    assert "answered-elsewhere" in editor.asked[1][0].title
+    assert editor.request_ids[withdrawn_call] in editor.withdrawn
+    assert editor.request_ids[editor.asked[0][0].tool_call_id] not in editor.withdrawn
+    assert left == []
+    assert tool_results(model, "elsewhere")[0]["exit_code"] == 0
     assert tool_results(model, "make")[0]["exit_code"] == 0
 
 
@@ -284,3 +313,28 @@ async def test_the_editor_may_tighten_the_sandbox_but_not_loosen_it_nor_approval
     assert (work / "written-again").exists()
     assert [u.current_mode_id for u in editor.of("current_mode_update")] == ["read-only"]
     assert editor.of("config_option_update")
+
+
+async def test_delegations_show_as_the_plan_and_a_turn_reports_its_tokens(
+        tmp_path, reap_owners):
+    model = ScriptedModel({"split": [("delegate_task", {"tasks": [
+        {"goal": "count the apples"}, {"goal": "count the pears"}]})]})
+    with FakeProvider(model) as provider:
+        home, work = setup(tmp_path, provider.url)
+        reap_owners(home)
+        editor = Editor("once")
+        async with adapter(home, editor) as (conn, proc):
+            sid = (await conn.new_session(cwd=str(work), mcp_servers=[])).session_id
+            done = await asyncio.wait_for(
+                conn.prompt(session_id=sid, prompt=[text_block("split the work")]), 60)
+            # the helpers run in the background; the plan follows them to their end
+            await editor.wait(lambda u: u.session_update == "plan" and u.entries
+                              and all(e.status == "completed" for e in u.entries))
+    plans = [[(e.content, e.status) for e in u.entries] for u in editor.of("plan")]
+    goals = ["count the apples", "count the pears"]
+    assert plans[0] == [(g, "pending") for g in goals]
+    assert any(("count the apples", "in_progress") in p for p in plans)
+    assert plans[-1] == [(g, "completed") for g in goals]
+    assert done.stop_reason == "end_turn"
+    assert done.usage is not None and done.usage.total_tokens > 0
+    assert done.usage.input_tokens + done.usage.output_tokens == done.usage.total_tokens

@@ -7,6 +7,8 @@ image), ``fail`` (an error result), ``whoami`` (what the server can see),
 ``grow`` (adds the tool ``double`` and says the list changed), ``count``
 (reports progress), ``die`` (the process exits mid-call), ``reach`` (tries to
 read and write files and says what happened: what a sandbox lets through).
+Resources: ``demo://readme`` (text), ``demo://pixel`` (a PNG), ``demo://secret``,
+the template ``demo://greeting/{name}``; a prompt: ``review(code, style?)``.
 """
 
 from __future__ import annotations
@@ -96,6 +98,32 @@ def reach(read: list[str], write: list[str]) -> dict[str, str]:
         except OSError as exc:
             out[f"write {path}"] = type(exc).__name__
     return out
+
+
+@server.resource("demo://readme", name="readme", description="What the demo is.",
+                 mime_type="text/plain")
+def readme() -> str:
+    return "The demo server, for tether's tests."
+
+
+@server.resource("demo://pixel", name="pixel", mime_type="image/png")
+def pixel_resource() -> bytes:
+    return PNG
+
+
+@server.resource("demo://secret", name="secret", mime_type="text/plain")
+def secret() -> str:
+    return "the secret resource"
+
+
+@server.resource("demo://greeting/{name}", name="greeting", description="A greeting.")
+def greeting(name: str) -> str:
+    return f"hello, {name}"
+
+
+@server.prompt(description="Ask for a review of some code.")
+def review(code: str, style: str = "terse") -> str:
+    return f"Review this code ({style}):\n{code}"
 
 
 @server.tool()

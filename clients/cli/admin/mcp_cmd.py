@@ -1,8 +1,10 @@
-"""``tether mcp list | tools NAME | add NAME ... | rm NAME``: the owner's MCP servers.
+"""``tether mcp list | tools NAME | resources NAME | add NAME ... | rm NAME``: the
+owner's MCP servers.
 
-``list`` and ``tools`` ask the owner (starting it when none runs): ``list``
-shows every configured server's state without starting any; ``tools NAME``
-starts that server if needed and lists its tools as the model sees them.
+``list``, ``tools`` and ``resources`` ask the owner (starting it when none
+runs): ``list`` shows every configured server's state without starting any;
+``tools NAME`` starts that server if needed and lists its tools as the model
+sees them; ``resources NAME`` its resources, resource templates and prompts.
 ``add`` and ``rm`` edit ``mcp.servers`` in config.yaml (checked as the owner
 would read it; a change the owner would refuse is refused and nothing is
 written); a running owner keeps the servers it started with until it restarts.
@@ -24,15 +26,17 @@ __all__ = ["cmd_mcp", "add_mcp_parser"]
 
 
 def add_mcp_parser(command: Any) -> None:
-    p = command("mcp", "MCP servers: list (their state), tools NAME, add NAME, rm NAME",
+    p = command("mcp", "MCP servers: list (their state), tools NAME, resources NAME, add NAME, "
+                "rm NAME",
                 description=(
                     "MCP servers give the agent their tools as mcp__<server>__<tool>. "
                     "`list` and `tools` ask the owner; `add` and `rm` edit config.yaml. "
                     "Examples: tether mcp add github --env GITHUB_TOKEN='${GITHUB_TOKEN}' -- "
                     "npx -y @modelcontextprotocol/server-github; tether mcp add docs --url "
                     "https://example.com/mcp --header 'Authorization=Bearer ${DOCS_TOKEN}'"))
-    p.add_argument("action", choices=("list", "tools", "add", "rm"))
-    p.add_argument("name", nargs="?", metavar="NAME", help="the server (tools, add, rm)")
+    p.add_argument("action", choices=("list", "tools", "resources", "add", "rm"))
+    p.add_argument("name", nargs="?", metavar="NAME",
+                   help="the server (tools, resources, add, rm)")
     p.add_argument("server_command", nargs="*", metavar="COMMAND",
                    help="add: the command and its arguments (after --) of a stdio server")
     p.add_argument("--url", help="add: the URL of a streamable-HTTP server")
@@ -49,7 +53,7 @@ def add_mcp_parser(command: Any) -> None:
     p.add_argument("--no-sandbox", action="store_true",
                    help="add: run the stdio server as your user, outside the sandbox "
                         "(sandbox: false; an escalation: it can read and write all you can)")
-    p.add_argument("--json", action="store_true", help="list, tools: print JSON")
+    p.add_argument("--json", action="store_true", help="list, tools, resources: print JSON")
     p.set_defaults(func=cmd_mcp)
 
 
@@ -62,7 +66,7 @@ def _home(args: Any) -> Path:
 
 def cmd_mcp(args: Any) -> int:
     home = _home(args)
-    if args.action in ("tools", "add", "rm") and not args.name:
+    if args.action in ("tools", "resources", "add", "rm") and not args.name:
         raise CliError(EXIT_USAGE, "usage", f"tether mcp {args.action} NAME",
                        "`tether mcp list` shows the configured servers")
     if args.action != "add" and (args.server_command or args.url or args.env or args.header):
@@ -81,6 +85,9 @@ async def _ask(home: Path, args: Any) -> int:
     from ...library.remote import connect_owner
 
     async with await connect_owner(home) as client:
+        if args.action == "resources":
+            return _show_resources(await client.call("mcp.resources", server=args.name),
+                                   args.json)
         if args.action == "list":
             out = await client.call("mcp.list")
             servers = out["servers"]
@@ -115,6 +122,24 @@ def _show(s: dict[str, Any], *, with_tools: bool) -> None:
     if with_tools:
         for t in s["tools"]:
             print(f"  {t['name']}: {shorten(t['description'], 100)}")
+
+
+def _show_resources(r: dict[str, Any], as_json: bool) -> int:
+    if as_json:
+        print(orjson.dumps(r).decode())
+    else:
+        print(f"{r['server']}: {r['state']}" + (f", error: {shorten(r['error'], 400)}"
+                                                if r.get("error") else ""))
+        for res in r["resources"]:
+            print(f"  resource {res['uri']}  {res['name']}"
+                  f"{'  ' + shorten(res['description'], 80) if res.get('description') else ''}")
+        for t in r["templates"]:
+            print(f"  template {t['uri_template']}  {t['name']}")
+        for pr in r["prompts"]:
+            names = ", ".join(a["name"] + ("" if a["required"] else "?") for a in pr["arguments"])
+            print(f"  prompt   {pr['name']}({names})"
+                  f"{'  ' + shorten(pr['description'], 80) if pr.get('description') else ''}")
+    return EXIT_OK if r["state"] == "ready" and not r.get("error") else EXIT_TURN
 
 
 def _pairs(values: list[str], flag: str) -> dict[str, str]:

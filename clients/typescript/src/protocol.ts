@@ -88,6 +88,12 @@ McpAttachParams?: McpAttachParams
 McpAttachResult?: McpAttachResult
 McpListParams?: McpListParams
 McpListResult?: McpListResult
+McpPromptArgument?: McpPromptArgument
+McpPromptInfo?: McpPromptInfo
+McpResourceInfo?: McpResourceInfo
+McpResourceTemplateInfo?: McpResourceTemplateInfo
+McpResourcesParams?: McpResourcesParams
+McpResourcesResult?: McpResourcesResult
 McpServerInfo?: McpServerInfo
 McpServerSpec?: McpServerSpec
 McpToolInfo?: McpToolInfo
@@ -1366,6 +1372,43 @@ export interface McpListResult {
 servers: McpServerInfo[]
 now: number
 }
+export interface McpPromptArgument {
+name: string
+description: (string | null)
+required: boolean
+}
+export interface McpPromptInfo {
+name: string
+description: (string | null)
+arguments: McpPromptArgument[]
+}
+export interface McpResourceInfo {
+uri: string
+name: string
+description: (string | null)
+mime_type: (string | null)
+}
+export interface McpResourceTemplateInfo {
+uri_template: string
+name: string
+description: (string | null)
+mime_type: (string | null)
+}
+export interface McpResourcesParams {
+server: string
+}
+/**
+ * A server's resources, resource templates and prompts (empty lists for what it
+ * does not offer; at most 500 of each).
+ */
+export interface McpResourcesResult {
+server: string
+state: string
+error: (string | null)
+resources: McpResourceInfo[]
+templates: McpResourceTemplateInfo[]
+prompts: McpPromptInfo[]
+}
 export interface McpToolsParams {
 server: string
 }
@@ -2066,6 +2109,8 @@ export interface Methods {
   "mcp.tools": { params: McpToolsParams; result: McpServerInfo };
   /** Give one session MCP servers of the caller's (an editor's); Unix socket only. */
   "mcp.attach": { params: McpAttachParams; result: McpAttachResult };
+  /** Start one MCP server if it is not running, and list its resources and prompts. */
+  "mcp.resources": { params: McpResourcesParams; result: McpResourcesResult };
   /** Find sessions by id prefix, or the most recently active top-level one (last). */
   "session.lookup": { params: SessionLookupParams; result: SessionLookupResult };
   /** Copy a session's history up to a seq (its turns ended by then, compactions included) into a new session; the original is untouched. */
