@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep state in this postgresql:// database, as one node of a "
                              "fleet (default: store.url in config.yaml, $TETHER_STORE, else "
                              "state.db in the home)")
-    # how a client starts an owner (clients/discovery.py): stderr is its pipe until ready
+    # how a client starts an owner (clients/library/discovery.py): stderr is its pipe until ready
     parser.add_argument("--detached", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     home = Home(resolve_home(args.home))

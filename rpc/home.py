@@ -3,7 +3,7 @@
 A home holds ``config.yaml``, ``state.db`` (+WAL), ``daemon.lock``, ``daemon.json``
 (the descriptor), ``daemon.sock`` and ``logs/``. The owner creates and locks it
 (``tether.daemon.runtime.home``); a client finds the owner through the same paths
-(``tether.clients.discovery``). Both resolve the home with ``resolve_home``, and
+(``tether.clients.library.discovery``). Both resolve the home with ``resolve_home``, and
 agree on ``EXIT_OWNER_RUNNING``, the status by which an owner a client started
 says that the home already has one.
 

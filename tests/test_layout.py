@@ -3,7 +3,7 @@
 rpc and store are leaves; daemon imports rpc and store; bench (`tether bench`, not part of
 the owner) imports daemon; clients imports rpc only, except for the `serve`/`bench`/`config
 check`/`doctor` commands, which import daemon or bench lazily inside a function. Inside
-daemon, DAEMON_LAYERS fixes which subpackage may import which.
+daemon, DAEMON_LAYERS fixes which subpackage may import which; inside clients, CLIENT_LAYERS.
 """
 
 import ast
@@ -75,15 +75,17 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _module_graph() -> dict[str, set[str]]:
+def _module_graph(*, top_level_only: bool = False) -> dict[str, set[str]]:
     """Every module of the four packages → the modules of theirs it imports, at any
-    depth of the file (a function-level import is an edge too)."""
+    depth of the file (a function-level import is an edge too), or with
+    ``top_level_only`` only the imports a module runs when it is imported."""
     paths = {_module_name(p): p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in paths.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         edges: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in (tree.body if top_level_only else ast.walk(tree)):
             targets: list[str] = []
             if isinstance(node, ast.ImportFrom):
                 if node.level:
@@ -211,7 +213,17 @@ DAEMON_LAYERS: dict[str, set[str]] = {
     "transport": {"config", "runtime", "model", "ledger", "approvals", "engine", "toolsets",
                   "sessions", "http"},
 }
-#: most modules a daemon folder may hold before it should be split
+#: the clients' subpackages, each with the ones it may import (besides rpc); every
+#: subpackage's docstring says the same. cli reaches acp only inside `tether acp`.
+CLIENT_LAYERS: dict[str, set[str]] = {
+    "library": set(),
+    "tui": {"library"},
+    "acp": {"library"},
+    "cli": {"library", "tui", "acp"},
+}
+#: (importer, imported) pairs allowed only inside a function, never at import time
+CLIENT_LAZY_ONLY = {("cli", "acp")}
+#: most modules a daemon or clients folder may hold before it should be split
 MAX_FOLDER_MODULES = 15
 
 
@@ -250,7 +262,7 @@ def test_the_layers_have_no_cycle_and_each_package_says_its_rule():
 
 
 def test_no_folder_holds_more_than_about_fifteen_modules():
-    for pkg in ("daemon",):
+    for pkg in ("daemon", "clients"):
         for folder in [ROOT / pkg, *(p for p in (ROOT / pkg).rglob("*") if p.is_dir())]:
             modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
             assert len(modules) <= MAX_FOLDER_MODULES, f"{folder.relative_to(ROOT)}: {len(modules)}"
@@ -284,3 +296,44 @@ def test_tools_do_not_import_delegation():
         assert not found, f"{module} imports delegation: {found}"
     assert _within("daemon.delegation.background", ("daemon.delegation",))
     assert not _within("daemon.delegationx", ("daemon.delegation",))
+
+
+def _client_package(module: str) -> str | None:
+    """The clients subpackage a module belongs to; None for the top level and others."""
+    parts = module.split(".")
+    if parts[0] != "clients" or len(parts) < 2:
+        return None
+    return parts[1] if (ROOT / "clients" / parts[1]).is_dir() else None
+
+
+def test_client_subpackages_import_in_one_direction():
+    folders = {p.name for p in (ROOT / "clients").iterdir()
+               if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(CLIENT_LAYERS), "a clients subpackage is missing from CLIENT_LAYERS"
+    assert not [p.name for p in (ROOT / "clients").glob("*.py") if p.name != "__init__.py"], \
+        "every client module lives in a subpackage"
+    eager = _module_graph(top_level_only=True)
+    for module, edges in _module_graph().items():
+        own = _client_package(module)
+        if own is None:
+            continue
+        for target in edges:
+            other = _client_package(target)
+            if other is None or other == own:
+                continue
+            assert other in CLIENT_LAYERS[own], f"{module} imports {target}: {own} → {other}"
+            if (own, other) in CLIENT_LAZY_ONLY:
+                assert target not in eager[module], f"{module} imports {target} at import time"
+    # the check can fail: the CLI does reach the library and the chat
+    graph = _module_graph()
+    assert "clients.library.client" in _reachable(graph, "clients.cli.commands")
+    assert "clients.tui.chat" in _reachable(graph, "clients.cli.commands")
+
+
+def test_each_client_package_says_its_rule():
+    layered = {f"clients.{k}": {f"clients.{v}" for v in vs} for k, vs in CLIENT_LAYERS.items()}
+    assert _cycles(layered) == []
+    for name in CLIENT_LAYERS:
+        init = ROOT / "clients" / name / "__init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        assert "May import" in doc, f"clients/{name}/__init__.py does not say what it may import"

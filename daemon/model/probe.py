@@ -116,7 +116,9 @@ def probe_streaming(base_url: str, api_key: str | None, model: str, configured: 
     import logging
 
     # the model client's warnings speak of an owner's turns; the probe says it itself
-    quiet = [logging.getLogger(f"tether.daemon.{name}") for name in ("provider", "stream_mode")]
+    from . import provider, stream_mode
+
+    quiet = [logging.getLogger(m.__name__) for m in (provider, stream_mode)]
     for logger in quiet:
         logger.disabled = True
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tether.clients.acp_plan import DelegationPlan
+from tether.clients.acp.plan import DelegationPlan
 
 
 def ev(kind: str, aid: str = "adm_1", **payload: Any) -> dict[str, Any]:

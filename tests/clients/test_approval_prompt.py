@@ -12,7 +12,7 @@ from harness import OwnerProcess, clean_env, db_rows, write_config
 from test_interactive_tty import Terminal
 from toolscript import ScriptedModel, tool_results
 
-from tether.clients.approval_prompt import parse_answer
+from tether.clients.tui.approval_prompt import parse_answer
 
 TOUCH = "touch made-by-agent"
 ASK = b"approve?"

@@ -9,8 +9,8 @@ from fakeprovider import FakeProvider
 from harness import OwnerProcess, Peer, write_config
 from toolscript import ScriptedModel, tool_results
 
-from tether.clients.approvals_cmd import match_pending
-from tether.clients.exits import CliError
+from tether.clients.cli.approvals_cmd import match_pending
+from tether.clients.library.exits import CliError
 
 TOUCH = "touch made-by-agent"
 

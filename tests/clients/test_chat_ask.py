@@ -15,9 +15,9 @@ from prompt_toolkit.application import create_app_session
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from tether.clients.client import TetherClient
-from tether.clients.interactive import Chat
-from tether.clients.plan import ChatPlan
+from tether.clients.library.client import TetherClient
+from tether.clients.tui.interactive import Chat
+from tether.clients.tui.plan import ChatPlan
 
 
 async def until(predicate, what: str, timeout: float = 20.0) -> None:

@@ -361,7 +361,7 @@ def test_a_long_paste_is_one_line_and_stays_out_of_the_history_and_model_is_name
 
 
 def test_pastes_collapse_and_expand():
-    from tether.clients.pastes import Pastes
+    from tether.clients.tui.pastes import Pastes
 
     p = Pastes()
     assert p.collapse("a\nb") == "a\nb"

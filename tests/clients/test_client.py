@@ -18,8 +18,8 @@ from clihelp import owner_pid, pid_alive
 from fakeprovider import FakeProvider, text_reply
 from harness import OwnerProcess, clean_env, db_rows, write_config
 
-from tether.clients import discovery
-from tether.clients.client import SessionStream, TetherClient
+from tether.clients.library import discovery
+from tether.clients.library.client import SessionStream, TetherClient
 from tether.rpc.errors import InvalidParams, NotFound
 from tether.rpc.protocol import PROTOCOL
 
@@ -173,7 +173,7 @@ async def test_no_autostart_reports_not_running(tmp_path):
 
 
 def test_a_session_request_id_fits_the_protocol_bound():
-    from tether.clients.chat import _session_request_id
+    from tether.clients.tui.chat import _session_request_id
     from tether.rpc.protocol import MAX_ID_CHARS
 
     assert _session_request_id("x" * 196) == "cli-" + "x" * 196
@@ -182,18 +182,19 @@ def test_a_session_request_id_fits_the_protocol_bound():
 
 
 def test_cli_import_path_is_lean():
-    code = ("import sys, tether.clients.cli, tether.clients.chat, tether.clients.client; "
+    code = ("import sys, tether.clients.cli.entry, tether.clients.tui.chat, "
+            "tether.clients.library.client; "
             "heavy = ('pydantic', 'httpx', 'yaml', 'tether.daemon', 'tether.rpc.models', "
             "'tether.store', 'platformdirs', 'prompt_toolkit', 'wcwidth', 'rich', "
-            "'markdown_it', 'pygments', 'tether.clients.interactive', "
-            "'tether.clients.markdown'); print([m for m in heavy if m in sys.modules])")
+            "'markdown_it', 'pygments', 'tether.clients.tui.interactive', "
+            "'tether.clients.tui.markdown'); print([m for m in heavy if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=clean_env(__import__("pathlib").Path("/nonexistent")), check=True)
     assert out.stdout.strip() == "[]", out
 
 
 async def test_tcp_listener_needs_a_token(tmp_path):
-    from tether.clients.discovery import OwnerUnavailable
+    from tether.clients.library.discovery import OwnerUnavailable
 
     home = tmp_path / "home"
     write_config(home)
@@ -210,7 +211,7 @@ async def test_tcp_listener_needs_a_token(tmp_path):
 
 
 def test_an_overflowing_inbox_becomes_a_replay_gap():
-    from tether.clients.connection import MAX_BUFFERED_EVENTS, Inbox
+    from tether.clients.library.connection import MAX_BUFFERED_EVENTS, Inbox
 
     inbox = Inbox("s")
     for seq in range(1, MAX_BUFFERED_EVENTS + 2):

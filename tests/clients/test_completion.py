@@ -9,7 +9,7 @@ import pytest
 from clihelp import CLI
 
 from tether.clients.cli import build_parser
-from tether.clients.completion import _subcommands
+from tether.clients.cli.completion import _subcommands
 
 
 def script(shell: str) -> str:

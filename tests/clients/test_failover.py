@@ -24,9 +24,9 @@ import pytest
 from fakeprovider import FakeProvider, Held, prompt_of, text_reply
 from harness import OwnerProcess, Peer, clean_env, until, write_config
 
-from tether.clients import client as client_module
-from tether.clients.client import TetherClient
-from tether.clients.nodes import Nodes, parse_urls
+from tether.clients.library import client as client_module
+from tether.clients.library.client import TetherClient
+from tether.clients.library.nodes import Nodes, parse_urls
 
 
 def answer(gate: threading.Event):

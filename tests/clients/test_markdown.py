@@ -13,7 +13,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tether.clients.markdown import MarkdownStream, render_markdown
+from tether.clients.tui.markdown import MarkdownStream, render_markdown
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 DOC = ("# Release notes\n\nThis is **bold** and `code`,\nover two lines.\n\n"

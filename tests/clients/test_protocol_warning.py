@@ -8,12 +8,12 @@ import warnings
 import pytest
 from websockets.asyncio.server import serve
 
-from tether.clients.client import TetherClient
-from tether.clients.connection import ProtocolMismatchWarning
+from tether.clients.library.client import TetherClient
+from tether.clients.library.connection import ProtocolMismatchWarning
 
 
 async def test_an_owner_of_another_protocol_is_warned_about_once(monkeypatch):
-    import tether.clients.connection as connection
+    import tether.clients.library.connection as connection
 
     monkeypatch.setattr(connection, "_warned", set())
     asked = []

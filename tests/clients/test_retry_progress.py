@@ -14,7 +14,7 @@ from harness import OwnerProcess, clean_env, write_config
 from test_chat_tty import ENTER, Chat, tty_env
 from test_interactive_tty import PROMPT, Screen
 
-from tether.clients.render import Renderer
+from tether.clients.tui.render import Renderer
 
 
 def test_retries_are_events_a_viewer_shows(tmp_path, run_cli):

@@ -18,7 +18,7 @@ import pytest
 from harness import OwnerProcess, Peer, clean_env, write_config
 from llamaserver import MODEL, missing
 
-from tether.clients.doctor import EXIT_CHECK_FAILED
+from tether.clients.cli.admin.doctor import EXIT_CHECK_FAILED
 
 pytestmark = [pytest.mark.skipif(missing() is not None, reason=str(missing())),
               pytest.mark.timeout(300)]

@@ -14,13 +14,13 @@ editor: close it mid-turn, the turn finishes in the owner; open it again
 - ``session/prompt`` → prompt.submit with an input id (from the editor's
   ``_meta.messageId`` when it sends one, else fresh), resubmitted with the same
   id if the owner connection drops; it returns when the admission ends;
-- every event of an open session → ``session/update`` (acp_updates.py);
+- every event of an open session → ``session/update`` (updates.py);
 - ``approval.requested`` → ``session/request_permission``; an answer given
   elsewhere first (``approval.resolved``) withdraws the editor's request
-  (acp_asking.py);
+  (asking.py);
 - ``session/cancel`` → prompt.cancel of the running prompt;
 - config options (and session modes) ``sandbox`` and ``approvals``
-  (acp_options.py): the editor may make this session's sandbox stricter,
+  (options.py): the editor may make this session's sandbox stricter,
   carried by each prompt.submit; approvals.mode is shown, not changeable.
 """
 
@@ -55,10 +55,11 @@ from acp.schema import (
 
 from tether.rpc.errors import RpcError
 
-from .acp_asking import Asking
-from .acp_options import APPROVALS, SANDBOX, Settings
-from .acp_plan import DelegationPlan
-from .acp_updates import (
+from ..library.client import OwnerUnavailable, TetherClient
+from .asking import Asking
+from .options import APPROVALS, SANDBOX, Settings
+from .plan import DelegationPlan
+from .updates import (
     call_id,
     error_for,
     event_updates,
@@ -68,7 +69,6 @@ from .acp_updates import (
     transcript_updates,
     turn_usage,
 )
-from .client import OwnerUnavailable, TetherClient
 
 __all__ = ["TetherAgent", "cmd_acp"]
 
@@ -364,8 +364,8 @@ def cmd_acp(args: Any) -> int:
     """Serve ACP on stdin/stdout until the editor closes them."""
     from tether.rpc.home import resolve_home
 
-    from .doctor import _version
-    from .exits import CONTEXT
+    from ..library.exits import CONTEXT
+    from ..library.version import installed_version as _version
 
     CONTEXT.home = home = resolve_home(args.home)
     # stdout is the protocol's: anything else goes to stderr (editors log it)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .exits import EXIT_OK, EXIT_OWNER, CliError
+from ...library.exits import EXIT_OK, EXIT_OWNER, CliError
 
 __all__ = ["fleet_status"]
 

@@ -14,8 +14,8 @@ import re
 import sys
 from typing import Any
 
-from .cli_help import add_examples
-from .exits import CONTEXT, EXIT_OK, EXIT_USAGE, CliError
+from ..library.exits import CONTEXT, EXIT_OK, EXIT_USAGE, CliError
+from .help import add_examples
 
 __all__ = ["add_cron_parser", "cmd_cron"]
 
@@ -176,7 +176,7 @@ def _params(args: Any) -> dict[str, Any]:
 
 
 async def _cron(home: Any, args: Any, params: dict[str, Any] | None) -> int:
-    from .remote import connect_owner
+    from ..library.remote import connect_owner
 
     async with await connect_owner(home) as client:
         match args.cron_command:
@@ -220,7 +220,7 @@ async def _run_now(client: Any, args: Any) -> int:
 
     import orjson
 
-    from .exits import receipt_exit, report
+    from ..library.exits import receipt_exit, report
 
     run = await client.call("cron.run", name=args.name)
     sid, aid = run["session_id"], run["admission_id"]
@@ -288,7 +288,7 @@ def _run_state(run: dict[str, Any], denied: int = 0) -> str:
 
 def _first_line(run: dict[str, Any]) -> str:
     """The run's answer, its first line with text (or its error)."""
-    from .render import shorten
+    from ..tui.render import shorten
 
     result = run.get("result") or {}
     text = result.get("error") or result.get("text") or ""

@@ -1,6 +1,6 @@
 """tether's events and transcript as ACP ``session/update`` notifications.
 
-Pure functions (no I/O) used by acp_agent.py: a live event becomes zero or
+Pure functions (no I/O) used by agent.py: a live event becomes zero or
 more updates; a stored transcript (session/load) becomes the updates that
 replay it. A tool call's ACP id is ``<admission_id>/<call_id>`` (a model's call
 ids repeat from turn to turn). Tool calls carry a kind, a title, the paths they
@@ -18,7 +18,7 @@ from acp.schema import PermissionOption, ToolCallLocation, ToolCallUpdate, Usage
 
 from tether.rpc.errors import RpcError
 
-from .client import OwnerUnavailable, new_input_id
+from ..library.client import OwnerUnavailable, new_input_id
 
 __all__ = ["input_id_for", "error_for", "event_updates", "transcript_updates", "call_id", "tool_update", "PERMISSION_OPTIONS",
            "DECISIONS", "prompt_text", "mcp_specs", "turn_usage"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Any, NamedTuple
 
-from .exits import EXIT_USAGE, CliError
+from ..library.exits import EXIT_USAGE, CliError
 
 __all__ = ["ChatPlan", "plan_chat", "turn_options", "RECEIPT_POLL_SECONDS"]
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .exits import CONTEXT, EXIT_OK, EXIT_USAGE, CliError
+from ...library.exits import CONTEXT, EXIT_OK, EXIT_USAGE, CliError
 
 __all__ = ["cmd_logs", "last_lines"]
 

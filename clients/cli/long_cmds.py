@@ -10,9 +10,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .exits import EXIT_OK, EXIT_USAGE, CliError
+from ..library.exits import EXIT_OK, EXIT_USAGE, CliError
 
-__all__ = ["cmd_sessions_fork", "cmd_sessions_compact", "compact_line", "export"]
+__all__ = ["cmd_sessions_fork", "cmd_sessions_compact", "export"]
 
 
 async def cmd_sessions_fork(client: Any, args: Any) -> int:
@@ -30,18 +30,8 @@ async def cmd_sessions_fork(client: Any, args: Any) -> int:
     return EXIT_OK
 
 
-async def compact_line(client: Any, session_id: str, focus: str | None) -> str:
-    """One line on what a manual compaction did (the chat's /compact)."""
-    out = await client.call("session.compact", session_id=session_id, focus=focus)
-    if not out["compacted"]:
-        return f"nothing compacted: {out.get('reason')}"
-    c = out["compaction"]
-    return (f"compacted messages {c['first_index']}–{c['end_index'] - 1} into a summary of "
-            f"{len(c['summary'])} characters (about {c['tokens_before']} → "
-            f"{c['tokens_after']} tokens per request)")
-
-
 async def cmd_sessions_compact(client: Any, args: Any) -> int:
+    from ..tui.slash import compact_line
     from .session_cmds import resolve_session
 
     sid = await resolve_session(client, args.session_id)
@@ -53,7 +43,7 @@ async def export(home: Any, args: Any) -> int:
     """`tether export` (commands.cmd_export resolves the home and runs it)."""
     import orjson
 
-    from .remote import connect_owner
+    from ..library.remote import connect_owner
     from .session_cmds import resolve_session, session_arg
 
     async with await connect_owner(home, autostart=False) as client:

@@ -11,8 +11,8 @@ import sys
 import time
 from typing import Any
 
-from .commands import _home, _run
-from .exits import EXIT_OK, EXIT_OWNER, EXIT_USAGE, CliError
+from ...library.exits import EXIT_OK, EXIT_OWNER, EXIT_USAGE, CliError
+from ..commands import _home, _run
 
 __all__ = ["WEB_DEFAULT_TCP", "cmd_token", "cmd_web", "parse_duration"]
 
@@ -54,7 +54,7 @@ def _when(ts: float | None) -> str:
 
 async def _token(home: Any, action: str, label: str | None, ttl: int | None,
                  token_id: str | None) -> int:
-    from .client import TetherClient
+    from ...library.client import TetherClient
 
     async with await TetherClient.connect(home) as client:
         if action == "list":
@@ -87,8 +87,8 @@ def cmd_web(args: Any) -> int:
 async def _web(home: Any, tcp: str | None, no_open: bool) -> int:
     from tether.rpc.errors import RpcError
 
-    from .client import TetherClient
-    from .discovery import ensure_owner, live_descriptor
+    from ...library.client import TetherClient
+    from ...library.discovery import ensure_owner, live_descriptor
 
     running = live_descriptor(home)
     desc = running or await ensure_owner(home, tcp=tcp or WEB_DEFAULT_TCP)

@@ -15,7 +15,7 @@ __all__ = ["cmd_completion", "fish_script"]
 
 
 def cmd_completion(args: Any) -> int:
-    from .cli import build_parser
+    from .entry import build_parser
 
     parser = build_parser()
     if args.shell == "fish":

@@ -23,7 +23,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from .exits import CONTEXT, EXIT_OK, EXIT_TURN, CliError
+from ...library.exits import CONTEXT, EXIT_OK, EXIT_TURN, CliError
+from ...library.version import installed_version
 
 __all__ = ["cmd_doctor", "EXIT_CHECK_FAILED"]
 
@@ -79,7 +80,7 @@ def _config(home: Any, checks: list[Check]) -> Any:
 
 def _owner(home: Any, checks: list[Check]) -> dict[str, Any] | None:
     """The descriptor of a running owner (its pid alive), or None."""
-    from .discovery import lock_holder, pid_alive, read_descriptor
+    from ...library.discovery import lock_holder, pid_alive, read_descriptor
 
     desc = read_descriptor(home)
     if desc is not None and pid_alive(desc.get("pid")):
@@ -107,8 +108,8 @@ def _socket(home: Any, desc: dict[str, Any] | None, checks: list[Check]) -> dict
     """runtime.describe of the running owner, or None."""
     from tether.rpc.errors import RpcError
 
-    from .client import ConnectionLost
-    from .discovery import OwnerUnavailable
+    from ...library.client import ConnectionLost
+    from ...library.discovery import OwnerUnavailable
 
     if desc is None:
         checks.append(Check("socket", "skip", "no owner running"))
@@ -131,7 +132,7 @@ def _socket(home: Any, desc: dict[str, Any] | None, checks: list[Check]) -> dict
                             f"`tether logs` shows what the owner is doing; `tether stop` (or "
                             f"`kill {desc.get('pid')}`) and the next command starts a new one"))
         return None
-    mine = _version()
+    mine = installed_version()
     if info.get("version") != mine:
         checks.append(Check("socket", "FAIL",
                             f"the owner answers, but runs tether {info.get('version')} and this "
@@ -156,19 +157,10 @@ def _accepts(path: str) -> bool:
 
 
 async def _describe(home: Any) -> dict[str, Any]:
-    from .client import TetherClient
+    from ...library.client import TetherClient
 
     async with await TetherClient.connect(home, autostart=False) as client:
         return await client.describe()
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("tether")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 def _settings(report: Any, runtime: dict[str, Any] | None, checks: list[Check]) -> None:

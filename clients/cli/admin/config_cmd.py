@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .exits import CONTEXT, EXIT_OK, EXIT_USAGE, CliError
+from ...library.exits import CONTEXT, EXIT_OK, EXIT_USAGE, CliError
 
 __all__ = ["cmd_config", "check_config", "home_source"]
 
@@ -92,8 +92,8 @@ def cmd_config(args: Any) -> int:
 
 
 def _owner_note(home: Any) -> None:
-    from .commands import config_changed_since
-    from .discovery import live_descriptor
+    from ...library.discovery import live_descriptor
+    from ..commands import config_changed_since
 
     desc = live_descriptor(home)
     if desc is None:

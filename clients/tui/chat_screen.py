@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .exits import EXIT_OK, receipt_exit
+from ..library.exits import EXIT_OK, receipt_exit
 from .pastes import paste_binding
 from .plan import RECEIPT_POLL_SECONDS
 from .render import shorten

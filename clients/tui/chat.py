@@ -19,7 +19,6 @@ input id, never to a second turn or a doubled answer.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from pathlib import Path
@@ -30,11 +29,11 @@ import orjson
 from tether.rpc.errors import RpcError
 from tether.rpc.protocol import MAX_ID_CHARS
 
+from ..library.client import TetherClient, new_input_id
+from ..library.exits import CONTEXT, EXIT_OK, receipt_exit, report
+from ..library.remote import connect_owner
 from .approval_prompt import unattended_note
-from .client import TetherClient, new_input_id
-from .exits import CONTEXT, EXIT_OK, receipt_exit, report
 from .plan import ChatPlan, plan_chat
-from .remote import connect_owner
 from .render import Renderer, use_color
 
 __all__ = ["ChatPlan", "plan_chat", "run_chat"]
@@ -46,12 +45,14 @@ def _session_request_id(input_id: str) -> str:
     of an id too long for that to fit the protocol's 200 characters."""
     if len(input_id) <= MAX_ID_CHARS - 4:
         return "cli-" + input_id
+    import hashlib
+
     return "cli-sha256-" + hashlib.sha256(input_id.encode()).hexdigest()
 
 
 async def _session(client: TetherClient, plan: ChatPlan) -> str:
     if plan.resume or plan.last:
-        from .session_cmds import resolve_session
+        from ..library.remote import resolve_session
 
         return await resolve_session(client, plan.resume)
     # With --input-id the session is derived from it too, so re-running the same

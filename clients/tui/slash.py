@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .exits import CliError
+from ..library.exits import CliError
 from .render import shorten
 
 #: clients.interactive.Chat, which imports this module (so it is not imported back)
 Chat = Any
 
-__all__ = ["HELP", "run_command"]
+__all__ = ["HELP", "compact_line", "run_command"]
 
 HELP = """\
 /help             this list
@@ -46,7 +46,7 @@ async def run_command(chat: Chat, line: str) -> None:
         if not arg:
             chat.say("usage: /resume ID (an id prefix will do; /sessions lists them)")
             return
-        from .session_cmds import resolve_session
+        from ..library.remote import resolve_session
 
         try:
             sid = await resolve_session(chat.client, arg)
@@ -67,7 +67,7 @@ async def run_command(chat: Chat, line: str) -> None:
         if chat.session_id is None:
             chat.say("no session yet: nothing spent")
             return
-        from .usage_fmt import cost_lines
+        from ..library.usage_fmt import cost_lines
 
         found = await chat.client.call("session.lookup", prefix=chat.session_id)
         usage = (found["matches"] or [{}])[0].get("usage")
@@ -77,8 +77,6 @@ async def run_command(chat: Chat, line: str) -> None:
         if chat.session_id is None:
             chat.say("no session yet: nothing to compact")
             return
-        from .long_cmds import compact_line
-
         chat.say(await compact_line(chat.client, chat.session_id, arg or None))
     elif name == "sessions":
         page = await chat.client.list_sessions(limit=50)
@@ -108,3 +106,14 @@ async def current_model(chat: Any) -> str:
     if defaults.get("model"):
         return f"{defaults['model']} (the owner's default{where})"
     return "the owner's default (this owner does not name it: `tether status`)"
+
+
+async def compact_line(client: Any, session_id: str, focus: str | None) -> str:
+    """One line on what a manual compaction did (the chat's /compact)."""
+    out = await client.call("session.compact", session_id=session_id, focus=focus)
+    if not out["compacted"]:
+        return f"nothing compacted: {out.get('reason')}"
+    c = out["compaction"]
+    return (f"compacted messages {c['first_index']}–{c['end_index'] - 1} into a summary of "
+            f"{len(c['summary'])} characters (about {c['tokens_before']} → "
+            f"{c['tokens_after']} tokens per request)")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .exits import CliError, from_exception
+from ..library.exits import CliError, from_exception
 
 __all__ = ["wait_for_next_owner", "POLL_SECONDS"]
 
@@ -33,7 +33,7 @@ def wait_for_next_owner(chat: Any, err: CliError) -> None:
 
 
 async def _watch(chat: Any) -> None:
-    from .discovery import live_descriptor
+    from ..library.discovery import live_descriptor
 
     while not chat.leaving:
         try:

@@ -14,10 +14,19 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import Any, cast
 
-from .cli_approvals import add_approval_parsers
-from .cli_help import add_examples
+from ..library.exits import (
+    CONTEXT,
+    EXIT_OK,
+    EXIT_SIGINT,
+    EXIT_USAGE,
+    CliError,
+    from_exception,
+    report,
+)
+from ..library.remote import REMOTE_COMMANDS, add_remote_options
+from .approvals_parser import add_approval_parsers
 from .commands import (
     cmd_attach,
     cmd_bench,
@@ -30,9 +39,7 @@ from .commands import (
     cmd_status,
     cmd_stop,
 )
-from .cron_cmd import add_cron_parser
-from .exits import CONTEXT, EXIT_OK, EXIT_SIGINT, EXIT_USAGE, CliError, from_exception, report
-from .remote import REMOTE_COMMANDS, add_remote_options
+from .help import add_examples
 from .session_parser import add_sessions_parser
 
 __all__ = ["main", "build_parser"]
@@ -46,6 +53,16 @@ def _lazy(module: str, name: str) -> Any:
         return int(getattr(importlib.import_module(f"tether.clients.{module}"), name)(args))
 
     return run
+
+
+class _Unused:
+    """The parser of a command other than the one running: it takes every call and keeps
+    nothing, so ``build_parser(only=...)`` reads the same as the whole parser but builds
+    one command (argparse spends more on two dozen subparsers than a one-shot chat
+    spends on its own work)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kw: self
 
 
 class _Parser(argparse.ArgumentParser):
@@ -63,13 +80,9 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
     def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
-        from importlib.metadata import PackageNotFoundError, version
+        from ..library.version import installed_version
 
-        try:
-            v = version("tether")
-        except PackageNotFoundError:
-            v = "0+unknown"
-        print(f"tether {v}")
+        print(f"tether {installed_version()}")
         parser.exit()
 
 
@@ -79,7 +92,9 @@ def _home_option(parser: argparse.ArgumentParser, *, default: Any) -> None:
                              "user data dir)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``tether`` parser: every command, or with ``only`` just that one (the
+    others are left out: ``tether --help`` and usage errors use the whole parser)."""
     parser = _Parser(prog="tether", description=(
         "tether keeps agent sessions alive in one owner process per home; this command "
         "talks to it (starting it when needed)."),
@@ -92,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def command(name: str, help: str, home: bool = True,  # noqa: A002
                 **kw: Any) -> argparse.ArgumentParser:
+        if only is not None and name != only:
+            return cast(argparse.ArgumentParser, _Unused())
         p = sub.add_parser(name, help=help, description=kw.pop("description", help), **kw)
         add_examples(p, name)
         if home:
@@ -127,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the file and the commands; change nothing")
     p.add_argument("--platform", choices=("systemd", "launchd"),
                    help="the service manager (default: launchd on macOS, else systemd)")
-    p.set_defaults(func=_lazy("service_cmd", "cmd_service"))
+    p.set_defaults(func=_lazy("cli.admin.service_cmd", "cmd_service"))
 
     p = command("stop", "ask the owner to drain and exit; waits until it has")
     p.set_defaults(func=cmd_stop)
@@ -148,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "owner would refuse it. Never starts an owner."))
     p.add_argument("action", nargs="?", choices=("check",), default="check")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=_lazy("config_cmd", "cmd_config"))
+    p.set_defaults(func=_lazy("cli.admin.config_cmd", "cmd_config"))
 
     p = command("doctor", "check the configuration, the owner and the model endpoint",
                 description=(
@@ -157,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "it uses the configuration here; the model endpoint answers GET "
                     "{base_url}/models with the configured key and serves the configured "
                     "model. Exit 0 when nothing failed, 1 otherwise. Never starts an owner."))
-    p.set_defaults(func=_lazy("doctor", "cmd_doctor"))
+    p.set_defaults(func=_lazy("cli.admin.doctor", "cmd_doctor"))
 
     p = command("logs", "show the end of the owner's log (never starts an owner)",
                 description=(
@@ -174,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help="one JSON object per record: time, level, logger, message, and an "
                         "activity line's event and fields (turn.end, tool.start, ...)")
-    p.set_defaults(func=_lazy("logs_cmd", "cmd_logs"))
+    p.set_defaults(func=_lazy("cli.admin.logs_cmd", "cmd_logs"))
 
     p = command("chat", "chat with an agent: one finite turn, or interactive on a terminal",
                 description=(
@@ -249,13 +266,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_resolve)
 
     add_approval_parsers(command)
-    add_cron_parser(command, _Parser)
-    from .mcp_cmd import add_mcp_parser
+    if only in (None, "cron"):
+        from .cron_cmd import add_cron_parser
 
-    add_mcp_parser(command)
+        add_cron_parser(command, _Parser)
+    if only in (None, "mcp"):
+        from .admin.mcp_cmd import add_mcp_parser
+
+        add_mcp_parser(command)
     p = command("acp", "speak the Agent Client Protocol on stdin/stdout for an editor (Zed, "
                        "JetBrains, Neovim): a viewer of the owner, which it starts if needed")
-    p.set_defaults(func=_lazy("acp_agent", "cmd_acp"))
+    p.set_defaults(func=_lazy("acp.agent", "cmd_acp"))
 
     p = command("schema", "print the JSON Schema of the whole protocol")
     p.set_defaults(func=cmd_schema)
@@ -267,21 +288,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label", help="a note to recognise the token by")
     p.add_argument("--ttl", metavar="DURATION",
                    help="the token stops working after this long: 90s, 15m, 8h, 30d, 2w")
-    p.set_defaults(func=_lazy("web", "cmd_token"))
+    p.set_defaults(func=_lazy("cli.admin.web", "cmd_token"))
 
     p = command("web", "print (and on a desktop open) a one-time link to the viewer page")
     p.add_argument("--tcp", metavar="HOST:PORT",
                    help="where the owner listens if it does not yet: it opens the port "
                         "without stopping (default 127.0.0.1:8765; port 0: any free one)")
     p.add_argument("--no-open", action="store_true", help="only print the link")
-    p.set_defaults(func=_lazy("web", "cmd_web"))
+    p.set_defaults(func=_lazy("cli.admin.web", "cmd_web"))
 
     p = command("completion", "print a shell completion script: bash, zsh or fish",
                 home=False, description="Print the completion script of a shell: commands, "
                 "options and their choices complete on Tab. Load it from your shell's "
                 "completion directory (see the examples).")
     p.add_argument("shell", choices=("bash", "zsh", "fish"))
-    p.set_defaults(func=_lazy("completion", "cmd_completion"))
+    p.set_defaults(func=_lazy("cli.completion", "cmd_completion"))
 
     # the bench runs a private owner of its own; its options (--home among them) are
     # its own, so they all pass through untouched
@@ -306,12 +327,42 @@ def _max_turns(value: str) -> int:
     return n
 
 
+def _command_named(argv: list[str]) -> str | None:
+    """The command ``argv`` runs ("" for ``--version``), or None when it names none
+    (``tether --help``, a mistake): then the whole parser is built."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--home":
+            i += 2
+        elif arg.startswith("--home="):
+            i += 1
+        elif arg == "--version":
+            return ""
+        else:
+            return None if arg.startswith("-") else arg
+    return None
+
+
+def _parse(argv: list[str]) -> tuple[argparse.ArgumentParser, Any, list[str]]:
+    """The parser and what it made of ``argv``: parsed by the running command's parser
+    alone, and by the whole one when that finds a usage error (so the error names
+    every command). parse_known_args: everything after `bench` is the bench's own."""
+    only = _command_named(argv)
+    if only is not None:
+        parser = build_parser(only)
+        try:
+            return parser, *parser.parse_known_args(argv)
+        except CliError:
+            pass
+    parser = build_parser()
+    return parser, *parser.parse_known_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The console script: run one command, return its exit code."""
-    parser = build_parser()
     try:
-        # parse_known_args: everything after `bench` belongs to the bench's own parser
-        args, unknown = parser.parse_known_args(argv)
+        parser, args, unknown = _parse(sys.argv[1:] if argv is None else argv)
         if args.command == "bench":
             args.rest = [*unknown, *args.rest]
         elif args.command == "mcp" and unknown[:1] == ["--"]:
@@ -343,6 +394,3 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         return report(from_exception(exc))
 
-
-if __name__ == "__main__":
-    sys.exit(main())

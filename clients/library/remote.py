@@ -5,7 +5,9 @@ The commands that talk to an owner as a client (``REMOTE_COMMANDS``) take
 ``$TETHER_TOKEN``). With a URL the command connects to those TCP listeners, in
 order, failing over from one node of a fleet to the next (nodes.py), and never
 looks for or starts the home's owner; without one it uses the home as always.
-Light on purpose: cli.py imports it to build the parser.
+Light on purpose: cli.py imports it to build the parser. Which session a command means
+(``resolve_session``: an id, an unambiguous prefix of one, or ``--last``) is here too,
+shared by the commands and the chat.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
     from .client import TetherClient
 
 __all__ = ["REMOTE_COMMANDS", "Remote", "add_remote_options", "connect_owner", "remote_of",
-           "remote_status"]
+           "remote_status", "resolve_session", "session_arg"]
 
 #: the commands that accept --url/--token (tokens and shutdown stay on the Unix socket)
 REMOTE_COMMANDS = frozenset({"chat", "status", "sessions", "cancel", "attach", "events",
@@ -96,3 +98,45 @@ async def remote_status(as_json: bool) -> int:
     print(f"  usage         {tokens(usage['total_tokens'])} tokens in {usage['requests']} "
           f"requests, cost {cost(usage)}")
     return EXIT_OK
+
+
+def session_arg(args: Any) -> str | None:
+    """The id (or prefix) a command was given, or None with ``--last``."""
+    given = getattr(args, "session_id", None)
+    if getattr(args, "last", False):
+        if given is not None:
+            raise CliError(EXIT_USAGE, "usage", "give a session id or --last, not both",
+                           f"see `tether {CONTEXT.command} --help`")
+        return None
+    if given is None:
+        raise CliError(EXIT_USAGE, "usage", "which session? give its id (a prefix will do) "
+                       "or --last", "`tether sessions` lists them")
+    return str(given)
+
+
+async def resolve_session(client: Any, given: str | None) -> str:
+    """The full session id for ``given`` (None: the most recently active one)."""
+    if given is None:
+        found = await client.call("session.lookup", last=True)
+        if not found["matches"]:
+            raise CliError(EXIT_USAGE, "not_found", "there is no session with messages yet",
+                           "`tether chat` starts one")
+        sid = str(found["matches"][0]["session_id"])
+        CONTEXT.session_id = sid
+        return sid
+    found = await client.call("session.lookup", prefix=given)
+    matches = found["matches"]
+    if matches and matches[0]["session_id"] == given:
+        sid = given
+    elif len(matches) == 1:
+        sid = str(matches[0]["session_id"])
+    elif not matches:
+        raise CliError(EXIT_USAGE, "not_found", f"no session starts with {given!r}",
+                       "`tether sessions` lists the sessions this owner knows")
+    else:
+        listed = ", ".join(m["session_id"] for m in matches[:5])
+        more = " and more" if found["more"] or len(matches) > 5 else ""
+        raise CliError(EXIT_USAGE, "ambiguous", f"{given!r} matches {len(matches)} sessions: "
+                       f"{listed}{more}", "type more of the id")
+    CONTEXT.session_id = sid
+    return sid

@@ -47,6 +47,9 @@ from typing import Any
 
 from tether.rpc.errors import RpcError
 
+from ..library.client import SessionStream, TetherClient, new_input_id
+from ..library.exits import CliError, from_exception
+from ..library.joining import open_session, unfinished_turns
 from .approval_prompt import InlineApprovals
 from .chat_screen import (
     WITHDRAWN,
@@ -63,9 +66,6 @@ from .chat_screen import (
     watch,
 )
 from .chat_wait import start_owner_for, wait_for_next_owner
-from .client import SessionStream, TetherClient, new_input_id
-from .exits import CliError, from_exception
-from .joining import open_session, unfinished_turns
 from .pastes import Pastes
 from .plan import ChatPlan
 from .render import Renderer, shorten, use_color

@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from .exits import CONTEXT, EXIT_OK, EXIT_TURN, EXIT_USAGE, CliError
-from .render import format_time, shorten
+from ..library.exits import CONTEXT, EXIT_OK, EXIT_TURN, EXIT_USAGE, CliError
+from ..tui.render import format_time, shorten
 
 __all__ = ["cmd_approvals", "cmd_approve", "cmd_deny", "describe", "match_pending"]
 
@@ -27,7 +27,7 @@ __all__ = ["cmd_approvals", "cmd_approve", "cmd_deny", "describe", "match_pendin
 def _home(args: Any) -> Any:
     from tether.rpc.home import resolve_home
 
-    from .remote import remote_of
+    from ..library.remote import remote_of
 
     CONTEXT.home = resolve_home(args.home)
     CONTEXT.remote = remote_of(args)
@@ -45,7 +45,7 @@ def cmd_approvals(args: Any) -> int:
 
 
 async def _approvals(home: Any, args: Any) -> int:
-    from .remote import connect_owner
+    from ..library.remote import connect_owner
 
     async with await connect_owner(home) as client:
         if args.action == "rules":
@@ -119,7 +119,7 @@ def match_pending(pending: list[dict[str, Any]], given: str) -> dict[str, Any]:
 
 
 async def _answer(home: Any, given: str, decision: str, reason: str | None) -> int:
-    from .remote import connect_owner
+    from ..library.remote import connect_owner
 
     async with await connect_owner(home) as client:
         pending = (await client.call("approval.list"))["approvals"]

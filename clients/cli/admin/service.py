@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .exits import CONTEXT, EXIT_USAGE, CliError
+from ...library.exits import CONTEXT, EXIT_USAGE, CliError
 
 __all__ = ["Service", "launchd_plist", "resolve", "service_for", "systemd_unit"]
 

@@ -1,7 +1,8 @@
 """Session commands: ``tether sessions [rm|rename|prune]``, ``tether cancel``, and
 resolving what a person typed (a short id prefix, ``--last``) to one session id.
 
-Every command that takes a session id goes through ``resolve_session``: an
+Every command that takes a session id goes through ``resolve_session``
+(library/remote.py, which the chat shares): an
 exact id, or any unambiguous beginning of one (``ses_`` may be left out); an
 ambiguous prefix is refused with the candidates listed. Columns of the
 session table are padded by display width (wcwidth), so CJK titles line up.
@@ -14,52 +15,11 @@ from typing import Any
 
 from tether.rpc.names import AUTOMATED_SOURCES
 
-from .exits import CONTEXT, EXIT_OK, EXIT_USAGE, CliError
+from ..library.exits import CONTEXT, EXIT_OK, EXIT_USAGE, CliError
+from ..library.remote import resolve_session, session_arg
 
 __all__ = ["resolve_session", "pad", "cmd_sessions_list", "cmd_sessions_rm",
            "cmd_sessions_rename", "cmd_sessions_prune", "cmd_cancel", "session_arg"]
-
-
-def session_arg(args: Any) -> str | None:
-    """The id (or prefix) a command was given, or None with ``--last``."""
-    given = getattr(args, "session_id", None)
-    if getattr(args, "last", False):
-        if given is not None:
-            raise CliError(EXIT_USAGE, "usage", "give a session id or --last, not both",
-                           f"see `tether {CONTEXT.command} --help`")
-        return None
-    if given is None:
-        raise CliError(EXIT_USAGE, "usage", "which session? give its id (a prefix will do) "
-                       "or --last", "`tether sessions` lists them")
-    return str(given)
-
-
-async def resolve_session(client: Any, given: str | None) -> str:
-    """The full session id for ``given`` (None: the most recently active one)."""
-    if given is None:
-        found = await client.call("session.lookup", last=True)
-        if not found["matches"]:
-            raise CliError(EXIT_USAGE, "not_found", "there is no session with messages yet",
-                           "`tether chat` starts one")
-        sid = str(found["matches"][0]["session_id"])
-        CONTEXT.session_id = sid
-        return sid
-    found = await client.call("session.lookup", prefix=given)
-    matches = found["matches"]
-    if matches and matches[0]["session_id"] == given:
-        sid = given
-    elif len(matches) == 1:
-        sid = str(matches[0]["session_id"])
-    elif not matches:
-        raise CliError(EXIT_USAGE, "not_found", f"no session starts with {given!r}",
-                       "`tether sessions` lists the sessions this owner knows")
-    else:
-        listed = ", ".join(m["session_id"] for m in matches[:5])
-        more = " and more" if found["more"] or len(matches) > 5 else ""
-        raise CliError(EXIT_USAGE, "ambiguous", f"{given!r} matches {len(matches)} sessions: "
-                       f"{listed}{more}", "type more of the id")
-    CONTEXT.session_id = sid
-    return sid
 
 
 def width(text: str) -> int:
@@ -115,7 +75,7 @@ def _shown(s: dict[str, Any], args: Any, sources: set[str]) -> bool:
 
 
 async def cmd_sessions_list(client: Any, args: Any) -> int:
-    from .render import format_time
+    from ..tui.render import format_time
 
     sources = {SOURCE_ALIASES.get(x, x) for x in (args.source or [])}
     shown: list[dict[str, Any]] = []
@@ -145,7 +105,7 @@ async def cmd_sessions_list(client: Any, args: Any) -> int:
     else:
         print(f"{'SESSION':<28}  {'UPDATED':<16}  {'MSGS':>4}  {'TOKENS':>6}  {'COST':>8}  "
               f"{'STATE':<7}  {'SOURCE':<10}  {'CWD':<24}  TITLE")
-    from .usage_fmt import cost, tokens
+    from ..library.usage_fmt import cost, tokens
 
     for s in shown:
         state = "running" if s.get("running") else "idle"
@@ -174,7 +134,7 @@ async def cmd_sessions_rm(client: Any, args: Any) -> int:
     session another viewer has open unless ``--force``."""
     from tether.rpc.errors import RpcError
 
-    from .render import format_time
+    from ..tui.render import format_time
 
     ids = list(dict.fromkeys([await resolve_session(client, given) for given in args.ids]))
     if not (args.yes or args.force) and sys.stdin.isatty():

@@ -27,7 +27,7 @@ from acp.connection import StreamDirection, StreamEvent
 
 from tether.rpc.errors import RpcError
 
-from .acp_updates import DECISIONS, PERMISSION_OPTIONS, call_id, tool_update
+from .updates import DECISIONS, PERMISSION_OPTIONS, call_id, tool_update
 
 __all__ = ["Asking", "CANCEL_REQUEST"]
 

@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Any
 
-from .exits import CONTEXT, EXIT_OK, EXIT_OWNER, EXIT_USAGE, CliError
+from ..library.exits import CONTEXT, EXIT_OK, EXIT_OWNER, EXIT_USAGE, CliError
 
 #: how long `tether stop` waits for the owner to drain and exit
 STOP_TIMEOUT = 60.0
@@ -19,7 +19,7 @@ STOP_TIMEOUT = 60.0
 def _home(args: Any) -> Any:
     from tether.rpc.home import resolve_home
 
-    from .remote import remote_of
+    from ..library.remote import remote_of
 
     CONTEXT.home = resolve_home(args.home)
     CONTEXT.remote = remote_of(args)
@@ -38,7 +38,7 @@ def _run(coro: Any) -> Any:
 def cmd_serve(args: Any) -> int:
     from tether.rpc.home import HomeLayout
 
-    from .discovery import describe_owner, ensure_owner, live_descriptor
+    from ..library.discovery import describe_owner, ensure_owner, live_descriptor
 
     home = _home(args)
     if args.foreground:
@@ -60,7 +60,7 @@ def cmd_serve(args: Any) -> int:
 
 
 def cmd_stop(args: Any) -> int:
-    from .discovery import live_descriptor
+    from ..library.discovery import live_descriptor
 
     home = _home(args)
     desc = live_descriptor(home)
@@ -76,8 +76,8 @@ async def _stop(home: Any, desc: dict[str, Any]) -> int:
 
     from tether.rpc.home import HomeLayout
 
-    from .client import ConnectionLost, TetherClient
-    from .discovery import pid_alive
+    from ..library.client import ConnectionLost, TetherClient
+    from ..library.discovery import pid_alive
 
     pid = desc.get("pid")
     async with await TetherClient.connect(home, autostart=False) as client:
@@ -106,15 +106,15 @@ async def _stop(home: Any, desc: dict[str, Any]) -> int:
 
 
 def cmd_status(args: Any) -> int:
-    from .discovery import live_descriptor, read_descriptor
+    from ..library.discovery import live_descriptor, read_descriptor
 
     if getattr(args, "store", None):
-        from .fleet_status import fleet_status
+        from .admin.fleet_status import fleet_status
 
         return fleet_status(args.store, args.json)
     home = _home(args)
     if CONTEXT.remote is not None:
-        from .remote import remote_status
+        from ..library.remote import remote_status
 
         return _run(remote_status(args.json))
     desc = live_descriptor(home)
@@ -127,8 +127,8 @@ def cmd_status(args: Any) -> int:
 
 
 async def _status(home: Any, desc: dict[str, Any], as_json: bool) -> int:
-    from .client import TetherClient
-    from .usage_fmt import add_up, cost, tokens, top_level_usage
+    from ..library.client import TetherClient
+    from ..library.usage_fmt import add_up, cost, tokens, top_level_usage
 
     async with await TetherClient.connect(home, autostart=False) as client:
         info = await client.describe()
@@ -182,7 +182,7 @@ def config_changed_since(home: Any, started_at: Any) -> str:
 
 
 def cmd_chat(args: Any) -> int:
-    from .chat import plan_chat, run_chat
+    from ..tui.chat import plan_chat, run_chat
 
     home = _home(args)
     plan = plan_chat(args)
@@ -197,8 +197,8 @@ def cmd_sessions(args: Any) -> int:
 
 
 async def _sessions(home: Any, args: Any) -> int:
+    from ..library.remote import connect_owner
     from . import long_cmds, session_cmds
-    from .remote import connect_owner
 
     run = {None: session_cmds.cmd_sessions_list, "rm": session_cmds.cmd_sessions_rm,
            "rename": session_cmds.cmd_sessions_rename,
@@ -219,7 +219,7 @@ def cmd_cancel(args: Any) -> int:
 
 
 async def _cancel(home: Any, args: Any) -> int:
-    from .remote import connect_owner
+    from ..library.remote import connect_owner
     from .session_cmds import cmd_cancel as cancel
 
     async with await connect_owner(home, autostart=False) as client:
@@ -237,9 +237,9 @@ def cmd_attach(args: Any) -> int:
 
 
 async def _attach(home: Any, given: str | None) -> int:
-    from .joining import open_session, unfinished_turns
-    from .remote import connect_owner
-    from .render import Renderer, use_color
+    from ..library.joining import open_session, unfinished_turns
+    from ..library.remote import connect_owner
+    from ..tui.render import Renderer, use_color
     from .session_cmds import resolve_session
 
     async with await connect_owner(home, autostart=False) as client:
@@ -281,7 +281,7 @@ def cmd_events(args: Any) -> int:
 async def _events(home: Any, args: Any) -> int:
     import orjson
 
-    from .remote import connect_owner
+    from ..library.remote import connect_owner
     from .session_cmds import resolve_session
 
     async with await connect_owner(home, autostart=False) as client:
@@ -305,7 +305,7 @@ def cmd_resolve(args: Any) -> int:
 
 
 async def _resolve(home: Any, session_id: str, admission_id: str | None) -> int:
-    from .remote import connect_owner
+    from ..library.remote import connect_owner
     from .session_cmds import resolve_session
 
     async with await connect_owner(home) as client:

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from .exits import EXIT_OK, CliError
+from ...library.exits import EXIT_OK, CliError
 from .service import (
     Service,
     disable_commands,
@@ -57,7 +57,7 @@ def _how_to_enable(svc: Service) -> str:
 
 
 def _install(svc: Service, dry_run: bool) -> int:
-    from .discovery import live_descriptor
+    from ...library.discovery import live_descriptor
 
     text = svc.text()
     if dry_run:
@@ -105,7 +105,7 @@ def _install(svc: Service, dry_run: bool) -> int:
 
 
 def _wait_up(svc: Service) -> int:
-    from .discovery import live_descriptor
+    from ...library.discovery import live_descriptor
 
     deadline = time.monotonic() + UP_TIMEOUT
     while time.monotonic() < deadline:
@@ -170,7 +170,7 @@ def _runs(svc: Service) -> str:
 
 
 def _status(svc: Service) -> int:
-    from .discovery import live_descriptor
+    from ...library.discovery import live_descriptor
 
     installed = svc.path.exists()
     print(f"service   {svc.name} ({svc.platform}) for {svc.home}")

@@ -19,8 +19,8 @@ from typing import Any
 
 import orjson
 
-from .exits import CONTEXT, EXIT_OK, EXIT_TURN, EXIT_USAGE, CliError
-from .render import format_time, shorten
+from ...library.exits import CONTEXT, EXIT_OK, EXIT_TURN, EXIT_USAGE, CliError
+from ...tui.render import format_time, shorten
 
 __all__ = ["cmd_mcp", "add_mcp_parser"]
 
@@ -82,7 +82,7 @@ def cmd_mcp(args: Any) -> int:
 
 
 async def _ask(home: Path, args: Any) -> int:
-    from .remote import connect_owner
+    from ...library.remote import connect_owner
 
     async with await connect_owner(home) as client:
         if args.action == "resources":
@@ -190,7 +190,7 @@ def _write(path: Path, raw: dict[str, Any]) -> None:
 
 
 def _restart_note(home: Path) -> None:
-    from .discovery import live_descriptor
+    from ...library.discovery import live_descriptor
 
     if live_descriptor(home) is not None:
         print("the running owner keeps the servers it started with: `tether stop`, and the "
