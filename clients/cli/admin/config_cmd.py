@@ -18,10 +18,6 @@ from ...library.exits import CONTEXT, EXIT_OK, EXIT_USAGE, CliError
 
 __all__ = ["cmd_config", "check_config", "home_source"]
 
-#: test-only fault hooks of the owner (daemon/runtime/faults.py); worth a word when set
-_FAULT_VARS = ("TETHER_FAULT", "TETHER_FAULT_STORAGE")
-
-
 def home_source(args: Any) -> str:
     """Where the home came from: the --home flag, $TETHER_HOME, or the default."""
     if getattr(args, "home", None):
@@ -79,9 +75,6 @@ def cmd_config(args: Any) -> int:
           "name none)")
     print(f"sandbox {boundary} (commands of an owner started from here)")
     _owner_note(home)
-    for name in _FAULT_VARS:
-        if os.environ.get(name):
-            print(f"note    {name} is set: an owner started from here injects test faults")
     print()
     key_width = max(len(s.key) for s in report.settings)
     values = [_text(s.value, s.key) for s in report.settings]
