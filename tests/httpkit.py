@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import openai
-from harness import OwnerProcess, Peer, db_rows
+from harness import OwnerProcess, Peer
+from scene import Store
 
 __all__ = ["api_admissions", "base_url", "mint", "Clients"]
 
@@ -20,11 +21,11 @@ def base_url(owner: OwnerProcess) -> str:
     return owner.descriptor["tcp_url"].replace("ws://", "http://").rstrip("/") + "/v1"
 
 
-def api_admissions(owner: OwnerProcess) -> list[tuple]:
+def api_admissions(store: Store) -> list[tuple]:
     """(principal, status, outcome, session source) of every admission, in order."""
-    return db_rows(owner.home, "SELECT a.principal_id, a.status, a.outcome, s.source "
-                   "FROM session_admissions a JOIN sessions s "
-                   "ON s.session_id = a.target_session_id ORDER BY a.seq")
+    return store.rows("SELECT a.principal_id, a.status, a.outcome, s.source "
+                      "FROM session_admissions a JOIN sessions s "
+                      "ON s.session_id = a.target_session_id ORDER BY a.seq")
 
 
 class Clients:

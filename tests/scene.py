@@ -25,10 +25,49 @@ from websockets.asyncio.client import connect
 TRANSPORTS = ("unix", "tcp")
 
 
+@dataclass(frozen=True)
+class Store:
+    """The store the owners of a home keep their state in, read directly as an
+    inspector would (also after the owner stopped): the home's state.db, or the
+    PostgreSQL schema at ``url``."""
+
+    home: Path
+    url: str | None  # None: the home's state.db
+
+    def _sqlite(self) -> sqlite3.Connection:
+        return sqlite3.connect(f"file:{self.home / 'state.db'}?mode=ro", uri=True)
+
+    def rows(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        if self.url is not None:
+            return pgstore.rows(self.url, sql, *args)
+        with closing(self._sqlite()) as db:
+            return db.execute(sql, args).fetchall()
+
+    def dicts(self, sql: str, *args: Any) -> list[dict[str, Any]]:
+        """As `rows`, each row a dict by column name."""
+        if self.url is not None:
+            return pgstore.dicts(self.url, sql, *args)
+        with closing(self._sqlite()) as db:
+            db.row_factory = sqlite3.Row
+            return [dict(r) for r in db.execute(sql, args)]
+
+    def dump(self) -> bytes:
+        """Everything the store holds, as bytes to search: state.db with its WAL, or
+        every row of every table of the schema as text."""
+        if self.url is not None:
+            return pgstore.dump(self.url).encode()
+        return b"".join(p.read_bytes() for p in sorted(self.home.glob("state.db*"))
+                        if p.is_file())
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The environment of an owner or a CLI on this home and store."""
+        return {**owner_env(self.home, self.url), **extra}
+
+
 @dataclass
 class Scene:
     home: Path
-    provider: FakeProvider
+    provider: FakeProvider  # (None when the scene has no model)
     owner: OwnerProcess
     peer: Peer
     #: the session created for the test (None when it asked for none)
@@ -46,20 +85,21 @@ class Scene:
                            additional_headers={"Authorization": f"Bearer {self.token}"})
         return Peer(ws)
 
+    @property
+    def store(self) -> Store:
+        return Store(self.home, self.store_url)
+
     def rows(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         """Read the store directly, as an inspector would (also after the owner stopped)."""
-        if self.store_url is not None:
-            return pgstore.rows(self.store_url, sql, *args)
-        with closing(sqlite3.connect(f"file:{self.home / 'state.db'}?mode=ro", uri=True)) as db:
-            return db.execute(sql, args).fetchall()
+        return self.store.rows(sql, *args)
 
     def dicts(self, sql: str, *args: Any) -> list[dict[str, Any]]:
         """As `rows`, each row a dict by column name."""
-        if self.store_url is not None:
-            return pgstore.dicts(self.store_url, sql, *args)
-        with closing(sqlite3.connect(f"file:{self.home / 'state.db'}?mode=ro", uri=True)) as db:
-            db.row_factory = sqlite3.Row
-            return [dict(r) for r in db.execute(sql, args)]
+        return self.store.dicts(sql, *args)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The environment of a CLI run against this scene's owner."""
+        return self.store.env(**extra)
 
 
 def owner_env(home: Path, store_url: str | None) -> dict[str, str]:
@@ -75,24 +115,26 @@ def start_scene(tmp_path: Path, store_url: str | None, transport: str
                 ) -> Callable[..., Any]:
     """``async with start(handler, **config) as scene``: see the module docstring.
 
-    ``handler`` is the fake model's; ``config`` adds config.yaml sections;
-    ``session`` the session.create params (False: create none); ``args`` the
-    owner's extra command-line arguments. On exit the owner has stopped, so the
-    store can be read as it was left."""
+    ``handler`` is the fake model's (None: no model configured); ``config`` adds
+    config.yaml sections; ``session`` the session.create params (False: create
+    none); ``args`` the owner's extra command-line arguments, ``env`` its extra
+    environment variables. On exit the owner has stopped, so the store can be
+    read as it was left."""
     assert transport in TRANSPORTS, transport
 
     @asynccontextmanager
-    async def start(handler: Callable[[dict], Any], *, session: dict[str, Any] | bool = True,
-                    args: tuple[str, ...] = (), home: Path | None = None,
+    async def start(handler: Callable[[dict], Any] | None, *,
+                    session: dict[str, Any] | bool = True, args: tuple[str, ...] = (),
+                    env: dict[str, str] | None = None, home: Path | None = None,
                     **config: Any) -> AsyncIterator[Scene]:
         home = home or tmp_path / "home"
-        if transport == "tcp":
+        if transport == "tcp" and "--tcp" not in args:
             args = (*args, "--tcp", "127.0.0.1:0")
         async with AsyncExitStack() as stack:
-            provider = stack.enter_context(FakeProvider(handler))
-            write_config(home, provider.url, **config)
-            owner = stack.enter_context(OwnerProcess(home, *args,
-                                                     env=owner_env(home, store_url)))
+            provider = None if handler is None else stack.enter_context(FakeProvider(handler))
+            write_config(home, provider and provider.url, **config)
+            owner = stack.enter_context(OwnerProcess(
+                home, *args, env={**owner_env(home, store_url), **(env or {})}))
             token = None
             if transport == "tcp":
                 async with await Peer.connect(home) as local:
