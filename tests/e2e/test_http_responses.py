@@ -13,6 +13,7 @@ import pytest
 from fakeprovider import FakeProvider, Held, prompt_of, text_reply
 from harness import OwnerProcess, until, write_config
 from httpkit import Clients, mint
+from scene import owner_env
 
 
 class Model:
@@ -27,21 +28,24 @@ class Model:
 
 
 @pytest.fixture
-async def scene(tmp_path):
+async def served(tmp_path, store_url):
+    """(an owner on the home and the test's store, to start, the fake model, its
+    handler, the test's clients): the second test restarts the owner."""
     home = tmp_path / "home"
     model = Model()
     made = Clients()
     with FakeProvider(model) as provider:
         write_config(home, provider.url, http={"retry_claim_seconds": 0.5})
-        yield home, provider, model, made
+        yield (lambda: OwnerProcess(home, "--tcp", "127.0.0.1:0",
+                                    env=owner_env(home, store_url))), provider, model, made
         model.gate.set()
         await made.close()
 
 
 @pytest.mark.store_agnostic
-async def test_responses_created_continued_streamed_and_retrieved(scene):
-    home, provider, _, clients = scene
-    with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
+async def test_responses_created_continued_streamed_and_retrieved(served):
+    owner_on_home, provider, _, clients = served
+    with owner_on_home() as owner:
         token = await mint(owner)
         api = clients(owner, token)
         first = await api.responses.with_raw_response.create(
@@ -85,9 +89,9 @@ async def test_responses_created_continued_streamed_and_retrieved(scene):
         assert "/v1/chat/completions" in exc.value.body["message"]
 
 
-async def test_a_background_response_is_cancelled_or_fetched_after_a_restart(scene):
-    home, provider, model, clients = scene
-    with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
+async def test_a_background_response_is_cancelled_or_fetched_after_a_restart(served):
+    owner_on_home, provider, model, clients = served
+    with owner_on_home() as owner:
         token = await mint(owner)
         api = clients(owner, token)
         held = await api.responses.create(model="tether", input="HOLD", background=True)
@@ -114,7 +118,7 @@ async def test_a_background_response_is_cancelled_or_fetched_after_a_restart(sce
             await asyncio.sleep(0.05)
         else:
             raise AssertionError("the background response never completed")
-    with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
+    with owner_on_home() as owner:
         fetched = await clients(owner, token).responses.retrieve(done.id)
         assert fetched.status == "completed"
         assert fetched.output_text.startswith("ECHO later")

@@ -9,9 +9,10 @@ import time
 import httpx
 import openai
 import pytest
-from fakeprovider import FakeProvider, Status, prompt_of, text_reply, tool_call_reply
-from harness import OwnerProcess, db_rows, until, write_config
+from fakeprovider import Status, prompt_of, text_reply, tool_call_reply
+from harness import until
 from httpkit import Clients, api_admissions, base_url, mint
+from scene import Scene
 
 
 class Model:
@@ -39,16 +40,14 @@ class Model:
 
 
 @pytest.fixture
-def scene(tmp_path):
-    home = tmp_path / "home"
+async def served(scene, tmp_path):
     model = Model(tmp_path / "marker")
-    with FakeProvider(model) as provider:
-        # the command only counts its runs in a file beside the test (outside any
-        # session's workspace): no sandbox, the subject here is retries
-        write_config(home, provider.url, approvals={"mode": "never"},
-                     sandbox={"mode": "off"}, http={"retry_claim_seconds": 1.0})
-        with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
-            yield owner, provider, model
+    # the command only counts its runs in a file beside the test (outside any
+    # session's workspace): no sandbox, the subject here is retries
+    async with scene(model, session=False, args=("--tcp", "127.0.0.1:0"),
+                     approvals={"mode": "never"}, sandbox={"mode": "off"},
+                     http={"retry_claim_seconds": 1.0}) as s:
+        yield s, model
 
 
 @pytest.fixture
@@ -58,24 +57,26 @@ async def clients():
     await made.close()
 
 
-def sessions(owner: OwnerProcess) -> int:
-    return db_rows(owner.home, "SELECT COUNT(*) FROM sessions WHERE source = 'api'")[0][0]
+def sessions(s: Scene) -> int:
+    return s.rows("SELECT COUNT(*) FROM sessions WHERE source = 'api'")[0][0]
 
 
 @pytest.mark.store_agnostic
-async def test_a_client_timeout_retried_by_the_sdk_runs_the_turn_once(scene, clients):
-    owner, provider, _ = scene
+async def test_a_client_timeout_retried_by_the_sdk_runs_the_turn_once(served, clients):
+    s, _ = served
+    owner, provider = s.owner, s.provider
     # the SDK's defaults (2 retries), with a timeout shorter than the turn
     api = clients(owner, await mint(owner), max_retries=2, timeout=1.5)
     done = await api.chat.completions.create(model="tether",
                                              messages=[{"role": "user", "content": "SLOW"}])
     assert done.choices[0].message.content == "SLOW DONE"
-    assert len(provider.requests) == 1 and sessions(owner) == 1
-    assert [row[2] for row in api_admissions(owner)] == ["completed"]
+    assert len(provider.requests) == 1 and sessions(s) == 1
+    assert [row[2] for row in api_admissions(s.store)] == ["completed"]
 
 
-async def test_a_failure_after_a_tool_ran_is_not_retried(scene, clients):
-    owner, provider, model = scene
+async def test_a_failure_after_a_tool_ran_is_not_retried(served, clients):
+    s, model = served
+    owner, provider = s.owner, s.provider
     api = clients(owner, await mint(owner), max_retries=2)
     with pytest.raises(openai.InternalServerError) as exc:
         await api.chat.completions.with_raw_response.create(
@@ -83,7 +84,7 @@ async def test_a_failure_after_a_tool_ran_is_not_retried(scene, clients):
     assert exc.value.response.headers["x-should-retry"] == "false"
     assert "after its tools ran" in exc.value.body["message"]
     assert model.marker.read_text() == "ran\n"  # the command ran once
-    assert len(provider.requests) == 2 and sessions(owner) == 1
+    assert len(provider.requests) == 2 and sessions(s) == 1
 
     # a failure before anything was done: the SDK's retry runs it anew
     flaky = await api.chat.completions.create(model="tether",
@@ -94,8 +95,9 @@ async def test_a_failure_after_a_tool_ran_is_not_retried(scene, clients):
 
 @pytest.mark.store_agnostic
 async def test_a_retry_claims_a_turn_whose_client_left_and_an_unclaimed_one_is_cancelled(
-        scene):
-    owner, provider, _ = scene
+        served):
+    s, _ = served
+    owner, provider = s.owner, s.provider
     token = await mint(owner)
     headers = {"Authorization": f"Bearer {token}", "x-stainless-retry-count": "0"}
     body = {"model": "tether", "messages": [{"role": "user", "content": "SLOW"}]}
@@ -103,7 +105,7 @@ async def test_a_retry_claims_a_turn_whose_client_left_and_an_unclaimed_one_is_c
         with pytest.raises(httpx.ReadTimeout):
             await raw.post("/chat/completions", json=body, headers=headers, timeout=0.5)
         # past the claim window (1 s here), nobody claimed it: cancelled
-        await until(lambda: api_admissions(owner)[-1][1:3] == ("terminal", "cancelled"),
+        await until(lambda: api_admissions(s.store)[-1][1:3] == ("terminal", "cancelled"),
                     "the unclaimed turn to be cancelled")
         # a retry within the window claims its first attempt, however long it runs
         body["messages"][0]["content"] = "again"

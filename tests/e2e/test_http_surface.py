@@ -6,20 +6,17 @@ from __future__ import annotations
 
 import openai
 import pytest
-from fakeprovider import FakeProvider, prompt_of, text_reply
-from harness import OwnerProcess, write_config
+from fakeprovider import prompt_of, text_reply
 from httpkit import Clients, mint
 
 
 @pytest.fixture
-async def api(tmp_path):
-    home = tmp_path / "home"
+async def api(scene):
     made = Clients()
-    with FakeProvider(lambda req: text_reply(f"ECHO {prompt_of(req)}")) as provider:
-        write_config(home, provider.url)
-        with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
-            yield made(owner, await mint(owner)), provider
-            await made.close()
+    async with scene(lambda req: text_reply(f"ECHO {prompt_of(req)}"), session=False,
+                     args=("--tcp", "127.0.0.1:0")) as s:
+        yield made(s.owner, await mint(s.owner)), s.provider
+        await made.close()
 
 
 @pytest.mark.store_agnostic

@@ -4,7 +4,6 @@ can read; the session's next turn still runs."""
 import pytest
 from fakeprovider import (
     Drip,
-    FakeProvider,
     Message,
     RawSSE,
     Stall,
@@ -12,7 +11,6 @@ from fakeprovider import (
     prompt_of,
     text_reply,
 )
-from harness import OwnerProcess, Peer, owner_session, write_config
 
 MAX_RETRIES = 1
 
@@ -37,43 +35,40 @@ FAILURES = {
 
 
 @pytest.mark.parametrize("kind", list(FAILURES))
-async def test_provider_failure_fails_the_turn_and_the_next_one_runs(tmp_path, kind):
+async def test_provider_failure_fails_the_turn_and_the_next_one_runs(scene, kind):
     make_failure, reason, expected_requests = FAILURES[kind]
-    home = tmp_path / "home"
 
     def handler(req):
         if prompt_of(req) == "doomed":
             return make_failure()
         return text_reply("RECOVERED")
 
-    with FakeProvider(handler) as provider:
-        write_config(home, provider.url, model={
+    async with scene(handler, model={
             "stream": True, "timeout_seconds": 1.0, "max_retries": MAX_RETRIES,
-            "retry_backoff_seconds": 0.01})
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                bad = await peer.result("prompt.submit", session_id=sid, input_id="bad",
-                                        text="doomed")
-                good = await peer.result("prompt.submit", session_id=sid, input_id="good",
-                                         text="fine")
-                failed = await peer.wait_terminal(sid, bad["admission_id"])
-                assert failed["outcome"] == "failed"
-                assert failed["result"]["error"].startswith(reason), failed["result"]
-                complete = await peer.wait_event(
-                    lambda e: e["type"] == "message.complete"
-                    and e["admission_id"] == bad["admission_id"])
-                assert complete["payload"]["outcome"] == "failed"
-                assert complete["payload"]["error"] == failed["result"]["error"]
+            "retry_backoff_seconds": 0.01}) as s:
+        peer, sid = s.peer, s.session_id
+        bad = await peer.result("prompt.submit", session_id=sid, input_id="bad",
+                                text="doomed")
+        good = await peer.result("prompt.submit", session_id=sid, input_id="good",
+                                 text="fine")
+        failed = await peer.wait_terminal(sid, bad["admission_id"])
+        assert failed["outcome"] == "failed"
+        assert failed["result"]["error"].startswith(reason), failed["result"]
+        complete = await peer.wait_event(
+            lambda e: e["type"] == "message.complete"
+            and e["admission_id"] == bad["admission_id"])
+        assert complete["payload"]["outcome"] == "failed"
+        assert complete["payload"]["error"] == failed["result"]["error"]
 
-                ok = await peer.wait_terminal(sid, good["admission_id"])
-                assert ok["outcome"] == "completed"
-                assert ok["result"]["text"] == "RECOVERED"
+        ok = await peer.wait_terminal(sid, good["admission_id"])
+        assert ok["outcome"] == "completed"
+        assert ok["result"]["text"] == "RECOVERED"
+    provider = s.provider
     doomed = [r for r in provider.requests if prompt_of(r) == "doomed"]
     assert len(doomed) == expected_requests
 
 
-async def test_a_model_request_that_never_finishes_fails_at_its_deadline(tmp_path):
+async def test_a_model_request_that_never_finishes_fails_at_its_deadline(scene):
     """A server that keeps the stream alive with comments and never answers is never
     silent, so only the deadline of the whole request can end the turn."""
 
@@ -84,7 +79,8 @@ async def test_a_model_request_that_never_finishes_fails_at_its_deadline(tmp_pat
 
     model = {"stream": True, "timeout_seconds": 1.0, "request_timeout_seconds": 2.0,
              "max_retries": 2, "retry_backoff_seconds": 0.01}
-    async with owner_session(tmp_path, handler, model=model) as (_, provider, _, peer, sid):
+    async with scene(handler, model=model) as s:
+        provider, peer, sid = s.provider, s.peer, s.session_id
         bad = await peer.result("prompt.submit", session_id=sid, input_id="bad", text="endless")
         good = await peer.result("prompt.submit", session_id=sid, input_id="good", text="fine")
         failed = await peer.wait_terminal(sid, bad["admission_id"], timeout=20)

@@ -4,7 +4,6 @@ viewers as deltas, and the second turn goes straight to plain requests."""
 
 from fakeprovider import text_reply, tool_call_reply
 from fakeservers import llama_cpp_python
-from harness import owner_session
 
 
 def calls_then_text(request: dict):
@@ -13,9 +12,9 @@ def calls_then_text(request: dict):
     return tool_call_reply("read_file", {"path": "missing.txt"})
 
 
-async def test_turns_succeed_and_the_second_does_not_try_streaming(tmp_path):
-    async with owner_session(tmp_path, llama_cpp_python(calls_then_text)) as (
-            _home, provider, _owner, peer, sid):
+async def test_turns_succeed_and_the_second_does_not_try_streaming(scene):
+    async with scene(llama_cpp_python(calls_then_text)) as s:
+        provider, peer, sid = s.provider, s.peer, s.session_id
         texts = []
         for n in (1, 2):
             receipt = await peer.result("prompt.submit", session_id=sid, input_id=f"in-{n}",

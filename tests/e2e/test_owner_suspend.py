@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from fakeprovider import Held, prompt_of, text_reply
-from harness import owner_session, until
+from harness import until
 
 TIMEOUT = 1.0
 
@@ -20,7 +20,7 @@ def stopped(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("phase", ["before-headers", "mid-stream"])
-async def test_an_answer_that_arrived_during_a_stop_is_used_not_asked_again(tmp_path, phase):
+async def test_an_answer_that_arrived_during_a_stop_is_used_not_asked_again(scene, phase):
     gate = threading.Event()
 
     def handler(req):
@@ -31,7 +31,8 @@ async def test_an_answer_that_arrived_during_a_stop_is_used_not_asked_again(tmp_
 
     model = {"stream": True, "timeout_seconds": TIMEOUT, "max_retries": 2,
              "retry_backoff_seconds": 0.01}
-    async with owner_session(tmp_path, handler, model=model) as (_, provider, owner, peer, sid):
+    async with scene(handler, model=model) as s:
+        provider, owner, peer, sid = s.provider, s.owner, s.peer, s.session_id
         receipt = await peer.result("prompt.submit", session_id=sid, input_id="p",
                                     text="only once")
         await until(lambda: provider.requests, "the model request")

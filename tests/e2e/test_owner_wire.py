@@ -5,7 +5,7 @@ import asyncio
 import json
 
 import pytest
-from harness import OwnerProcess, Peer, write_config
+from harness import Peer
 from websockets.exceptions import ConnectionClosed
 
 FRAME_LIMIT = 65536
@@ -24,15 +24,14 @@ async def stray(peer: Peer, n: int) -> list[dict]:
 
 
 @pytest.fixture
-def owner(tmp_path):
-    home = tmp_path / "home"
-    write_config(home, daemon={"max_frame_bytes": FRAME_LIMIT})
-    with OwnerProcess(home) as proc:
-        yield proc
+async def wire(scene):
+    """An owner with a small frame limit and no model, reached on the test's transport."""
+    async with scene(None, session=False, daemon={"max_frame_bytes": FRAME_LIMIT}) as s:
+        yield s
 
 
-async def test_malformed_frame_gets_parse_error_and_the_connection_stays_usable(owner):
-    async with await Peer.connect(owner.home) as peer:
+async def test_malformed_frame_gets_parse_error_and_the_connection_stays_usable(wire):
+    async with await wire.connect() as peer:
         await peer.send_raw('{"jsonrpc": "2.0", "id": 1, "method": "ping"')
         pong = await peer.call("ping")  # the reply to the broken frame came first
         assert pong["result"] == {"pong": True}
@@ -50,8 +49,8 @@ async def test_malformed_frame_gets_parse_error_and_the_connection_stays_usable(
                            (None, "parse_error")]
 
 
-async def test_unknown_method_and_invalid_requests(owner):
-    async with await Peer.connect(owner.home) as peer:
+async def test_unknown_method_and_invalid_requests(wire):
+    async with await wire.connect() as peer:
         reply = await peer.call("session.teleport")
         assert reply["error"]["code"] == -32601
         assert reply["error"]["message"] == "method_not_found"
@@ -65,9 +64,10 @@ async def test_unknown_method_and_invalid_requests(owner):
         assert answers == [(7, "invalid_request"), (8, "invalid_params")]
 
 
-async def test_oversize_frame_closes_only_that_connection(owner):
-    async with await Peer.connect(owner.home) as bystander, \
-            await Peer.connect(owner.home) as peer:
+@pytest.mark.both_transports
+async def test_oversize_frame_closes_only_that_connection(wire):
+    async with await wire.connect() as bystander, \
+            await wire.connect() as peer:
         sid = (await bystander.result("session.create"))["session_id"]
         huge = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "prompt.submit",
                            "params": {"session_id": sid, "input_id": "big",
@@ -82,13 +82,13 @@ async def test_oversize_frame_closes_only_that_connection(owner):
         assert (await bystander.call("ping"))["result"] == {"pong": True}
         missing = await bystander.call("prompt.receipt", session_id=sid, input_id="big")
         assert missing["error"]["message"] == "not_found"
-        async with await Peer.connect(owner.home) as fresh:
+        async with await wire.connect() as fresh:
             assert (await fresh.call("ping"))["result"] == {"pong": True}
-    assert owner.alive
+    assert wire.owner.alive
 
 
-async def test_batches_are_answered_per_member(owner):
-    async with await Peer.connect(owner.home) as peer:
+async def test_batches_are_answered_per_member(wire):
+    async with await wire.connect() as peer:
         batch = [
             {"jsonrpc": "2.0", "id": "a", "method": "ping"},
             {"jsonrpc": "2.0", "method": "ping"},  # a notification: no reply
@@ -109,8 +109,8 @@ async def test_batches_are_answered_per_member(owner):
         assert replies[2]["result"]["info"]["title"] == "from a batch"
         describe = replies[3]["result"]
         assert describe["protocol"] == "tether/1"
-        assert describe["pid"] == owner.proc.pid
-        assert describe["instance_id"] == owner.descriptor["instance_id"]
+        assert describe["pid"] == wire.owner.proc.pid
+        assert describe["instance_id"] == wire.owner.descriptor["instance_id"]
         assert empty["id"] is None and empty["error"]["message"] == "invalid_request"
 
         # the session created inside the batch is real and this connection follows it

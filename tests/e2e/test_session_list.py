@@ -12,12 +12,11 @@ from collections import Counter
 
 import orjson
 from fakeprovider import text_reply
-from harness import owner_session
 
 
-async def test_paging_lists_each_session_once_while_unlisted_sessions_get_turns(tmp_path):
-    async with owner_session(tmp_path, lambda request: text_reply("ok")) as (
-            _home, _provider, _owner, peer, first):
+async def test_paging_lists_each_session_once_while_unlisted_sessions_get_turns(scene):
+    async with scene(lambda request: text_reply("ok")) as s:
+        peer, first = s.peer, s.session_id
         made = [first]
         for i in range(199):
             made.append((await peer.result("session.create", title=f"s{i}"))["session_id"])
@@ -52,12 +51,12 @@ async def test_paging_lists_each_session_once_while_unlisted_sessions_get_turns(
     assert {s["session_id"] for s in listed if s["message_count"] == 2} == set(turned)
 
 
-async def test_a_cursor_the_owner_did_not_issue_is_invalid_params(tmp_path):
+async def test_a_cursor_the_owner_did_not_issue_is_invalid_params(scene):
     def b64(value: object) -> str:
         return base64.urlsafe_b64encode(orjson.dumps(value)).decode()
 
-    async with owner_session(tmp_path, lambda request: text_reply("ok")) as (
-            _home, _provider, _owner, peer, _sid):
+    async with scene(lambda request: text_reply("ok")) as sc:
+        peer = sc.peer
         for cursor in ["not base64!", b64({"a": 1, "b": 2}), b64(["x", "y"]),
                        b64([1.5]), b64([True, "ses_x"]), b64(None), "\u00e9"]:
             reply = await peer.call("session.list", cursor=cursor)
@@ -67,10 +66,10 @@ async def test_a_cursor_the_owner_did_not_issue_is_invalid_params(tmp_path):
         assert len(page["sessions"]) == 1 and page["next_cursor"] is None
 
 
-async def test_an_untitled_session_is_titled_by_its_first_prompt(tmp_path):
+async def test_an_untitled_session_is_titled_by_its_first_prompt(scene, tmp_path):
     long_line = "please look at the flaky upload test in the storage module " * 3
-    async with owner_session(tmp_path, lambda request: text_reply("ok")) as (
-            _home, _provider, _owner, peer, first):
+    async with scene(lambda request: text_reply("ok")) as sc:
+        peer = sc.peer
         untitled = (await peer.result("session.create", cwd=str(tmp_path)))["session_id"]
         titled = (await peer.result("session.create", title="my name"))["session_id"]
         for sid, text in ((untitled, "\n\n  fix   the build\nthen run the tests"),

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import orjson
 from fakeprovider import Message
-from harness import clean_env, owner_session, until
+from harness import until
+from scene import Scene
 
 USAGE = {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200,
          "prompt_tokens_details": {"cached_tokens": 400},
@@ -28,15 +28,15 @@ def reply(request: dict) -> Message:
     return Message({"role": "assistant", "content": "done"}, usage=USAGE)
 
 
-def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(scene: Scene, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tether.clients.cli", *args],
-                          env=clean_env(home), capture_output=True, text=True, timeout=60,
+                          env=scene.env(), capture_output=True, text=True, timeout=60,
                           check=False)
 
 
-async def test_usage_and_cost_of_turns_and_sessions(tmp_path: Path) -> None:
-    async with owner_session(tmp_path, reply, model={"prices": PRICES}) as (
-            home, _fake, _owner, peer, sid):
+async def test_usage_and_cost_of_turns_and_sessions(scene) -> None:
+    async with scene(reply, model={"prices": PRICES}) as s:
+        peer, sid = s.peer, s.session_id
         for n in range(2):
             r = await peer.result("prompt.submit", session_id=sid, input_id=f"i{n}",
                                   text="hello", finite=True)
@@ -76,39 +76,33 @@ async def test_usage_and_cost_of_turns_and_sessions(tmp_path: Path) -> None:
         found = await peer.result("session.lookup", prefix=sid)
         assert found["matches"][0]["usage"]["requests"] == 2
 
-        table = cli(home, "sessions")
+        table = cli(s, "sessions")
         assert table.returncode == 0, table.stderr
         assert "COST" in table.stdout.splitlines()[0]
         rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
         assert "$0.0060" in rows[sid] and "2.4k" in rows[sid]
         assert "unknown" in rows[other]
-        status = cli(home, "status", "--json")
+        status = cli(s, "status", "--json")
         assert status.returncode == 0, status.stderr
         usage = orjson.loads(status.stdout)["usage"]
         assert usage["total_tokens"] == 3600 and usage["requests"] == 3
         assert usage["cost_usd"] is None  # one session's model has no price
 
 
-async def test_the_http_endpoint_keeps_openais_usage_shape(tmp_path: Path) -> None:
+async def test_the_http_endpoint_keeps_openais_usage_shape(scene) -> None:
     import httpx
-    from fakeprovider import FakeProvider
-    from harness import OwnerProcess, Peer, write_config
 
-    home = tmp_path / "home"
-    with FakeProvider(reply) as fake:
-        write_config(home, fake.url)
-        with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
-            async with await Peer.connect(home) as peer:
-                token = (await peer.result("token.create", label="api"))["token"]
-            url = owner.descriptor["tcp_url"].replace("ws://", "http://").rstrip("/")
-            async with httpx.AsyncClient() as http:
-                got = await http.post(f"{url}/v1/chat/completions", timeout=30,
-                                      headers={"Authorization": f"Bearer {token}"},
-                                      json={"model": "test-model", "messages": [
-                                          {"role": "user", "content": "hello"}]})
-                answered = await http.post(f"{url}/v1/responses", timeout=30,
-                                           headers={"Authorization": f"Bearer {token}"},
-                                           json={"model": "test-model", "input": "hello"})
+    async with scene(reply, session=False, args=("--tcp", "127.0.0.1:0")) as s:
+        token = (await s.peer.result("token.create", label="api"))["token"]
+        url = s.owner.descriptor["tcp_url"].replace("ws://", "http://").rstrip("/")
+        async with httpx.AsyncClient() as http:
+            got = await http.post(f"{url}/v1/chat/completions", timeout=30,
+                                  headers={"Authorization": f"Bearer {token}"},
+                                  json={"model": "test-model", "messages": [
+                                      {"role": "user", "content": "hello"}]})
+            answered = await http.post(f"{url}/v1/responses", timeout=30,
+                                       headers={"Authorization": f"Bearer {token}"},
+                                       json={"model": "test-model", "input": "hello"})
     assert got.status_code == 200, got.text
     assert got.json()["usage"] == {
         "prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200,
@@ -122,7 +116,7 @@ async def test_the_http_endpoint_keeps_openais_usage_shape(tmp_path: Path) -> No
         "total_tokens": 1200}
 
 
-async def test_a_turn_stopped_halfway_counts_what_it_spent(tmp_path: Path) -> None:
+async def test_a_turn_stopped_halfway_counts_what_it_spent(scene) -> None:
     from fakeprovider import Stall, tool_call_reply
 
     def halfway(request: dict):
@@ -132,8 +126,8 @@ async def test_a_turn_stopped_halfway_counts_what_it_spent(tmp_path: Path) -> No
         reply.usage = USAGE
         return reply
 
-    async with owner_session(tmp_path, halfway, model={"prices": PRICES}) as (
-            _home, fake, _owner, peer, sid):
+    async with scene(halfway, model={"prices": PRICES}) as s:
+        fake, peer, sid = s.provider, s.peer, s.session_id
         r = await peer.result("prompt.submit", session_id=sid, input_id="h", text="look")
         await peer.wait_event(lambda e: e["type"] == "tool.complete")
         await until(lambda: len(fake.requests) >= 2, "the second request")
