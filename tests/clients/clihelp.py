@@ -1,4 +1,5 @@
-"""Helpers for the client suites: the CLI command line, and finding/stopping owners.
+"""Helpers for the client suites: the CLI command line, reading a CLI's output up to a
+mark, and finding/stopping owners.
 
 Owners a CLI started by itself (autostart) are not children of the test, so
 ``stop_owner_of`` ends them by the pid in their home's daemon.json / daemon.lock,
@@ -10,12 +11,30 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 CLI = [sys.executable, "-m", "tether.clients.cli"]
+
+
+def read_until(proc: subprocess.Popen, token: bytes, timeout: float = 20.0) -> bytes:
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    out = b""
+    deadline = time.monotonic() + timeout
+    while token not in out:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"{token!r} not printed; got {out!r}"
+        ready, _, _ = select.select([fd], [], [], min(remaining, 0.2))
+        if ready:
+            chunk = os.read(fd, 65536)
+            assert chunk, f"ended before {token!r}; got {out!r}"
+            out += chunk
+    return out
 
 
 def owner_pid(home: Path) -> int | None:

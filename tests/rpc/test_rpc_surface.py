@@ -102,7 +102,7 @@ def test_protocol_doc_examples_validate_against_the_models():
 
 
 # What a client shares with the owner must load without pydantic: the CLI's start-up
-# would double with it (tests/clients/test_client.py checks what the CLI imports).
+# would double with it (tests/clients/library/test_client.py checks what the CLI imports).
 PYDANTIC_FREE = ("protocol", "errors", "framing", "envelope", "home")
 
 

@@ -9,12 +9,11 @@ import subprocess
 import threading
 import time
 
-from clihelp import CLI
+from clihelp import CLI, read_until
 from fakeprovider import FakeProvider, Held, prompt_of, text_reply
 from harness import OwnerProcess, db_rows, write_config
 from test_chat_tty import Chat, tty_env
 from test_interactive_tty import PROMPT
-from test_session_commands import read_until
 
 CANCELLED = "· turn cancelled: turn cancelled by request"
 

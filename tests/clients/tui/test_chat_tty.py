@@ -259,8 +259,7 @@ def test_a_failed_turn_in_the_chat_gets_the_url_and_a_hint(tmp_path):
 
 def test_tether_stop_is_not_undone_by_an_open_chat_which_waits_for_the_next_owner(tmp_path,
                                                                                 run_cli):
-    from clihelp import owner_pid, pid_alive
-    from test_session_commands import read_until
+    from clihelp import owner_pid, pid_alive, read_until
 
     home = tmp_path / "home"
     with FakeProvider(answer) as fake:

@@ -11,7 +11,7 @@ from harness import write_config
 
 from tether.daemon.toolsets.sandbox import probe
 
-DEMO = str(Path(__file__).resolve().parents[1] / "mcp" / "mcpdemo.py")
+DEMO = str(Path(__file__).resolve().parents[3] / "mcp" / "mcpdemo.py")
 
 
 def test_add_list_tools_doctor_rm(tmp_path, run_cli, reap_owners):

@@ -221,7 +221,7 @@ async def test_a_session_outlives_the_editor(tmp_path, reap_owners):
     assert "DONE" in reopened.of("agent_message_chunk")[-1].content.text
 
 
-DEMO = str(Path(__file__).resolve().parents[1] / "mcp" / "mcpdemo.py")
+DEMO = str(Path(__file__).resolve().parents[2] / "mcp" / "mcpdemo.py")
 
 
 async def test_the_editor_s_mcp_servers_serve_its_session(tmp_path, reap_owners):

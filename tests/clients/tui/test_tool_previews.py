@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import subprocess
 
-from clihelp import CLI
+from clihelp import CLI, read_until
 from fakeprovider import FakeProvider
 from harness import OwnerProcess, clean_env, write_config
-from test_session_commands import read_until
 from toolscript import ScriptedModel
 
 EXPECTED = """\

@@ -25,7 +25,7 @@ import pgstore
 import pytest
 from fakeprovider import FakeProvider, Held, is_child, text_reply, tool_call_reply
 
-PACKAGE = Path(__file__).resolve().parents[2] / "clients" / "typescript"
+PACKAGE = Path(__file__).resolve().parents[3] / "clients" / "typescript"
 
 
 #: an answer in markdown for the viewer page: a heading, a list, code, a table, a

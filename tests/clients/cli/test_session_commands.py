@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import subprocess
 import threading
 import time
 
-from clihelp import CLI
+from clihelp import CLI, read_until
 from fakeprovider import FakeProvider, Held, Stall, prompt_of, text_reply
 from harness import OwnerProcess, clean_env, db_rows, write_config
 from wcwidth import wcswidth
@@ -184,22 +183,6 @@ def test_attach_mid_turn_shows_the_answer_so_far_and_what_was_asked(tmp_path, ru
     text = seen.decode()
     assert text.count(head) == 1, text  # the partial answer once, then the rest after it
     assert text.index(head) < text.index(middle) < text.index(tail), text
-
-
-def read_until(proc: subprocess.Popen, token: bytes, timeout: float = 20.0) -> bytes:
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    out = b""
-    deadline = time.monotonic() + timeout
-    while token not in out:
-        remaining = deadline - time.monotonic()
-        assert remaining > 0, f"{token!r} not printed; got {out!r}"
-        ready, _, _ = select.select([fd], [], [], min(remaining, 0.2))
-        if ready:
-            chunk = os.read(fd, 65536)
-            assert chunk, f"ended before {token!r}; got {out!r}"
-            out += chunk
-    return out
 
 
 def test_rm_takes_the_delegation_children_with_it(tmp_path, run_cli):
