@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from fakeprovider import FakeProvider
-from harness import OwnerProcess, Peer, db_rows, write_config
+from harness import OwnerProcess, Peer
+from scene import Scene
 from toolscript import ScriptedModel, tool_results
 
 TOUCH = "touch made-by-agent"
@@ -25,17 +25,13 @@ def script() -> ScriptedModel:
 
 
 @contextlib.asynccontextmanager
-async def scene(tmp_path: Path, model: ScriptedModel, **approvals: Any,
-                ) -> AsyncIterator[tuple[Path, Path, OwnerProcess, Peer, str]]:
+async def approving(scene: Callable[..., Any], tmp_path: Path, model: ScriptedModel,
+                    **approvals: Any,
+                    ) -> AsyncIterator[tuple[Scene, Path, OwnerProcess, Peer, str]]:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    home = tmp_path / "home"
-    with FakeProvider(model) as provider:
-        write_config(home, provider.url, approvals=approvals)
-        with OwnerProcess(home) as owner:
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
-                yield home, work, owner, peer, sid
+    async with scene(model, session={"cwd": str(work)}, approvals=approvals) as s:
+        yield s, work, s.owner, s.peer, s.session_id
 
 
 def requested(e: dict) -> bool:
@@ -47,9 +43,9 @@ async def submit(peer: Peer, sid: str, text: str, input_id: str, **kw: Any) -> s
     return r["admission_id"]
 
 
-async def test_a_late_viewer_sees_the_pending_prompt_and_answers_it(tmp_path):
+async def test_a_late_viewer_sees_the_pending_prompt_and_answers_it(scene, tmp_path):
     model = script()
-    async with scene(tmp_path, model) as (home, work, owner, peer, sid):
+    async with approving(scene, tmp_path, model) as (s, work, owner, peer, sid):
         aid = await submit(peer, sid, "make a file", "m1")
         ev = await peer.wait_event(requested)
         assert ev["payload"]["subject"] == TOUCH and ev["payload"]["kind"] == "command"
@@ -57,7 +53,7 @@ async def test_a_late_viewer_sees_the_pending_prompt_and_answers_it(tmp_path):
         await peer.wait_event(lambda e: e["type"] == "session.info"
                               and e["payload"].get("awaiting_approval"))
         assert not (work / "made-by-agent").exists()
-        async with await Peer.connect(home) as late:
+        async with await s.connect() as late:
             snap = await late.result("session.resume", session_id=sid)
             [prompt] = snap["approvals"]
             assert prompt["approval_id"] == ev["payload"]["approval_id"]
@@ -75,11 +71,11 @@ async def test_a_late_viewer_sees_the_pending_prompt_and_answers_it(tmp_path):
     assert res["exit_code"] == 0
 
 
-async def test_two_viewers_answer_at_once_and_exactly_one_wins(tmp_path):
-    async with scene(tmp_path, script()) as (home, work, owner, peer, sid):
+async def test_two_viewers_answer_at_once_and_exactly_one_wins(scene, tmp_path):
+    async with approving(scene, tmp_path, script()) as (s, work, owner, peer, sid):
         aid = await submit(peer, sid, "make a file", "m1")
         apr = (await peer.wait_event(requested))["payload"]["approval_id"]
-        async with await Peer.connect(home) as other:
+        async with await s.connect() as other:
             a, b = await asyncio.gather(
                 peer.result("approval.respond", session_id=sid, approval_id=apr,
                             decision="deny", reason="not now"),
@@ -97,9 +93,9 @@ async def test_two_viewers_answer_at_once_and_exactly_one_wins(tmp_path):
     assert ran == (winner["approval"]["decision"] == "once")
 
 
-async def test_silence_is_not_consent(tmp_path):
+async def test_silence_is_not_consent(scene, tmp_path):
     model = script()
-    async with scene(tmp_path, model, timeout_seconds=1) as (home, work, owner, peer, sid):
+    async with approving(scene, tmp_path, model, timeout_seconds=1) as (s, work, owner, peer, sid):
         aid = await submit(peer, sid, "make a file", "m1")
         done = await peer.wait_terminal(sid, aid)
         resolved = await peer.wait_event(lambda e: e["type"] == "approval.resolved")
@@ -108,11 +104,11 @@ async def test_silence_is_not_consent(tmp_path):
     [res] = tool_results(model, "make")
     assert res["denied"] is True and "silence is not consent" in res["error"]
     assert not (work / "made-by-agent").exists()
-    assert db_rows(home, "SELECT status, cause FROM approvals") == [("expired", "timeout")]
+    assert s.rows("SELECT status, cause FROM approvals") == [("expired", "timeout")]
 
 
-async def test_an_interrupt_cancels_the_pending_prompt(tmp_path):
-    async with scene(tmp_path, script()) as (home, work, owner, peer, sid):
+async def test_an_interrupt_cancels_the_pending_prompt(scene, tmp_path):
+    async with approving(scene, tmp_path, script()) as (s, work, owner, peer, sid):
         aid = await submit(peer, sid, "make a file", "m1")
         apr = (await peer.wait_event(requested))["payload"]["approval_id"]
         out = await peer.result("session.interrupt", session_id=sid)
@@ -128,13 +124,13 @@ async def test_an_interrupt_cancels_the_pending_prompt(tmp_path):
     assert not (work / "made-by-agent").exists()
 
 
-async def test_a_crash_while_pending_cancels_the_prompt_and_nothing_ran(tmp_path):
-    async with scene(tmp_path, script()) as (home, work, owner, peer, sid):
+async def test_a_crash_while_pending_cancels_the_prompt_and_nothing_ran(scene, tmp_path):
+    async with approving(scene, tmp_path, script()) as (s, work, owner, peer, sid):
         await submit(peer, sid, "make a file", "m1")
         apr = (await peer.wait_event(requested))["payload"]["approval_id"]
         owner.kill()
-    with OwnerProcess(home):
-        async with await Peer.connect(home) as peer:
+    with OwnerProcess(s.home, env=s.env()):
+        async with await Peer.connect(s.home) as peer:
             snap = await peer.result("session.resume", session_id=sid, after_seq=0)
             late = await peer.result("approval.respond", session_id=sid, approval_id=apr,
                                      decision="once")
@@ -148,20 +144,20 @@ async def test_a_crash_while_pending_cancels_the_prompt_and_nothing_ran(tmp_path
     assert not (work / "made-by-agent").exists()
 
 
-async def test_the_hard_line_is_refused_whatever_the_rules(tmp_path):
+async def test_the_hard_line_is_refused_whatever_the_rules(scene, tmp_path):
     model = script()
-    async with scene(tmp_path, model, mode="never", allow=["*", "mkfs*"],
-                     unattended="allow") as (home, work, owner, peer, sid):
+    async with approving(scene, tmp_path, model, mode="never", allow=["*", "mkfs*"],
+                     unattended="allow") as (s, work, owner, peer, sid):
         aid = await submit(peer, sid, "format the disk", "f1")
         done = await peer.wait_terminal(sid, aid)
     assert done["outcome"] == "completed"
     [res] = tool_results(model, "format")
     assert res["denied"] is True and "hard line" in res["error"]
-    assert db_rows(home, "SELECT count(*) FROM approvals") == [(0,)]
+    assert s.rows("SELECT count(*) FROM approvals") == [(0,)]
 
 
-async def test_an_always_answer_applies_next_time_without_asking(tmp_path):
-    async with scene(tmp_path, script()) as (home, work, owner, peer, sid):
+async def test_an_always_answer_applies_next_time_without_asking(scene, tmp_path):
+    async with approving(scene, tmp_path, script()) as (s, work, owner, peer, sid):
         aid = await submit(peer, sid, "make a file", "m1")
         apr = (await peer.wait_event(requested))["payload"]["approval_id"]
         await peer.result("approval.respond", session_id=sid, approval_id=apr,
@@ -175,14 +171,14 @@ async def test_an_always_answer_applies_next_time_without_asking(tmp_path):
         rules = (await peer.result("approval.rules"))["rules"]
     assert done["outcome"] == "completed"
     assert (work / "made-by-agent").exists()
-    assert db_rows(home, "SELECT count(*) FROM approvals") == [(1,)]
+    assert s.rows("SELECT count(*) FROM approvals") == [(1,)]
     [rule] = [r for r in rules if r["source"] == "always"]
     assert rule["pattern"] == TOUCH and rule["rule_id"].startswith("rul_")
 
 
-async def test_a_finite_turn_never_asks_and_denies_per_policy(tmp_path):
+async def test_a_finite_turn_never_asks_and_denies_per_policy(scene, tmp_path):
     model = script()
-    async with scene(tmp_path, model) as (home, work, owner, peer, sid):
+    async with approving(scene, tmp_path, model) as (s, work, owner, peer, sid):
         aid = await submit(peer, sid, "make a file", "m1", finite=True)
         done = await peer.wait_terminal(sid, aid)
         aid2 = await submit(peer, sid, "write outside the cwd", "w1", finite=True)
@@ -194,19 +190,20 @@ async def test_a_finite_turn_never_asks_and_denies_per_policy(tmp_path):
     assert res2["denied"] is True and "outside" in res2["error"]
     assert not (work / "made-by-agent").exists()
     assert not (tmp_path / "outside.txt").exists()
-    assert db_rows(home, "SELECT count(*) FROM approvals") == [(0,)]
+    assert s.rows("SELECT count(*) FROM approvals") == [(0,)]
 
 
-async def test_unattended_allow_lets_a_finite_turn_run_it(tmp_path):
-    async with scene(tmp_path, script(), unattended="allow") as (home, work, owner, peer, sid):
+async def test_unattended_allow_lets_a_finite_turn_run_it(scene, tmp_path):
+    async with approving(scene, tmp_path, script(), unattended="allow") as (
+            s, work, owner, peer, sid):
         aid = await submit(peer, sid, "make a file", "m1", finite=True)
         done = await peer.wait_terminal(sid, aid)
     assert done["outcome"] == "completed"
     assert (work / "made-by-agent").exists()
 
 
-async def test_a_prompt_waiting_for_an_answer_holds_no_other_session_up(tmp_path):
-    async with scene(tmp_path, script()) as (home, work, owner, peer, a):
+async def test_a_prompt_waiting_for_an_answer_holds_no_other_session_up(scene, tmp_path):
+    async with approving(scene, tmp_path, script()) as (s, work, owner, peer, a):
         ra = await submit(peer, a, "make a file", "a")
         await peer.wait_event(requested)
         b = (await peer.result("session.create", cwd=str(work)))["session_id"]
@@ -216,20 +213,16 @@ async def test_a_prompt_waiting_for_an_answer_holds_no_other_session_up(tmp_path
     assert done_b["outcome"] == "completed" and still["status"] == "started"
 
 
-async def test_an_owner_that_stops_cancels_the_pending_prompt(tmp_path):
+async def test_an_owner_that_stops_cancels_the_pending_prompt(scene, tmp_path):
     model = script()
     work = tmp_path / "work"
     work.mkdir()
-    home = tmp_path / "home"
-    with FakeProvider(model) as provider:
-        write_config(home, provider.url, daemon={"grace_seconds": 0.5})
-        with OwnerProcess(home) as owner:
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
-                aid = await submit(peer, sid, "make a file", "m1")
-                await peer.wait_event(requested)
-                assert owner.stop() == 0
-    assert db_rows(home, "SELECT status, cause FROM approvals") == [("cancelled", "shutdown")]
-    assert db_rows(home, "SELECT status, outcome FROM session_admissions "
-                         "WHERE admission_id = ?", aid) == [("terminal", "interrupted")]
+    async with scene(model, session={"cwd": str(work)}, daemon={"grace_seconds": 0.5}) as s:
+        peer, sid = s.peer, s.session_id
+        aid = await submit(peer, sid, "make a file", "m1")
+        await peer.wait_event(requested)
+        assert s.owner.stop() == 0
+    assert s.rows("SELECT status, cause FROM approvals") == [("cancelled", "shutdown")]
+    assert s.rows("SELECT status, outcome FROM session_admissions "
+                  "WHERE admission_id = ?", aid) == [("terminal", "interrupted")]
     assert not (work / "made-by-agent").exists()

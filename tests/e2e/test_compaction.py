@@ -11,11 +11,10 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import orjson
 from fakeprovider import Message, text_reply
-from harness import clean_env, db_rows, owner_session
+from scene import Scene, Store, owner_env
 
 WINDOW = 1024
 LIMIT = int(WINDOW * 0.8)
@@ -45,9 +44,9 @@ def note(n: int) -> str:
     return f"note {n}: " + ("keep this in mind about the project, " * 5)
 
 
-def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def cli(scene: Scene, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tether.clients.cli", *args],
-                          env=clean_env(home), capture_output=True, text=True, timeout=60,
+                          env=scene.env(), capture_output=True, text=True, timeout=60,
                           check=False)
 
 
@@ -57,9 +56,10 @@ async def turn(peer, sid: str, text: str, input_id: str) -> dict:
     return await peer.wait_terminal(sid, r["admission_id"])
 
 
-async def test_a_long_session_stays_under_budget_with_compactions(tmp_path):
+async def test_a_long_session_stays_under_budget_with_compactions(scene):
     cfg = {"model": {"context_window": WINDOW, "default": "scripted-model"}}
-    async with owner_session(tmp_path, model, **cfg) as (home, fake, _owner, peer, _sid):
+    async with scene(model, **cfg) as s:
+        fake, peer = s.provider, s.peer
         sid = (await peer.result("session.create", toolsets=[]))["session_id"]
         for n in range(TURNS):
             receipt = await turn(peer, sid, note(n), f"n{n}")
@@ -104,19 +104,20 @@ async def test_a_long_session_stays_under_budget_with_compactions(tmp_path):
         sent = [r for r in fake.requests[before:] if not is_compaction(r)][0]
         assert any(m["content"].endswith(SUMMARY.strip()) for m in sent["messages"])
         assert tokens(sent) <= LIMIT
-    kinds = db_rows(home, "SELECT kind, COUNT(*) FROM compactions WHERE session_id = ? "
-                          "GROUP BY kind", sid)
+    kinds = s.rows("SELECT kind, COUNT(*) FROM compactions WHERE session_id = ? "
+                   "GROUP BY kind", sid)
     assert [tuple(k) for k in kinds] == [("auto", len(compacted))]
 
 
-async def test_manual_compaction_with_a_focus_and_off(tmp_path):
+async def test_manual_compaction_with_a_focus_and_off(scene):
     cfg = {"model": {"context_window": 8192, "default": "scripted-model", "compact": "manual"}}
-    async with owner_session(tmp_path, model, **cfg) as (home, fake, _owner, peer, _sid):
+    async with scene(model, **cfg) as s:
+        fake, peer = s.provider, s.peer
         sid = (await peer.result("session.create", toolsets=[]))["session_id"]
         for n in range(4):
             await turn(peer, sid, note(n), f"n{n}")
         assert not any(is_compaction(r) for r in fake.requests)  # manual: never by itself
-        done = cli(home, "sessions", "compact", sid, "--focus", "the numbered notes")
+        done = cli(s, "sessions", "compact", sid, "--focus", "the numbered notes")
         assert done.returncode == 0, done.stderr
         assert "compacted messages 0–5" in done.stderr
         [asked] = [r for r in fake.requests if is_compaction(r)]
@@ -133,10 +134,11 @@ async def test_manual_compaction_with_a_focus_and_off(tmp_path):
         assert unknown["error"]["data"]["reason"] == "not_found"
 
 
-async def test_compaction_off_never_summarises_and_a_huge_prompt_is_cut(tmp_path):
+async def test_compaction_off_never_summarises_and_a_huge_prompt_is_cut(scene):
     cfg = {"model": {"context_window": WINDOW, "default": "scripted-model", "compact": "off"}}
     huge = "begin " + "x" * 20_000 + " end"
-    async with owner_session(tmp_path, model, **cfg) as (home, fake, _owner, peer, _sid):
+    async with scene(model, **cfg) as s:
+        fake, peer = s.provider, s.peer
         sid = (await peer.result("session.create", toolsets=[]))["session_id"]
         # one turn alone far over the budget: cut with a marker, stored whole
         receipt = await turn(peer, sid, huge, "h")
@@ -156,7 +158,7 @@ async def test_compaction_off_never_summarises_and_a_huge_prompt_is_cut(tmp_path
         assert max(tokens(r) for r in fake.requests) <= LIMIT
 
 
-async def test_kill_9_during_compaction_leaves_no_half_summary(tmp_path):
+async def test_kill_9_during_compaction_leaves_no_half_summary(tmp_path, store_url):
     """The owner dies while the model is summarising: nothing of the compaction is
     stored; the next owner compacts again from scratch, and the turn goes on."""
     import asyncio
@@ -174,11 +176,12 @@ async def test_kill_9_during_compaction_leaves_no_half_summary(tmp_path):
         return model(request)
 
     home = tmp_path / "home"
+    store, env = Store(home, store_url), owner_env(home, store_url)
     with FakeProvider(held) as fake:
         write_config(home, fake.url, model={"context_window": WINDOW,
                                             "default": "scripted-model"},
                      daemon={"unknown_policy": "interrupt"})
-        with OwnerProcess(home) as owner:
+        with OwnerProcess(home, env=env) as owner:
             async with await Peer.connect(home) as peer:
                 sid = (await peer.result("session.create", toolsets=[]))["session_id"]
                 for n in range(40):
@@ -194,22 +197,22 @@ async def test_kill_9_during_compaction_leaves_no_half_summary(tmp_path):
                         break
                 assert asked.is_set()
                 owner.kill()  # SIGKILL while the summary is being written
-        assert db_rows(home, "SELECT COUNT(*) FROM compactions")[0][0] == 0
-        assert db_rows(home, "SELECT COUNT(*) FROM events WHERE type = 'session.compacted'"
-                       )[0][0] == 0
+        assert store.rows("SELECT COUNT(*) FROM compactions")[0][0] == 0
+        assert store.rows("SELECT COUNT(*) FROM events WHERE type = 'session.compacted'"
+                          )[0][0] == 0
         gate.set()
-        with OwnerProcess(home):
+        with OwnerProcess(home, env=env):
             async with await Peer.connect(home) as peer:
                 receipt = await turn(peer, sid, "after the crash", "again")
                 assert receipt["outcome"] == "completed"
                 snap = await peer.result("session.resume", session_id=sid)
-        [(summary, first, end)] = db_rows(
-            home, "SELECT summary, first_index, end_index FROM compactions")
+        [(summary, first, end)] = store.rows(
+            "SELECT summary, first_index, end_index FROM compactions")
         assert summary == SUMMARY.strip() and first == 0 and end > 0
         assert snap["messages"][-1]["content"] == "Noted: after the crash"
 
 
-async def test_a_delegated_child_obeys_the_same_budget(tmp_path):
+async def test_a_delegated_child_obeys_the_same_budget(scene, tmp_path):
     """A child agent reads a file far bigger than the window: its next request is cut
     to fit, with the marker, like a turn's."""
     from fakeprovider import is_child, tool_call_reply
@@ -233,7 +236,8 @@ async def test_a_delegated_child_obeys_the_same_budget(tmp_path):
         return tokens(request) + (math.ceil(len(orjson.dumps(tools)) / 4) if tools else 0)
 
     cfg = {"model": {"context_window": 4096, "default": "scripted-model"}}
-    async with owner_session(tmp_path, scripted, **cfg) as (home, fake, _owner, peer, _sid):
+    async with scene(scripted, **cfg) as s:
+        fake, peer = s.provider, s.peer
         sid = (await peer.result("session.create", cwd=str(work),
                                  toolsets=["files", "delegation"]))["session_id"]
         receipt = await turn(peer, sid, "delegate the reading", "d")
