@@ -21,13 +21,12 @@ import asyncio
 import contextlib
 import os
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeprovider import FakeProvider
-from harness import OwnerProcess, Peer, clean_env, write_config
+from harness import Peer
 from toolscript import ScriptedModel, tool_results
 
 pytestmark = pytest.mark.sqlite_only("the boundary is the tools', not the store's")
@@ -89,22 +88,18 @@ def fake_binaries(bin_dir: Path, marks: Path) -> None:
 
 
 @contextlib.asynccontextmanager
-async def scene(tmp_path: Path, commands: list[str], *, mode: str, sandbox: str,
-                ) -> AsyncIterator[tuple[Path, Peer, str, ScriptedModel]]:
-    work, home = tmp_path / "work", tmp_path / "home"
+async def boundary(scene: Callable[..., Any], tmp_path: Path, commands: list[str], *,
+                   mode: str, sandbox: str,
+                   ) -> AsyncIterator[tuple[Path, Peer, str, ScriptedModel]]:
+    work = tmp_path / "work"
     marks = work / ".ran"
     marks.mkdir(parents=True)
     fake_binaries(work / ".fakebin", marks)
     model = ScriptedModel({"attack": [("terminal", {"command": c}) for c in commands]})
-    env = clean_env(home, **SECRETS)
-    env["PATH"] = f"{work / '.fakebin'}{os.pathsep}{env['PATH']}"
-    with FakeProvider(model) as provider:
-        write_config(home, provider.url, approvals={"mode": mode},
-                     sandbox={"mode": sandbox})
-        with OwnerProcess(home, env=env):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
-                yield home, peer, sid, model
+    env = {**SECRETS, "PATH": f"{work / '.fakebin'}{os.pathsep}{os.environ['PATH']}"}
+    async with scene(model, session={"cwd": str(work)}, env=env,
+                     approvals={"mode": mode}, sandbox={"mode": sandbox}) as s:
+        yield s.home, s.peer, s.session_id, model
 
 
 async def deny_every_prompt(peer: Peer, sid: str, asked: list[str]) -> None:
@@ -137,7 +132,8 @@ CONFIGS = [
 
 
 @pytest.mark.parametrize(("mode", "attended", "sandbox"), CONFIGS)
-async def test_hostile_commands_stay_inside_the_boundary(tmp_path, mode, attended, sandbox):
+async def test_hostile_commands_stay_inside_the_boundary(scene, tmp_path, mode, attended,
+                                                         sandbox):
     if sandbox != "off" and not HAS_BWRAP:
         pytest.fail("bubblewrap is not installed (.ci/run installs it)")
     elsewhere = tmp_path / "elsewhere"
@@ -145,7 +141,7 @@ async def test_hostile_commands_stay_inside_the_boundary(tmp_path, mode, attende
     home = tmp_path / "home"
     hard, hostile = hard_commands(), hostile_commands(elsewhere, home)
     asked: list[str] = []
-    async with scene(tmp_path, hard + hostile, mode=mode, sandbox=sandbox) as (
+    async with boundary(scene, tmp_path, hard + hostile, mode=mode, sandbox=sandbox) as (
             home, peer, sid, model):
         responder = asyncio.create_task(deny_every_prompt(peer, sid, asked))
         try:

@@ -12,8 +12,8 @@ import threading
 import httpx
 import openai
 import pytest
-from fakeprovider import FakeProvider, Held, Status, prompt_of, text_reply
-from harness import OwnerProcess, Peer, until, write_config
+from fakeprovider import Held, Status, prompt_of, text_reply
+from harness import Peer, until
 from httpkit import Clients, api_admissions, base_url, mint
 from websockets.asyncio.client import connect
 
@@ -37,16 +37,13 @@ class Model:
 
 
 @pytest.fixture
-def scene(tmp_path):
-    home = tmp_path / "home"
+async def served(scene):
     model = Model()
-    with FakeProvider(model) as provider:
-        write_config(home, provider.url, http={"max_concurrent_requests": 16,
-                                               "body_timeout_seconds": 1.0,
-                                               "keepalive_seconds": 0.5})
-        with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
-            yield owner, provider, model
-            model.gate.set()
+    async with scene(model, session=False, args=("--tcp", "127.0.0.1:0"),
+                     http={"max_concurrent_requests": 16, "body_timeout_seconds": 1.0,
+                           "keepalive_seconds": 0.5}) as s:
+        yield s, model
+        model.gate.set()
 
 
 @pytest.fixture
@@ -57,8 +54,9 @@ async def clients():
 
 
 async def test_a_token_that_expires_or_is_revoked_ends_its_connections_and_streams(
-        scene, clients):
-    owner, provider, model = scene
+        served, clients):
+    s, model = served
+    owner, provider = s.owner, s.provider
     short = await mint(owner, ttl_seconds=4)
     stream = await clients(owner, short).chat.completions.create(
         model="tether", messages=HOLD, stream=True)
@@ -73,7 +71,7 @@ async def test_a_token_that_expires_or_is_revoked_ends_its_connections_and_strea
         assert "expired" in str(exc.value)
         await asyncio.wait_for(ws.wait_closed(), 10)
     assert (ws.close_code, ws.close_reason) == (1008, "token expired")
-    await until(lambda: api_admissions(owner)[-1][1:3] == ("terminal", "cancelled"),
+    await until(lambda: api_admissions(s.store)[-1][1:3] == ("terminal", "cancelled"),
                 "the expired token's turn to be cancelled")
 
     kept = await mint(owner)
@@ -89,14 +87,15 @@ async def test_a_token_that_expires_or_is_revoked_ends_its_connections_and_strea
         async for _ in stream:
             pass
     assert "revoked" in str(exc.value)
-    await until(lambda: api_admissions(owner)[-1][1:3] == ("terminal", "cancelled"),
+    await until(lambda: api_admissions(s.store)[-1][1:3] == ("terminal", "cancelled"),
                 "the revoked token's turn to be cancelled")
     assert not any(r["messages"][-1]["role"] == "tool" for r in provider.requests)
 
 
 @pytest.mark.store_agnostic
-async def test_slow_bodies_hold_no_slot_and_time_out(scene, clients):
-    owner, provider, _ = scene
+async def test_slow_bodies_hold_no_slot_and_time_out(served, clients):
+    s, _ = served
+    owner, provider = s.owner, s.provider
     token = await mint(owner)
     port = int(owner.descriptor["tcp_url"].rsplit(":", 1)[1].strip("/"))
     slow = []
@@ -122,8 +121,9 @@ async def test_slow_bodies_hold_no_slot_and_time_out(scene, clients):
 
 
 @pytest.mark.store_agnostic
-async def test_deep_json_is_a_400_in_openais_envelope(scene):
-    owner, _, _ = scene
+async def test_deep_json_is_a_400_in_openais_envelope(served):
+    s, _ = served
+    owner = s.owner
     token = await mint(owner)
     async with httpx.AsyncClient(base_url=base_url(owner),
                                  headers={"Authorization": f"Bearer {token}"}) as raw:
@@ -134,8 +134,9 @@ async def test_deep_json_is_a_400_in_openais_envelope(scene):
             assert bad.json()["error"]["code"] == "invalid_json"
 
 
-async def test_every_concurrent_duplicate_of_a_key_says_it_was_replayed(scene):
-    owner, provider, model = scene
+async def test_every_concurrent_duplicate_of_a_key_says_it_was_replayed(served):
+    s, model = served
+    owner, provider = s.owner, s.provider
     token = await mint(owner)
     body = {"model": "tether", "messages": HOLD, "stream": True}
     headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": "dup-1"}
@@ -160,8 +161,9 @@ async def test_every_concurrent_duplicate_of_a_key_says_it_was_replayed(scene):
 
 
 @pytest.mark.store_agnostic
-async def test_a_model_failure_names_no_internal_address(scene, clients):
-    owner, provider, _ = scene
+async def test_a_model_failure_names_no_internal_address(served, clients):
+    s, _ = served
+    owner, provider = s.owner, s.provider
     api = clients(owner, await mint(owner))
     with pytest.raises(openai.InternalServerError) as exc:
         await api.chat.completions.create(model="tether",

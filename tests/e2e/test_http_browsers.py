@@ -7,28 +7,26 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from fakeprovider import FakeProvider, prompt_of, text_reply
-from harness import OwnerProcess, db_rows, write_config
+from fakeprovider import prompt_of, text_reply
 from httpkit import Clients, base_url, mint
 
 PAGE = "http://app.example:3000"
 
 
 @pytest.fixture
-async def scene(tmp_path):
-    home = tmp_path / "home"
+async def served(scene):
     made = Clients()
     model = lambda req: text_reply(f"ECHO {prompt_of(req)} after {len(req['messages'])}")  # noqa: E731
-    with FakeProvider(model) as provider:
-        write_config(home, provider.url, daemon={"tcp_allowed_origins": [PAGE]})
-        with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
-            yield owner, provider, made
-            await made.close()
+    async with scene(model, session=False, args=("--tcp", "127.0.0.1:0"),
+                     daemon={"tcp_allowed_origins": [PAGE]}) as s:
+        yield s, made
+        await made.close()
 
 
 @pytest.mark.store_agnostic
-async def test_a_listed_origin_gets_its_preflight_and_cors_headers_on_every_answer(scene):
-    owner, provider, _ = scene
+async def test_a_listed_origin_gets_its_preflight_and_cors_headers_on_every_answer(served):
+    s, _ = served
+    owner, provider = s.owner, s.provider
     token = await mint(owner)
     async with httpx.AsyncClient(base_url=base_url(owner), timeout=30) as raw:
         pre = await raw.options("/chat/completions", headers={
@@ -71,8 +69,9 @@ async def test_a_listed_origin_gets_its_preflight_and_cors_headers_on_every_answ
     assert [prompt_of(r) for r in provider.requests] == ["from a page"]
 
 
-async def test_a_conversation_key_names_one_session_per_token(scene):
-    owner, provider, clients = scene
+async def test_a_conversation_key_names_one_session_per_token(served):
+    s, clients = served
+    owner, provider = s.owner, s.provider
     token = await mint(owner)
     chat = clients(owner, token, default_headers={"X-Tether-Conversation": "chat-1"})
     history = [{"role": "system", "content": "be brief"},
@@ -109,5 +108,5 @@ async def test_a_conversation_key_names_one_session_per_token(scene):
                           ).chat.completions.with_raw_response.create(
         model="tether", messages=[{"role": "user", "content": "mine"}])
     assert other.headers["x-tether-session-id"] not in (sid, fresh.headers["x-tether-session-id"])
-    assert db_rows(owner.home, "SELECT COUNT(*) FROM api_conversations") == [(3,)]
-    assert db_rows(owner.home, "SELECT COUNT(*) FROM sessions") == [(3,)]
+    assert s.rows("SELECT COUNT(*) FROM api_conversations") == [(3,)]
+    assert s.rows("SELECT COUNT(*) FROM sessions") == [(3,)]

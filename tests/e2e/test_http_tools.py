@@ -9,9 +9,9 @@ import json
 
 import openai
 import pytest
-from fakeprovider import FakeProvider, prompt_of, text_reply, tool_call_reply
-from harness import OwnerProcess, db_rows, write_config
+from fakeprovider import prompt_of, text_reply, tool_call_reply
 from httpkit import Clients, base_url, mint
+from scene import Scene
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather of a city.",
@@ -34,22 +34,20 @@ def model(req: dict):
 
 
 @pytest.fixture
-async def scene(tmp_path):
-    home = tmp_path / "home"
+async def served(scene):
     made = Clients()
-    with FakeProvider(model) as provider:
-        write_config(home, provider.url)
-        with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
-            yield owner, provider, made, await mint(owner)
-            await made.close()
+    async with scene(model, session=False, args=("--tcp", "127.0.0.1:0")) as s:
+        yield s, made, await mint(s.owner)
+        await made.close()
 
 
-def sessions(owner: OwnerProcess) -> int:
-    return db_rows(owner.home, "SELECT COUNT(*) FROM sessions")[0][0]
+def sessions(s: Scene) -> int:
+    return s.rows("SELECT COUNT(*) FROM sessions")[0][0]
 
 
-async def test_a_client_tool_call_ends_the_turn_and_its_result_continues_the_session(scene):
-    owner, provider, clients, token = scene
+async def test_a_client_tool_call_ends_the_turn_and_its_result_continues_the_session(served):
+    s, clients, token = served
+    owner, provider = s.owner, s.provider
     api = clients(owner, token)
     asked = [{"role": "user", "content": "what is the weather in Paris?"}]
     first = await api.chat.completions.create(model="tether", messages=asked, tools=[WEATHER])
@@ -69,7 +67,7 @@ async def test_a_client_tool_call_ends_the_turn_and_its_result_continues_the_ses
     text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert text == "It is sunny in Paris"
     # the same session went on: the model saw its own call and the client's result
-    assert sessions(owner) == 1
+    assert sessions(s) == 1
     seen = provider.requests[-1]["messages"]
     assert [m["role"] for m in seen[-3:]] == ["user", "assistant", "tool"]
 
@@ -99,11 +97,12 @@ async def test_a_client_tool_call_ends_the_turn_and_its_result_continues_the_ses
 
 
 @pytest.mark.store_agnostic
-async def test_langchain_bind_tools_loop_and_structured_output(scene):
+async def test_langchain_bind_tools_loop_and_structured_output(served):
     from langchain_core.tools import tool
     from langchain_openai import ChatOpenAI
 
-    owner, provider, _, token = scene
+    s, _, token = served
+    owner, provider = s.owner, s.provider
 
     @tool
     def get_weather(city: str) -> str:
@@ -113,12 +112,12 @@ async def test_langchain_bind_tools_loop_and_structured_output(scene):
     llm = ChatOpenAI(model="tether", base_url=base_url(owner), api_key=token, max_retries=0,
                      timeout=60)
     try:
-        await _tool_loop_and_structured(llm, get_weather, provider, owner)
+        await _tool_loop_and_structured(llm, get_weather, provider, s)
     finally:
         await llm.root_async_client.close()
 
 
-async def _tool_loop_and_structured(llm, get_weather, provider, owner) -> None:
+async def _tool_loop_and_structured(llm, get_weather, provider, s: Scene) -> None:
     from langchain_core.messages import HumanMessage
     from pydantic import BaseModel
 
@@ -130,7 +129,7 @@ async def _tool_loop_and_structured(llm, get_weather, provider, owner) -> None:
     messages += [get_weather.invoke(call) for call in ai.tool_calls]
     final = await bound.ainvoke(messages)
     assert final.content == "It is sunny in Paris" and not final.tool_calls
-    assert sessions(owner) == 1
+    assert sessions(s) == 1
 
     class Person(BaseModel):
         name: str

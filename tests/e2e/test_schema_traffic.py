@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeprovider import FakeProvider, Message, Status, text_reply, tool_call_reply
-from harness import OwnerProcess, Peer, clean_env, until, write_config
+from fakeprovider import Message, Status, text_reply, tool_call_reply
+from harness import until
+from scene import owner_env
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -55,9 +56,9 @@ def model(req: dict) -> Any:
                     "reasoning_content": "thinking it over"})
 
 
-def schema_from_cli(home) -> dict[str, Any]:
+def schema_from_cli(home: Path) -> dict[str, Any]:
     out = subprocess.run([str(Path(sys.executable).with_name("tether")), "schema"], check=True,
-                         capture_output=True, env=clean_env(home), timeout=60)
+                         capture_output=True, env=owner_env(home, None), timeout=60)
     return json.loads(out.stdout)
 
 
@@ -89,108 +90,106 @@ class Checker:
         self.checked["event:" + event["type"]] = self.checked.get("event:" + event["type"], 0) + 1
 
 
-async def test_every_reply_and_event_of_real_traffic_validates(tmp_path):
+async def test_every_reply_and_event_of_real_traffic_validates(scene, tmp_path):
     _flaky.clear()  # the test runs once per store: each run's first "flaky" fails once
-    home = tmp_path / "home"
-    checker = Checker(schema_from_cli(home))
-    with FakeProvider(model) as fake:
-        write_config(home, fake.url, mcp={"servers": {"demo": {
-            "command": sys.executable, "args": [MCP_DEMO]}}}, approvals={"unattended": "allow"})
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
+    checker = Checker(schema_from_cli(tmp_path / "home"))
+    async with scene(model, session=False, mcp={"servers": {"demo": {
+            "command": sys.executable, "args": [MCP_DEMO]}}},
+            approvals={"unattended": "allow"}) as s:
+        peer = s.peer
 
-                async def call(method: str, **params: Any) -> dict[str, Any]:
-                    frame = await peer.call(method, **params)
-                    checker.reply(method, frame)
-                    return frame
+        async def call(method: str, **params: Any) -> dict[str, Any]:
+            frame = await peer.call(method, **params)
+            checker.reply(method, frame)
+            return frame
 
-                for method in ("runtime.describe", "ping"):
-                    await call(method)
-                minted = (await call("token.create", label="schema", ttl_seconds=60))["result"]
-                await call("token.list")
-                await call("token.revoke", token_id=minted["token_id"])
-                await call("token.revoke", token_id=minted["token_id"])  # not_found
-                await call("runtime.listen_tcp", address="127.0.0.1:0")
-                await call("runtime.listen_tcp", address="nonsense")  # listening already
-                sid = (await call("session.create", title="schema",
-                                  cwd=str(tmp_path)))["result"]["session_id"]
-                await call("session.list")
-                for n, text in enumerate(("hello", "delegate inline")):
-                    r = (await call("prompt.submit", session_id=sid, input_id=f"i{n}",
-                                    text=text, finite=True))["result"]
-                    await peer.wait_terminal(sid, r["admission_id"])
-                r = (await call("prompt.submit", session_id=sid, input_id="bg",
-                                text="delegate in background"))["result"]
-                await peer.wait_terminal(sid, r["admission_id"])
-                await until(lambda: any(e["type"] == "delegation.complete"
-                                        for e in peer.events), what="the delivery")
-                # an MCP tool with progress: tool.progress; the mcp.* methods
-                r = (await call("prompt.submit", session_id=sid, input_id="mcp",
-                                text="count with mcp", finite=True))["result"]
-                await peer.wait_terminal(sid, r["admission_id"])
-                await call("mcp.list")
-                await call("mcp.tools", server="demo")
-                await call("mcp.attach", session_id=sid, servers=[
-                    {"name": "extra", "command": sys.executable, "args": [MCP_DEMO]}])
-                # a transient model failure: model.retry
-                r = (await call("prompt.submit", session_id=sid, input_id="flaky",
-                                text="flaky", finite=True))["result"]
-                await peer.wait_terminal(sid, r["admission_id"])
-                # approvals: asked, answered (always, so a rule exists), resolved
-                for n, text in enumerate(("run a command", "run in the background")):
-                    r = (await call("prompt.submit", session_id=sid, input_id=f"tool{n}",
-                                    text=text))["result"]
-                    asked = await peer.wait_event(
-                        lambda e: e["type"] == "approval.requested"
-                        and e["admission_id"] == r["admission_id"])  # noqa: B023
-                    await call("approval.list", session_id=sid)
-                    await call("approval.respond", session_id=sid, decision="always",
-                               approval_id=asked["payload"]["approval_id"])
-                    await peer.wait_terminal(sid, r["admission_id"])
-                await until(lambda: any(e["type"] == "process.complete" for e in peer.events),
-                            what="the background process's notice")
-                rules = (await call("approval.rules"))["result"]["rules"]
-                await call("approval.rule_remove", rule_id=rules[0]["rule_id"])
-                # scheduled jobs, one delivered into this session (cron.notice)
-                await call("cron.create", name="schema-job", schedule="every 1h",
-                           prompt="hello", deliver=f"session:{sid}")
-                for method in ("cron.get", "cron.pause", "cron.resume", "cron.runs"):
-                    await call(method, name="schema-job")
-                await call("cron.update", name="schema-job", prompt="hello again")
-                await call("cron.list")
-                await call("cron.run", name="schema-job")
-                await until(lambda: any(e["type"] == "cron.notice" for e in peer.events),
-                            what="the job's answer delivered")
-                await call("cron.remove", name="schema-job")
-                # long sessions: a manual compaction (session.compacted), fork, export
-                compacted = (await call("session.compact", session_id=sid,
-                                        focus="the answers"))["result"]
-                assert compacted["compacted"] is True
-                await call("session.fork", session_id=sid)
-                for fmt in ("json", "markdown"):
-                    await call("session.export", session_id=sid, format=fmt)
-                # the session commands
-                other = (await call("session.create", title="other"))["result"]["session_id"]
-                await call("session.rename", session_id=other, title="renamed")
-                await call("session.lookup", prefix=other[:12])
-                await call("session.prune", older_than_seconds=0, dry_run=True)
-                await call("session.delete", session_id=other)
-                await call("prompt.receipt", session_id=sid, input_id="i0")
-                await call("prompt.cancel", session_id=sid, admission_id=r["admission_id"])
-                await call("session.resume", session_id=sid, after_seq=0)
-                await call("session.events.since", session_id=sid, after_seq=0)
-                await call("session.interrupt", session_id=sid)
-                await call("session.detach", session_id=sid)
-                # errors of every kind a client can provoke
-                await call("prompt.submit", session_id=sid, input_id="i0", text="other")
-                await call("prompt.submit", session_id=sid, input_id="x", text=1)
-                await call("session.resume", session_id="nope")
-                await call("session.events.since", session_id=sid, after_seq=10_000)
-                await call("no.such.method")
-                await call("prompt.resolve_unknown", session_id=sid, admission_id=r["admission_id"])
-                await call("runtime.shutdown")
-                for event in peer.events:
-                    checker.event(event)
+        for method in ("runtime.describe", "ping"):
+            await call(method)
+        minted = (await call("token.create", label="schema", ttl_seconds=60))["result"]
+        await call("token.list")
+        await call("token.revoke", token_id=minted["token_id"])
+        await call("token.revoke", token_id=minted["token_id"])  # not_found
+        await call("runtime.listen_tcp", address="127.0.0.1:0")
+        await call("runtime.listen_tcp", address="nonsense")  # listening already
+        sid = (await call("session.create", title="schema",
+                          cwd=str(tmp_path)))["result"]["session_id"]
+        await call("session.list")
+        for n, text in enumerate(("hello", "delegate inline")):
+            r = (await call("prompt.submit", session_id=sid, input_id=f"i{n}",
+                            text=text, finite=True))["result"]
+            await peer.wait_terminal(sid, r["admission_id"])
+        r = (await call("prompt.submit", session_id=sid, input_id="bg",
+                        text="delegate in background"))["result"]
+        await peer.wait_terminal(sid, r["admission_id"])
+        await until(lambda: any(e["type"] == "delegation.complete"
+                                for e in peer.events), what="the delivery")
+        # an MCP tool with progress: tool.progress; the mcp.* methods
+        r = (await call("prompt.submit", session_id=sid, input_id="mcp",
+                        text="count with mcp", finite=True))["result"]
+        await peer.wait_terminal(sid, r["admission_id"])
+        await call("mcp.list")
+        await call("mcp.tools", server="demo")
+        await call("mcp.attach", session_id=sid, servers=[
+            {"name": "extra", "command": sys.executable, "args": [MCP_DEMO]}])
+        # a transient model failure: model.retry
+        r = (await call("prompt.submit", session_id=sid, input_id="flaky",
+                        text="flaky", finite=True))["result"]
+        await peer.wait_terminal(sid, r["admission_id"])
+        # approvals: asked, answered (always, so a rule exists), resolved
+        for n, text in enumerate(("run a command", "run in the background")):
+            r = (await call("prompt.submit", session_id=sid, input_id=f"tool{n}",
+                            text=text))["result"]
+            asked = await peer.wait_event(
+                lambda e: e["type"] == "approval.requested"
+                and e["admission_id"] == r["admission_id"])  # noqa: B023
+            await call("approval.list", session_id=sid)
+            await call("approval.respond", session_id=sid, decision="always",
+                       approval_id=asked["payload"]["approval_id"])
+            await peer.wait_terminal(sid, r["admission_id"])
+        await until(lambda: any(e["type"] == "process.complete" for e in peer.events),
+                    what="the background process's notice")
+        rules = (await call("approval.rules"))["result"]["rules"]
+        await call("approval.rule_remove", rule_id=rules[0]["rule_id"])
+        # scheduled jobs, one delivered into this session (cron.notice)
+        await call("cron.create", name="schema-job", schedule="every 1h",
+                   prompt="hello", deliver=f"session:{sid}")
+        for method in ("cron.get", "cron.pause", "cron.resume", "cron.runs"):
+            await call(method, name="schema-job")
+        await call("cron.update", name="schema-job", prompt="hello again")
+        await call("cron.list")
+        await call("cron.run", name="schema-job")
+        await until(lambda: any(e["type"] == "cron.notice" for e in peer.events),
+                    what="the job's answer delivered")
+        await call("cron.remove", name="schema-job")
+        # long sessions: a manual compaction (session.compacted), fork, export
+        compacted = (await call("session.compact", session_id=sid,
+                                focus="the answers"))["result"]
+        assert compacted["compacted"] is True
+        await call("session.fork", session_id=sid)
+        for fmt in ("json", "markdown"):
+            await call("session.export", session_id=sid, format=fmt)
+        # the session commands
+        other = (await call("session.create", title="other"))["result"]["session_id"]
+        await call("session.rename", session_id=other, title="renamed")
+        await call("session.lookup", prefix=other[:12])
+        await call("session.prune", older_than_seconds=0, dry_run=True)
+        await call("session.delete", session_id=other)
+        await call("prompt.receipt", session_id=sid, input_id="i0")
+        await call("prompt.cancel", session_id=sid, admission_id=r["admission_id"])
+        await call("session.resume", session_id=sid, after_seq=0)
+        await call("session.events.since", session_id=sid, after_seq=0)
+        await call("session.interrupt", session_id=sid)
+        await call("session.detach", session_id=sid)
+        # errors of every kind a client can provoke
+        await call("prompt.submit", session_id=sid, input_id="i0", text="other")
+        await call("prompt.submit", session_id=sid, input_id="x", text=1)
+        await call("session.resume", session_id="nope")
+        await call("session.events.since", session_id=sid, after_seq=10_000)
+        await call("no.such.method")
+        await call("prompt.resolve_unknown", session_id=sid, admission_id=r["admission_id"])
+        await call("runtime.shutdown")
+        for event in peer.events:
+            checker.event(event)
     want = {f"event:{t}" for t in checker.schema["events"]["types"]} - {"event:session.replay_gap"}
     want |= set(checker.schema["methods"])  # a success reply of every method
     assert want <= set(checker.checked), sorted(want - set(checker.checked))

@@ -6,14 +6,15 @@ import json
 
 import pytest
 from fakeprovider import FakeProvider
-from harness import OwnerProcess, Peer, clean_env, write_config
+from harness import OwnerProcess, Peer, write_config
+from scene import owner_env
 from toolscript import ScriptedModel, tool_results
 
 SECRET = "sk-THE-OWNERS-KEY-42"
 TOKEN = "ghp_not_for_commands_77"
 
 
-async def test_edit_a_file_and_run_a_command_end_to_end(tmp_path):
+async def test_edit_a_file_and_run_a_command_end_to_end(scene, tmp_path):
     work = tmp_path / "project"
     work.mkdir()
     (work / "notes.txt").write_text("alpha\nbeta\ngamma\n")
@@ -23,27 +24,23 @@ async def test_edit_a_file_and_run_a_command_end_to_end(tmp_path):
                  ("terminal", {"command": "cat notes.txt; echo done-$((40+2))"})],
         "env": [("terminal", {"command": "env"})],
     })
-    home = tmp_path / "home"
-    with FakeProvider(model) as provider:
-        # mode auto: writes inside the cwd need no answer. Where no sandbox can be made
-        # the policy fails closed (only one plain read-only command runs unasked), so
-        # this list of two runs by the rule that allows exactly it, with or without one
-        write_config(home, provider.url, model={"api_key": SECRET},
+    env = {"MY_SERVICE_TOKEN": TOKEN, "HARMLESS_SETTING": "visible-value",
+           "DB_PASS": "hunter2-db", "MYAPP_PW": "hunter2-app"}
+    # mode auto: writes inside the cwd need no answer. Where no sandbox can be made
+    # the policy fails closed (only one plain read-only command runs unasked), so
+    # this list of two runs by the rule that allows exactly it, with or without one
+    async with scene(model, session={"cwd": str(work)}, env=env, model={"api_key": SECRET},
                      approvals={"mode": "auto",
                                 "allow": ["cat notes.txt; echo done-$((40+2))"]},
-                     sandbox={"env_allow": ["HARMLESS_*"]})
-        env = clean_env(home, MY_SERVICE_TOKEN=TOKEN, HARMLESS_SETTING="visible-value",
-                        DB_PASS="hunter2-db", MYAPP_PW="hunter2-app")
-        with OwnerProcess(home, env=env):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
-                r = await peer.result("prompt.submit", session_id=sid, input_id="e1",
-                                      text="edit the notes")
-                done = await peer.wait_terminal(sid, r["admission_id"])
-                r2 = await peer.result("prompt.submit", session_id=sid, input_id="e2",
-                                       text="env please")
-                done2 = await peer.wait_terminal(sid, r2["admission_id"])
-                events = await peer.all_events(sid)
+                     sandbox={"env_allow": ["HARMLESS_*"]}) as s:
+        peer, sid = s.peer, s.session_id
+        r = await peer.result("prompt.submit", session_id=sid, input_id="e1",
+                              text="edit the notes")
+        done = await peer.wait_terminal(sid, r["admission_id"])
+        r2 = await peer.result("prompt.submit", session_id=sid, input_id="e2",
+                               text="env please")
+        done2 = await peer.wait_terminal(sid, r2["admission_id"])
+        events = await peer.all_events(sid)
 
     assert done["outcome"] == "completed" and done2["outcome"] == "completed"
     assert (work / "notes.txt").read_text() == "alpha\nBETA\ngamma\n"
@@ -74,27 +71,23 @@ async def test_edit_a_file_and_run_a_command_end_to_end(tmp_path):
     assert SECRET not in json.dumps(events)
 
 
-async def test_a_foreground_command_is_killed_at_its_timeout(tmp_path):
+async def test_a_foreground_command_is_killed_at_its_timeout(scene, tmp_path):
     work = tmp_path / "w"
     work.mkdir()
     model = ScriptedModel({"slow": [("terminal", {
         "command": "echo started; sleep 30 & sleep 30; echo never", "timeout_s": 1})]})
-    home = tmp_path / "home"
-    with FakeProvider(model) as provider:
-        write_config(home, provider.url, approvals={"mode": "never"})
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
-                r = await peer.result("prompt.submit", session_id=sid, input_id="s",
-                                      text="slow one")
-                done = await peer.wait_terminal(sid, r["admission_id"])
+    async with scene(model, session={"cwd": str(work)}, approvals={"mode": "never"}) as s:
+        peer, sid = s.peer, s.session_id
+        r = await peer.result("prompt.submit", session_id=sid, input_id="s",
+                              text="slow one")
+        done = await peer.wait_terminal(sid, r["admission_id"])
     assert done["outcome"] == "completed"
     [res] = tool_results(model, "slow")
     assert res["timed_out"] is True and "started" in res["output"]
     assert "never" not in res["output"]
 
 
-async def test_the_file_tools_page_search_list_and_refuse_unclear_edits(tmp_path):
+async def test_the_file_tools_page_search_list_and_refuse_unclear_edits(scene, tmp_path):
     work = tmp_path / "w"
     (work / "src").mkdir(parents=True)
     (work / "src" / "a.py").write_text("x = 1\nx = 1\nneedle = 2\n")
@@ -108,15 +101,11 @@ async def test_the_file_tools_page_search_list_and_refuse_unclear_edits(tmp_path
         ("read_file", {"path": "missing.txt"}),
         ("write_file", {"path": "new/dir/b.txt", "content": "hello"}),
     ]})
-    home = tmp_path / "home"
-    with FakeProvider(model) as provider:
-        write_config(home, provider.url, approvals={"mode": "auto"})
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
-                r = await peer.result("prompt.submit", session_id=sid, input_id="f",
-                                      text="files tour")
-                await peer.wait_terminal(sid, r["admission_id"])
+    async with scene(model, session={"cwd": str(work)}, approvals={"mode": "auto"}) as s:
+        peer, sid = s.peer, s.session_id
+        r = await peer.result("prompt.submit", session_id=sid, input_id="f",
+                              text="files tour")
+        await peer.wait_terminal(sid, r["admission_id"])
     paged, twice, absent, found, listing, missing, written = tool_results(model, "files")
     assert paged["content"].splitlines()[0] == "    10\tline 10"
     assert len(paged["content"].splitlines()) == 5 and "offset=15" in paged["lines"]
@@ -128,7 +117,7 @@ async def test_the_file_tools_page_search_list_and_refuse_unclear_edits(tmp_path
     assert written["created"] is True and (work / "new/dir/b.txt").read_text() == "hello"
 
 
-async def test_a_background_process_is_managed_with_the_process_tool(tmp_path):
+async def test_a_background_process_is_managed_with_the_process_tool(scene, tmp_path):
     work = tmp_path / "w"
     work.mkdir()
 
@@ -145,15 +134,11 @@ async def test_a_background_process_is_managed_with_the_process_tool(tmp_path):
         ("process", lambda rs: {"action": "log", "id": pid(rs), "offset": 0}),
         ("process", lambda rs: {"action": "poll", "id": "proc_nope"}),
     ]})
-    home = tmp_path / "home"
-    with FakeProvider(model) as provider:
-        write_config(home, provider.url, approvals={"mode": "never"})
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
-                r = await peer.result("prompt.submit", session_id=sid, input_id="b",
-                                      text="bg work")
-                await peer.wait_terminal(sid, r["admission_id"])
+    async with scene(model, session={"cwd": str(work)}, approvals={"mode": "never"}) as s:
+        peer, sid = s.peer, s.session_id
+        r = await peer.result("prompt.submit", session_id=sid, input_id="b",
+                              text="bg work")
+        await peer.wait_terminal(sid, r["admission_id"])
     started, wrote, waited, sleeper, listed, killed, log, unknown = tool_results(model, "bg")
     assert started["state"] == "running" and wrote["written"] == 6
     assert waited["state"] == "exited" and waited["exit_code"] == 0
@@ -164,21 +149,18 @@ async def test_a_background_process_is_managed_with_the_process_tool(tmp_path):
     assert "no process" in unknown["error"]
 
 
-async def test_toolsets_offer_the_tools_they_name(tmp_path):
+async def test_toolsets_offer_the_tools_they_name(scene):
     model = ScriptedModel({})
-    home = tmp_path / "home"
-    with FakeProvider(model) as provider:
-        write_config(home, provider.url)
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                described = await peer.result("runtime.describe")
-                for i, toolsets in enumerate((None, ["files"], ["terminal"], [])):
-                    opts = {} if toolsets is None else {"toolsets": toolsets}
-                    sid = (await peer.result("session.create", **opts))["session_id"]
-                    r = await peer.result("prompt.submit", session_id=sid, input_id=f"t{i}",
-                                          text=f"hello {i}")
-                    await peer.wait_terminal(sid, r["admission_id"])
-                bad = await peer.call("session.create", toolsets=["shell"])
+    async with scene(model, session=False) as s:
+        peer = s.peer
+        described = await peer.result("runtime.describe")
+        for i, toolsets in enumerate((None, ["files"], ["terminal"], [])):
+            opts = {} if toolsets is None else {"toolsets": toolsets}
+            sid = (await peer.result("session.create", **opts))["session_id"]
+            r = await peer.result("prompt.submit", session_id=sid, input_id=f"t{i}",
+                                  text=f"hello {i}")
+            await peer.wait_terminal(sid, r["admission_id"])
+        bad = await peer.call("session.create", toolsets=["shell"])
     offered = [sorted(t["function"]["name"] for t in req.get("tools") or [])
                for req in model.requests]
     assert described["toolsets"] == ["terminal", "files", "delegation", "mcp"]
@@ -193,7 +175,7 @@ async def test_toolsets_offer_the_tools_they_name(tmp_path):
 
 
 @pytest.mark.sqlite_only("the file tools' rules, not the store")
-async def test_the_owners_home_and_process_are_refused_to_the_file_tools(tmp_path):
+async def test_the_owners_home_and_process_are_refused_to_the_file_tools(tmp_path, store_url):
     work = tmp_path / "w"
     work.mkdir()
     home = tmp_path / "home"
@@ -208,7 +190,7 @@ async def test_the_owners_home_and_process_are_refused_to_the_file_tools(tmp_pat
     with FakeProvider(model) as provider:
         write_config(home, provider.url, model={"api_key": SECRET}, approvals={"mode": "ask"})
         before = (home / "config.yaml").read_text()
-        with OwnerProcess(home, env=clean_env(home, OPENAI_API_KEY=SECRET)):
+        with OwnerProcess(home, env={**owner_env(home, store_url), "OPENAI_API_KEY": SECRET}):
             async with await Peer.connect(home) as peer:
                 sid = (await peer.result("session.create", cwd=str(work)))["session_id"]
                 r = await peer.result("prompt.submit", session_id=sid, input_id="p",

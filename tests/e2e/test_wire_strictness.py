@@ -13,19 +13,18 @@ import json
 import time
 
 import pytest
-from fakeprovider import FakeProvider, text_reply
-from harness import OwnerProcess, Peer, db_rows, write_config
+from fakeprovider import text_reply
+from harness import Peer
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 
 @pytest.fixture
-def owner(tmp_path):
-    home = tmp_path / "home"
-    with FakeProvider(lambda req: text_reply("ANSWER")) as provider:
-        write_config(home, provider.url)
-        with OwnerProcess(home, "--tcp", "127.0.0.1:0") as proc:
-            yield proc
+async def wire(scene):
+    """An owner with a TCP listener; tests reach it on either transport themselves."""
+    async with scene(lambda req: text_reply("ANSWER"), session=False,
+                     args=("--tcp", "127.0.0.1:0")) as s:
+        yield s
 
 
 async def reply_to(peer: Peer, frame: str | bytes) -> dict:
@@ -39,8 +38,8 @@ async def reply_to(peer: Peer, frame: str | bytes) -> dict:
     raise AssertionError("no reply")
 
 
-async def test_a_lone_surrogate_gets_an_error_under_the_request_id(owner):
-    async with await Peer.connect(owner.home) as peer:
+async def test_a_lone_surrogate_gets_an_error_under_the_request_id(wire):
+    async with await Peer.connect(wire.home) as peer:
         sid = (await peer.result("session.create"))["session_id"]
         # what JSON.stringify writes for "\ud83d" (half an emoji)
         frame = ('{"jsonrpc":"2.0","id":"req-7","method":"prompt.submit","params":'
@@ -50,7 +49,7 @@ async def test_a_lone_surrogate_gets_an_error_under_the_request_id(owner):
         assert reply["error"]["message"] == "parse_error"
         assert reply["error"]["data"]["problem"] == "lone_surrogate"
         # nothing was admitted; in a batch, each member gets its own id back
-        assert db_rows(owner.home, "SELECT COUNT(*) FROM session_admissions") == [(0,)]
+        assert wire.rows("SELECT COUNT(*) FROM session_admissions") == [(0,)]
         batch = ('[{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\\udc00"}},'
                  '{"jsonrpc":"2.0","id":2,"method":"ping"}]')
         replies = await reply_to(peer, batch)
@@ -61,16 +60,16 @@ async def test_a_lone_surrogate_gets_an_error_under_the_request_id(owner):
         assert (await peer.result("ping")) == {"pong": True}
 
 
-async def test_binary_frames_are_refused_under_their_id(owner):
-    async with await Peer.connect(owner.home) as peer:
+async def test_binary_frames_are_refused_under_their_id(wire):
+    async with await Peer.connect(wire.home) as peer:
         reply = await reply_to(peer, b'{"jsonrpc":"2.0","id":5,"method":"ping"}')
         assert reply["id"] == 5 and reply["error"]["message"] == "invalid_request"
         assert "text frame" in reply["error"]["data"]["detail"]
         assert (await peer.result("ping")) == {"pong": True}
 
 
-async def test_after_seq_beyond_last_seq_is_refused(owner):
-    async with await Peer.connect(owner.home) as peer:
+async def test_after_seq_beyond_last_seq_is_refused(wire):
+    async with await Peer.connect(wire.home) as peer:
         sid = (await peer.result("session.create"))["session_id"]
         for method in ("session.resume", "session.events.since"):
             reply = await peer.call(method, session_id=sid, after_seq=50)
@@ -81,10 +80,10 @@ async def test_after_seq_beyond_last_seq_is_refused(owner):
         assert (await peer.result("session.resume", session_id=sid, after_seq=0))["events"] == []
 
 
-async def test_every_invalid_params_names_its_fields_over_tcp(owner):
-    async with await Peer.connect(owner.home) as peer:
+async def test_every_invalid_params_names_its_fields_over_tcp(wire):
+    async with await Peer.connect(wire.home) as peer:
         token = (await peer.result("token.create", label="t"))["token"]
-    ws = await connect(owner.descriptor["tcp_url"],
+    ws = await connect(wire.owner.descriptor["tcp_url"],
                        additional_headers={"Authorization": f"Bearer {token}"})
     async with Peer(ws) as peer:
         for method in ("token.create", "runtime.shutdown", "token.list"):
@@ -95,16 +94,16 @@ async def test_every_invalid_params_names_its_fields_over_tcp(owner):
         assert positional["id"] == 9 and positional["error"]["data"]["fields"]
 
 
-async def test_runtime_describe_lists_providers_and_toolsets(owner):
-    async with await Peer.connect(owner.home) as peer:
+async def test_runtime_describe_lists_providers_and_toolsets(wire):
+    async with await Peer.connect(wire.home) as peer:
         described = await peer.result("runtime.describe")
     assert described["toolsets"] == ["terminal", "files", "delegation", "mcp"]
     assert set(described["providers"]) == {"custom", "openai", "demo"}
 
 
-async def test_tokens_are_listed_revoked_and_expire(owner):
-    url = owner.descriptor["tcp_url"]
-    async with await Peer.connect(owner.home) as unix:
+async def test_tokens_are_listed_revoked_and_expire(wire):
+    url = wire.owner.descriptor["tcp_url"]
+    async with await Peer.connect(wire.home) as unix:
         kept = await unix.result("token.create", label="kept")
         short = await unix.result("token.create", label="short", ttl_seconds=1)
         listed = (await unix.result("token.list"))["tokens"]
@@ -136,15 +135,15 @@ async def test_tokens_are_listed_revoked_and_expire(owner):
         assert exc.value.response.status_code == 401
 
 
-async def test_a_one_time_token_is_no_bearer_token_and_trades_once(owner):
+async def test_a_one_time_token_is_no_bearer_token_and_trades_once(wire):
     import urllib.error
     import urllib.request
 
-    http = owner.descriptor["tcp_url"].replace("ws://", "http://")
-    async with await Peer.connect(owner.home) as unix:
+    http = wire.owner.descriptor["tcp_url"].replace("ws://", "http://")
+    async with await Peer.connect(wire.home) as unix:
         once = (await unix.result("token.create", label="web", once=True, ttl_seconds=60))["token"]
     with pytest.raises(InvalidStatus):
-        await connect(owner.descriptor["tcp_url"],
+        await connect(wire.owner.descriptor["tcp_url"],
                       additional_headers={"Authorization": f"Bearer {once}"})
 
     def get(path: str, token: str) -> tuple[int, dict]:
@@ -161,7 +160,7 @@ async def test_a_one_time_token_is_no_bearer_token_and_trades_once(owner):
     assert (await asyncio.to_thread(get, "web/status", minted["token"])) == (200, {"ok": True})
     status, body = await asyncio.to_thread(get, "web/status", "tt_wrong")
     assert status == 401 and body["reason"] == "unauthorized"
-    ws = await connect(owner.descriptor["tcp_url"],
+    ws = await connect(wire.owner.descriptor["tcp_url"],
                        subprotocols=[f"tether.token.{minted['token']}"],
                        origin=http.rstrip("/"))  # the page's own origin needs no config
     async with Peer(ws) as peer:
