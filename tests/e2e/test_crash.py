@@ -26,7 +26,6 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import harness
 import pytest
 from fakeprovider import FakeProvider, Status, is_child, prompt_of, text_reply, tool_call_reply
 from harness import OwnerProcess, Peer, clean_env, db_dicts, until, write_config
@@ -100,9 +99,9 @@ def all_rows(home: Path, sql: str, *args: Any) -> list[dict[str, Any]]:
     return db_dicts(home, sql, *args)
 
 
-def integrity(home: Path) -> str:
+def integrity(home: Path, store_url: str | None) -> str:
     """SQLite's own check of the file; PostgreSQL keeps its files itself."""
-    if harness.STORE_URL is not None:
+    if store_url is not None:
         return "ok"
     with closing(sqlite3.connect(f"file:{home / 'state.db'}?mode=ro", uri=True)) as db:
         return db.execute("PRAGMA integrity_check").fetchone()[0]
@@ -159,7 +158,7 @@ async def retry_all(home: Path, submits: dict[str, tuple[str, str]],
 # -- kill with turns running and admissions queued behind them ---------------------
 
 
-async def test_kill_during_running_turns(tmp_path):
+async def test_kill_during_running_turns(tmp_path, store_url):
     home = tmp_path / "home"
     model = Model()
     owners: list[OwnerProcess] = []
@@ -189,7 +188,7 @@ async def test_kill_during_running_turns(tmp_path):
                 owners[0].kill()  # SIGKILL, three turns blocked in the provider
 
             rows = ledger(home)
-            assert integrity(home) == "ok"
+            assert integrity(home, store_url) == "ok"
             for iid, receipt in received.items():
                 matches_row(receipt, rows[iid])
             assert {iid for iid, r in rows.items() if r["status"] == "started"} == {
@@ -257,7 +256,7 @@ async def test_kill_during_running_turns(tmp_path):
     # never again after it
     assert all(n == 1 for n in model.counts.values()), model.counts
     assert len(model.counts) == len(submits)
-    assert integrity(home) == "ok"
+    assert integrity(home, store_url) == "ok"
     check_event_logs(home)
 
 
@@ -269,7 +268,7 @@ SEEDS = range(1, 1 + int(os.environ.get("TETHER_CRASH_SEEDS", "3")))
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-async def test_kill_mid_burst(tmp_path, seed):
+async def test_kill_mid_burst(tmp_path, store_url, seed):
     """Eight connections submit 25 prompts each, concurrently, over four sessions; the
     client task that receives the seeded k-th receipt SIGKILLs the owner at once, with
     the other clients' submissions in flight and turns running."""
@@ -316,7 +315,7 @@ async def test_kill_mid_burst(tmp_path, seed):
             owners[0].kill()  # reap it (and kill it, had the burst not reached kill_after)
             assert len(received) >= kill_after
 
-            assert integrity(home) == "ok"
+            assert integrity(home, store_url) == "ok"
             before = ledger(home)
             for iid, receipt in received.items():
                 matches_row(receipt, before[iid])
@@ -385,7 +384,7 @@ async def test_kill_mid_burst(tmp_path, seed):
             assert model.counts[text] == 1, iid
         if iid in queued:
             assert row["owner_epoch"] == 2  # queued at the crash, run by the next owner
-    assert integrity(home) == "ok"
+    assert integrity(home, store_url) == "ok"
     check_event_logs(home)
 
 
@@ -448,7 +447,7 @@ async def start_delegating_turn(home: Path) -> tuple[str, dict]:
     return sid, receipt
 
 
-async def test_kill_between_delegation_completion_and_delivery(tmp_path):
+async def test_kill_between_delegation_completion_and_delivery(tmp_path, store_url):
     home = tmp_path / "home"
     model = DelegatingModel()
     owners: list[OwnerProcess] = []
@@ -464,7 +463,7 @@ async def test_kill_between_delegation_completion_and_delivery(tmp_path):
             owners[0].kill()
             [row] = delegation_rows(home)
             assert (row["state"], row["delivery_state"]) == ("completed", "pending"), row
-            assert integrity(home) == "ok"
+            assert integrity(home, store_url) == "ok"
             assert delegation_admissions(home, sid) == []
 
             owners.append(OwnerProcess(home).start())
@@ -491,11 +490,11 @@ async def test_kill_between_delegation_completion_and_delivery(tmp_path):
     assert len(delegation_admissions(home, sid)) == 1
     assert model.counts == Counter({"parent": 1, "after_dispatch": 1, "child:ALPHA": 1,
                                     "child:BETA": 1, "results": 1})
-    assert integrity(home) == "ok"
+    assert integrity(home, store_url) == "ok"
     check_event_logs(home)
 
 
-async def test_kill_while_background_children_run(tmp_path):
+async def test_kill_while_background_children_run(tmp_path, store_url):
     home = tmp_path / "home"
     model = DelegatingModel(hold_children=True)
     owners: list[OwnerProcess] = []
@@ -527,14 +526,14 @@ async def test_kill_while_background_children_run(tmp_path):
     # the children died with the first owner and were not run again
     assert model.counts == Counter({"parent": 1, "after_dispatch": 1, "child:ALPHA": 1,
                                     "child:BETA": 1, "results": 1})
-    assert integrity(home) == "ok"
+    assert integrity(home, store_url) == "ok"
     check_event_logs(home)
 
 
 # -- kill while a tool call runs; the unknown policy `interrupt` ---------------------
 
 
-async def test_kill_during_a_tool_call_leaves_the_session_usable(tmp_path):
+async def test_kill_during_a_tool_call_leaves_the_session_usable(tmp_path, store_url):
     """The transcript of a turn killed inside a tool call ends with an assistant
     tool_calls message and no tool reply; later turns must still be accepted by a
     strict OpenAI-compatible server."""
@@ -584,11 +583,11 @@ async def test_kill_during_a_tool_call_leaves_the_session_usable(tmp_path):
                 owner.kill()
     assert provider.errors == []
     assert asked == Counter({"DELEGATE inline": 1, "child": 1, "and now?": 1})
-    assert integrity(home) == "ok"
+    assert integrity(home, store_url) == "ok"
     check_event_logs(home)
 
 
-async def test_inline_children_of_a_crashed_finite_turn_end_after_the_restart(tmp_path):
+async def test_inline_children_of_a_crashed_finite_turn_end_after_the_restart(tmp_path, store_url):
     """A viewer of a finite turn that died while its inline children ran sees every
     child end (subagent.complete, interrupted) once the next owner has started."""
     home = tmp_path / "home"
@@ -630,11 +629,11 @@ async def test_inline_children_of_a_crashed_finite_turn_end_after_the_restart(tm
     assert len(started) == 2
     assert sorted(p["child_session_id"] for p in ended) == sorted(started)
     assert {p["status"] for p in ended} == {"interrupted"}
-    assert integrity(home) == "ok"
+    assert integrity(home, store_url) == "ok"
     check_event_logs(home)
 
 
-async def test_unknown_policy_interrupt_settles_and_announces(tmp_path):
+async def test_unknown_policy_interrupt_settles_and_announces(tmp_path, store_url):
     home = tmp_path / "home"
     model = Model()
     owners: list[OwnerProcess] = []
@@ -673,5 +672,5 @@ async def test_unknown_policy_interrupt_settles_and_announces(tmp_path):
             for owner in owners:
                 owner.kill()
     assert model.counts == Counter({"HOLD the line": 1, "behind it": 1})
-    assert integrity(home) == "ok"
+    assert integrity(home, store_url) == "ok"
     check_event_logs(home)

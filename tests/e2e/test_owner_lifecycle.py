@@ -8,9 +8,9 @@ import sys
 import threading
 from datetime import datetime
 
-import harness
 from fakeprovider import FakeProvider, prompt_of, text_reply
-from harness import OwnerProcess, Peer, clean_env, db_rows, write_config
+from harness import OwnerProcess, Peer, write_config
+from scene import Store, owner_env
 
 
 def mode(path) -> int:
@@ -29,11 +29,12 @@ async def wait_until_draining(peer: Peer) -> None:
     raise TimeoutError("the owner never started draining")
 
 
-def test_one_owner_per_home_its_files_and_a_clean_stop(tmp_path):
+def test_one_owner_per_home_its_files_and_a_clean_stop(tmp_path, store_url):
     home = tmp_path / "home"
+    env = owner_env(home, store_url)
     write_config(home)
     home.chmod(0o755)  # the owner tightens an existing home
-    owner = OwnerProcess(home).start()
+    owner = OwnerProcess(home, env=env).start()
     try:
         assert mode(home) == 0o700
         assert mode(home / "daemon.json") == 0o600
@@ -41,7 +42,7 @@ def test_one_owner_per_home_its_files_and_a_clean_stop(tmp_path):
         assert stat.S_ISSOCK(os.stat(home / "daemon.sock").st_mode)
         # what the owner writes is the user's alone
         assert mode(home / "logs") == 0o700
-        stored = [home / "state.db"] if harness.STORE_URL is None else []
+        stored = [home / "state.db"] if store_url is None else []
         for private in [*stored, home / "daemon.lock", *(home / "logs").iterdir()]:
             assert mode(private) == 0o600, private
 
@@ -54,8 +55,7 @@ def test_one_owner_per_home_its_files_and_a_clean_stop(tmp_path):
         assert os.path.isabs(desc["socket"])
         assert desc["tcp_url"] is None
         # where its state is: state.db, or the PostgreSQL database (no password shown)
-        assert desc["store"] == (str(home / "state.db") if harness.STORE_URL is None
-                                 else harness.STORE_URL)
+        assert desc["store"] == (str(home / "state.db") if store_url is None else store_url)
         assert desc["epoch"] == 1
         assert isinstance(desc["version"], str) and desc["version"]
         assert desc["instance_id"]
@@ -63,7 +63,7 @@ def test_one_owner_per_home_its_files_and_a_clean_stop(tmp_path):
 
         second = subprocess.run(
             [sys.executable, "-m", "tether.daemon", "--home", str(home)],
-            env=clean_env(home), capture_output=True, text=True, timeout=30)
+            env=env, capture_output=True, text=True, timeout=30)
         assert second.returncode != 0
         assert f"pid {owner.proc.pid}" in second.stderr
         assert "Traceback" not in second.stderr
@@ -79,13 +79,14 @@ def test_one_owner_per_home_its_files_and_a_clean_stop(tmp_path):
         owner.kill()
 
     # the next owner on the home starts a new epoch and instance
-    with OwnerProcess(home) as again:
+    with OwnerProcess(home, env=env) as again:
         assert again.descriptor["epoch"] == 2
         assert again.descriptor["instance_id"] != desc["instance_id"]
 
 
-async def test_drain_lets_a_turn_finish_within_grace_and_refuses_new_work(tmp_path):
+async def test_drain_lets_a_turn_finish_within_grace_and_refuses_new_work(tmp_path, store_url):
     home = tmp_path / "home"
+    store, env = Store(home, store_url), owner_env(home, store_url)
     gate = threading.Event()
 
     def handler(req):
@@ -95,7 +96,7 @@ async def test_drain_lets_a_turn_finish_within_grace_and_refuses_new_work(tmp_pa
 
     with FakeProvider(handler) as provider:
         write_config(home, provider.url, daemon={"grace_seconds": 10})
-        owner = OwnerProcess(home).start()
+        owner = OwnerProcess(home, env=env).start()
         try:
             async with await Peer.connect(home) as peer:
                 sid = (await peer.result("session.create"))["session_id"]
@@ -129,16 +130,17 @@ async def test_drain_lets_a_turn_finish_within_grace_and_refuses_new_work(tmp_pa
         finally:
             gate.set()
             owner.kill()
-    rows = db_rows(home, "SELECT admission_id, status, outcome FROM session_admissions "
-                         "ORDER BY seq")
+    rows = store.rows("SELECT admission_id, status, outcome FROM session_admissions "
+                      "ORDER BY seq")
     assert rows == [(running["admission_id"], "terminal", "completed"),
                     (queued["admission_id"], "queued", None)]
-    assert db_rows(home, "SELECT COUNT(*) FROM sessions") == [(1,)]
+    assert store.rows("SELECT COUNT(*) FROM sessions") == [(1,)]
     assert sum(1 for r in provider.requests if prompt_of(r) == "left for the next owner") == 0
 
 
-async def test_drain_interrupts_a_turn_longer_than_grace(tmp_path):
+async def test_drain_interrupts_a_turn_longer_than_grace(tmp_path, store_url):
     home = tmp_path / "home"
+    env = owner_env(home, store_url)
     gate = threading.Event()
 
     def handler(req):
@@ -147,7 +149,7 @@ async def test_drain_interrupts_a_turn_longer_than_grace(tmp_path):
 
     with FakeProvider(handler) as provider:
         write_config(home, provider.url, daemon={"grace_seconds": 0.3})
-        owner = OwnerProcess(home).start()
+        owner = OwnerProcess(home, env=env).start()
         try:
             async with await Peer.connect(home) as peer:
                 sid = (await peer.result("session.create"))["session_id"]
@@ -162,7 +164,7 @@ async def test_drain_interrupts_a_turn_longer_than_grace(tmp_path):
             gate.set()
             owner.kill()
 
-        with OwnerProcess(home):
+        with OwnerProcess(home, env=env):
             async with await Peer.connect(home) as peer:
                 receipt = await peer.result("prompt.receipt", session_id=sid,
                                             admission_id=r["admission_id"])

@@ -2,13 +2,15 @@
 
 import threading
 
-import harness
 from fakeprovider import FakeProvider, prompt_of, text_reply
-from harness import OwnerProcess, Peer, db_rows, write_config
+from harness import OwnerProcess, Peer, write_config
+from scene import Store, owner_env
 
 
-async def test_kill_during_a_turn_leaves_it_unknown_and_pauses_only_its_session(tmp_path):
+async def test_kill_during_a_turn_leaves_it_unknown_and_pauses_only_its_session(tmp_path,
+                                                                                store_url):
     home = tmp_path / "home"
+    store, env = Store(home, store_url), owner_env(home, store_url)
     release = threading.Event()
 
     def handler(req):
@@ -21,7 +23,7 @@ async def test_kill_during_a_turn_leaves_it_unknown_and_pauses_only_its_session(
 
     with FakeProvider(handler) as provider:
         write_config(home, provider.url, daemon={"max_running_turns": 1})
-        first = OwnerProcess(home).start()
+        first = OwnerProcess(home, env=env).start()
         try:
             async with await Peer.connect(home) as peer:
                 done_sid = (await peer.result("session.create"))["session_id"]
@@ -50,7 +52,7 @@ async def test_kill_during_a_turn_leaves_it_unknown_and_pauses_only_its_session(
             first.kill()
         acknowledged = {"d": done, "a1": running, "a2": follow1, "a3": follow2, "b1": other}
 
-        with OwnerProcess(home) as second:
+        with OwnerProcess(home, env=env) as second:
             assert second.descriptor["epoch"] == first.descriptor["epoch"] + 1
             async with await Peer.connect(home) as peer:
                 # the other session's queued admission runs right after the restart
@@ -126,8 +128,8 @@ async def test_kill_during_a_turn_leaves_it_unknown_and_pauses_only_its_session(
     assert asked("side effects") == 1
     assert asked("follow one") == asked("after resolving") == asked("other session") == 1
     assert asked("follow two") == 0
-    if harness.STORE_URL is None:  # SQLite's own check of the file
-        assert db_rows(home, "PRAGMA integrity_check") == [("ok",)]
-    assert db_rows(home, "SELECT request_id, outcome FROM session_admissions ORDER BY seq") == [
+    if store_url is None:  # SQLite's own check of the file
+        assert store.rows("PRAGMA integrity_check") == [("ok",)]
+    assert store.rows("SELECT request_id, outcome FROM session_admissions ORDER BY seq") == [
         ("d", "completed"), ("a1", "interrupted"), ("a2", "completed"), ("a3", "cancelled"),
         ("b1", "completed"), ("a4", "completed")]
