@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.rpc.envelope import REPLAY_GAP
 
-from .connection import Connection, ConnectionLost, Inbox
+from .routing import ConnectionLost, Inbox, Router
+
+if TYPE_CHECKING:
+    Connection = Router  # the asyncio one (connection.py) or the blocking one (blocking.py)
 
 __all__ = ["SessionStream", "StreamSource"]
 
