@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -120,6 +121,9 @@ class Connection:
     def __init__(self, ws: ClientConnection, descriptor: dict[str, Any] | None) -> None:
         self.ws = ws
         self.descriptor = descriptor
+        #: notice type → its handler: a notice (seq null) of such a type goes there, not
+        #: to the session's streams (``fs.request``, to an editor's adapter)
+        self.notices: dict[str, Callable[[dict[str, Any]], None]] = {}
         self.closed = False
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
@@ -145,7 +149,13 @@ class Connection:
     def _route(self, msg: dict[str, Any]) -> None:
         if msg.get("method") == EVENT_METHOD:
             event = msg.get("params")
-            if isinstance(event, dict) and isinstance(event.get("session_id"), str):
+            if not (isinstance(event, dict) and isinstance(event.get("session_id"), str)):
+                return
+            handler = self.notices.get(str(event.get("type"))) if event.get("seq") is None \
+                else None
+            if handler is not None:
+                handler(event)
+            else:
                 self._deliver(event)
             return
         fut = self._pending.pop(msg.get("id"), None)  # type: ignore[arg-type]
