@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from tether.rpc.envelope import GAP_CLIENT_QUEUE_OVERFLOW, replay_gap
@@ -79,6 +80,9 @@ class Router:
     descriptor: dict[str, Any] | None
 
     def __init__(self) -> None:
+        #: notice type → its handler: a notice (seq null) of such a type goes there, not
+        #: to the session's streams (``fs.request``, to an editor's adapter)
+        self.notices: dict[str, Callable[[dict[str, Any]], None]] = {}
         self.closed = False
         self._ids = itertools.count(1)
         self._inboxes: dict[str, list[Inbox]] = {}
@@ -101,7 +105,13 @@ class Router:
     def _route(self, msg: dict[str, Any]) -> None:
         if msg.get("method") == EVENT_METHOD:
             event = msg.get("params")
-            if isinstance(event, dict) and isinstance(event.get("session_id"), str):
+            if not (isinstance(event, dict) and isinstance(event.get("session_id"), str)):
+                return
+            handler = self.notices.get(str(event.get("type"))) if event.get("seq") is None \
+                else None
+            if handler is not None:
+                handler(event)
+            else:
                 self._deliver(event)
             return
         self._answer(msg)
