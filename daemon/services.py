@@ -73,10 +73,12 @@ from .runtime.home import Home
 from .runtime.supervisor import Supervisor
 from .sessions.history import History, history_handlers
 from .sessions.service import SessionService
+from .toolsets.editor import EditorFiles
 from .toolsets.files import file_tools
 from .toolsets.processes import ProcessTable
 from .toolsets.sandbox import Sandbox, probe, store_credentials
 from .toolsets.terminal import process_tool, terminal_tool
+from .transport.fs import fs_handlers
 from .transport.handlers import Identity, build_dispatcher
 from .transport.server import Listeners
 from .transport.tcp_listener import TcpListener, register_listen_method
@@ -292,7 +294,8 @@ def _wire(home: Home, config: Config, store: StoreConfig, db: Any, epoch: int,
                              sandbox, epoch=epoch)
     tools.add(terminal_tool(processes, config.tools))
     tools.add(process_tool(processes))
-    for tool in file_tools(config.tools, home=str(home.root)):  # refused to them
+    editor = EditorFiles(config.tools.editor_fs_timeout_seconds)  # fs.offer: an editor
+    for tool in file_tools(config.tools, home=str(home.root), editor=editor):  # home refused
         tools.add(tool)
     mcp = McpManager(config.mcp, env=os.environ, logs=home.logs,
                      media=home.root / "mcp-media", version=identity.version,
@@ -312,6 +315,7 @@ def _wire(home: Home, config: Config, store: StoreConfig, db: Any, epoch: int,
                                            turns.compactor)),
                   approval_handlers(approvals),
                   mcp_handlers(mcp, partial(session_exists, db)),
+                  fs_handlers(editor, partial(session_exists, db)),
                   partial(register_token_methods, tokens=tokens),
                   partial(register_listen_method, listener=lambda: port[0],
                           draining=lambda: supervisor.draining)])

@@ -8,6 +8,8 @@ never loads it):
   ``tether.v1`` subprotocol and ``tether.token.`` prefix, ``MAX_ID_CHARS``, ...
 - ``errors``: ``RpcError`` and one subclass per SPEC §2 reason, to and from the wire.
 - ``framing``: encoding of requests, notifications, events and replies; ``decode_reply``.
+- ``jsonrpc``: the same request and reply as Python objects, for a client that writes
+  its frames with another JSON library (``request_object``, ``reply_result``).
 - ``envelope``: the event envelope (``event_envelope``) and the ``session.replay_gap``
   notice (``replay_gap``); ``EVENT_TYPES``.
 - ``home``: the home directory's layout (``HomeLayout``) and ``resolve_home`` (SPEC §1).

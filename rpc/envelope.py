@@ -17,8 +17,10 @@ __all__ = [
     "EVENT_TYPES",
     "GAP_CLIENT_QUEUE_OVERFLOW",
     "GAP_VIEWER_QUEUE_OVERFLOW",
+    "NOTICE_TYPES",
     "REPLAY_GAP",
     "event_envelope",
+    "fs_request",
     "is_replay_gap",
     "replay_gap",
 ]
@@ -48,7 +50,12 @@ EVENT_TYPES: tuple[str, ...] = (
     "cron.notice",
     "model.retry",
     "session.compacted",
+    "fs.request",
 )
+
+#: a notice goes to one viewer and is never stored: its ``seq`` is null (the replay
+#: gap; ``fs.request``, a file tool asking the editor that offered: docs/protocol.md)
+NOTICE_TYPES: frozenset[str] = frozenset({REPLAY_GAP, "fs.request"})
 
 #: replay_gap reasons: the owner unsubscribed a viewer whose event queue was full
 GAP_VIEWER_QUEUE_OVERFLOW = "viewer_queue_overflow"
@@ -93,3 +100,10 @@ def replay_gap(session_id: str, last_seq: int, reason: str) -> dict[str, Any]:
 def is_replay_gap(event: dict[str, Any]) -> bool:
     """Whether ``event`` is the replay-gap notice (its seq is null, its type says so)."""
     return event.get("type") == REPLAY_GAP and event.get("seq") is None
+
+
+def fs_request(session_id: str, admission_id: str | None, payload: dict[str, Any]) -> dict[str, Any]:
+    """The ``fs.request`` notice: a file tool of ``admission_id``'s turn asks the viewer
+    that offered (fs.offer) to read or write a file; like the gap, no seq of its own."""
+    return {"session_id": session_id, "seq": None, "type": "fs.request", "payload": payload,
+            "admission_id": admission_id}

@@ -16,7 +16,8 @@ from typing import Any
 
 import orjson
 
-from .errors import InternalError, ParseError, RpcError
+from .errors import ParseError, RpcError
+from .jsonrpc import params_data, reply_result, request_object
 from .protocol import EVENT_METHOD, JSONRPC_VERSION
 
 __all__ = [
@@ -47,31 +48,19 @@ def _serializer(value: Any) -> Any:
     return getattr(type(value), "__pydantic_serializer__", None)
 
 
-def _params(params: Any) -> Any:
-    if _serializer(params) is not None:
-        # None means "not sent" in every params model, so leaving it out keeps the
-        # frame (and the admission's canonical payload) to what the caller chose.
-        return params.model_dump(mode="json", exclude_none=True)
-    return params
-
-
 def encode_request(id: str | int, method: str, params: Any = None) -> bytes:
     """A request frame; ``params`` may be a params model or a dict, and is omitted when None.
 
     Raises ``TypeError`` (orjson's ``JSONEncodeError``) when the params are not JSON,
     e.g. text holding lone surrogates.
     """
-    msg: dict[str, Any] = {"jsonrpc": JSONRPC_VERSION, "id": id, "method": method}
-    body = _params(params)
-    if body is not None:
-        msg["params"] = body
-    return orjson.dumps(msg)
+    return orjson.dumps(request_object(id, method, params))
 
 
 def encode_notification(method: str, params: Any = None) -> bytes:
     """A notification frame (no ``id``: the receiver never replies)."""
     msg: dict[str, Any] = {"jsonrpc": JSONRPC_VERSION, "method": method}
-    body = _params(params)
+    body = params_data(params)
     if body is not None:
         msg["params"] = body
     return orjson.dumps(msg)
@@ -125,10 +114,4 @@ def decode_reply(reply: dict[str, Any] | bytes | str) -> Any:
             reply = orjson.loads(reply)
         except orjson.JSONDecodeError as exc:
             raise ParseError(f"reply is not JSON: {exc}") from None
-    if not isinstance(reply, dict):
-        raise InternalError(f"malformed reply: expected an object, got {type(reply).__name__}")
-    if "error" in reply:
-        raise RpcError.from_wire(reply["error"])
-    if "result" in reply:
-        return reply["result"]
-    raise InternalError("malformed reply: neither result nor error")
+    return reply_result(reply)

@@ -57,6 +57,7 @@ from .models_cron import (
     CronRunsResult,
     CronUpdateParams,
 )
+from .models_fs import FsOfferParams, FsOfferResult, FsRespondParams, FsRespondResult
 from .models_history import (
     SessionCompactParams,
     SessionCompactResult,
@@ -273,6 +274,12 @@ METHODS: dict[str, Method] = _table(
            "Start one MCP server if it is not running, and list its state and tools."),
     Method("mcp.attach", McpAttachParams, McpAttachResult,
            "Give one session MCP servers of the caller's (an editor's); Unix socket only."),
+    Method("fs.offer", FsOfferParams, FsOfferResult,
+           "This connection executes the file tools' reads and/or writes of a session "
+           "(an editor's buffers) while it lives; the newest offer wins; Unix socket only."),
+    Method("fs.respond", FsRespondParams, FsRespondResult,
+           "Answer an fs.request sent to this connection: text read, write done, or error "
+           "(the tool then uses the disk); an unknown or expired request is not_found."),
     Method("mcp.resources", McpResourcesParams, McpResourcesResult,
            "Start one MCP server if it is not running, and list its resources and prompts."),
     Method(

@@ -304,6 +304,8 @@ class Event(Model):
     model.retry            attempt (the next, from 2), attempts, delay_seconds, reason,
                            detail (why the last attempt failed)
     session.compacted      compaction_id, first_index, end_index, summary, model, ...
+    fs.request             request_id, op, path, content?, expires_at (a notice to the
+                           viewer that made fs.offer; seq null, never stored)
     =====================  =========================================================
     """
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
+from .envelope import NOTICE_TYPES
 from .models import Outcome
 from .models_usage import SessionUsage
 
@@ -199,6 +200,17 @@ class ProcessCompletePayload(Payload):
     command: str
 
 
+class FsRequestPayload(Payload):
+    """A notice to one viewer, never stored: a file tool asks the connection that offered
+    (fs.offer) to read or write ``path`` (absolute, checked and approved); fs.respond."""
+
+    request_id: str
+    op: Literal["read", "write"]
+    path: str
+    content: str | None = Field(default=None, description="write: the whole new text")
+    expires_at: float = Field(description="after this the tool uses the disk instead")
+
+
 class ModelRetryPayload(Payload):
     """The owner waits to ask the model again after a transient failure."""
 
@@ -259,6 +271,7 @@ EVENT_PAYLOADS: dict[str, type[Payload]] = {
     "cron.notice": CronNoticePayload,
     "model.retry": ModelRetryPayload,
     "session.compacted": SessionCompactedPayload,
+    "fs.request": FsRequestPayload,
 }
 
 
@@ -273,10 +286,11 @@ class _Envelope(BaseModel):
 def _event_model(type_: str, payload: type[Payload]) -> type[_Envelope]:
     name = "".join(part.capitalize() for part in type_.replace("_", ".").split(".")) + "Event"
     fields: dict[str, Any] = {"type": (Literal[type_], ...), "payload": (payload, ...)}
-    if type_ == "session.replay_gap":
+    if type_ in NOTICE_TYPES:
         # a notice, not a stored event: no seq of its own (envelope.replay_gap)
         fields["seq"] = (None, ...)
-        fields["admission_id"] = (None, ...)
+        if type_ == "session.replay_gap":
+            fields["admission_id"] = (None, ...)
     from pydantic import create_model
 
     model: type[_Envelope] = create_model(name, __base__=_Envelope, **fields)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, create_model
 from pydantic.json_schema import models_json_schema
 
-from .envelope import EVENT_TYPES
+from .envelope import EVENT_TYPES, NOTICE_TYPES
 from .errors import ERRORS
 from .methods import METHODS
 from .models_events import (
@@ -53,6 +53,7 @@ SOMETIMES_ABSENT: frozenset[tuple[str, str]] = frozenset({
     ("ToolCompletePayload", "preview"),
     ("SubagentStartPayload", "delegation_id"),
     ("SubagentCompletePayload", "delegation_id"),
+    ("FsRequestPayload", "content"),  # a write's only
     # long sessions: totals only on the session.info that ends a turn; a turn's
     # usage, model and cost only when it asked a model
     ("SessionInfoPayload", "usage"),
@@ -112,12 +113,13 @@ def protocol_schema() -> dict[str, Any]:
         "oneOf": union,
         "discriminator": {"propertyName": "type"},
     }
-    # a stored event (a snapshot's, session.events.since's): any type but the notice
+    # a stored event (a snapshot's, session.events.since's): any type but the notices
     defs["Event"] = {
         "title": "Event",
-        "description": "One entry of a session's durable event log (never the replay-gap notice).",
+        "description": "One entry of a session's durable event log (never a notice: the "
+                       "replay gap, fs.request).",
         "oneOf": [ref(m, "serialization") for t, m in EVENT_MODELS.items()
-                  if t != "session.replay_gap"],
+                  if t not in NOTICE_TYPES],
         "discriminator": {"propertyName": "type"},
     }
     for name, d in defs.items():

@@ -21,7 +21,9 @@ editor: close it mid-turn, the turn finishes in the owner; open it again
 - ``session/cancel`` → prompt.cancel of the running prompt;
 - config options (and session modes) ``sandbox`` and ``approvals``
   (options.py): the editor may make this session's sandbox stricter,
-  carried by each prompt.submit; approvals.mode is shown, not changeable.
+  carried by each prompt.submit; approvals.mode is shown, not changeable;
+- the editor's ``fs/read_text_file`` / ``fs/write_text_file`` execute the file
+  tools' checked reads and writes of the sessions it opens (files.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import asyncio
 import logging
 import sys
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from acp import PROTOCOL_VERSION, RequestError, run_agent
@@ -57,6 +60,7 @@ from tether.rpc.errors import RpcError
 
 from ..library.client import OwnerUnavailable, TetherClient
 from .asking import Asking
+from .files import EditorFiles
 from .options import APPROVALS, SANDBOX, Settings
 from .plan import DelegationPlan
 from .updates import (
@@ -103,9 +107,10 @@ class TetherAgent:
         self._sessions: dict[str, _Session] = {}
         self._settings: Settings | None = None
         self._asking = Asking()
+        self._files = EditorFiles()
 
     def on_connect(self, conn: Any) -> None:
-        self._editor = self._asking.editor = conn
+        self._editor = self._asking.editor = self._files.editor = conn
 
     def observe(self, event: Any) -> None:
         """Every message on the editor's connection passes here (run_agent's observer)."""
@@ -118,6 +123,7 @@ class TetherAgent:
                 # a viewer: an owner stopped on purpose (`tether stop`) stays stopped
                 self._tether.keep_owner_stopped = True
                 self._asking.tether = self._tether
+                self._files.tether = self._tether
             except OwnerUnavailable as exc:
                 raise error_for(exc) from None
         return self._tether
@@ -133,6 +139,7 @@ class TetherAgent:
         return self._settings
 
     async def close(self) -> None:
+        self._files.close()
         for s in self._sessions.values():
             if s.follower is not None:
                 s.follower.cancel()
@@ -144,6 +151,7 @@ class TetherAgent:
 
     async def initialize(self, protocol_version: int, client_capabilities: Any = None,
                          client_info: Any = None, **kwargs: Any) -> InitializeResponse:
+        self._files.capabilities(client_capabilities)
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
@@ -222,6 +230,7 @@ class TetherAgent:
             return self._sessions[sid]
         client = await self._client()
         stream = client.events(sid)
+        stream.on_attach = partial(self._files.offer, sid)  # on every (re)subscription
         try:
             snap = await client.resilient(stream.open)
         except RpcError as exc:

@@ -123,14 +123,15 @@ def cmd_status(args: Any) -> int:
         note = f" (stale descriptor of pid {stale.get('pid')})" if stale else ""
         raise CliError(EXIT_OWNER, "not_running", f"no owner is running for {home}{note}",
                        "`tether serve` starts one (any `tether chat` does too)")
-    return _run(_status(home, desc, args.json))
+    return _run_blocking(_status(home, desc, args.json))
 
 
 async def _status(home: Any, desc: dict[str, Any], as_json: bool) -> int:
-    from ..library.client import TetherClient
+    """Run by ``_run_blocking``: the home's owner on the blocking client."""
+    from ..library.blocking import BlockingClient
     from ..library.usage_fmt import add_up, cost, tokens, top_level_usage
 
-    async with await TetherClient.connect(home, autostart=False) as client:
+    async with await BlockingClient.connect(home, autostart=False) as client:
         info = await client.describe()
         usage = add_up(await top_level_usage(client))
     if as_json:
@@ -181,11 +182,21 @@ def config_changed_since(home: Any, started_at: Any) -> str:
 # -- chat and viewers ---------------------------------------------------------
 
 
+def _run_blocking(coro: Any) -> Any:
+    """Run a command's coroutine on the blocking client (library/blocking.py)."""
+    from ..library.blocking import run_sync
+
+    return run_sync(coro)
+
+
 def cmd_chat(args: Any) -> int:
     from ..tui.chat import plan_chat, run_chat
 
     home = _home(args)
     plan = plan_chat(args)
+    if not plan.interactive and CONTEXT.remote is None:
+        # a finite chat on the home's owner: no event loop, websockets or orjson to load
+        return _run_blocking(run_chat(home, plan, blocking=True))
     return _run(run_chat(home, plan))
 
 
@@ -193,10 +204,13 @@ def cmd_sessions(args: Any) -> int:
     if args.limit < 1:
         raise CliError(EXIT_USAGE, "usage", "--limit must be 1 or more",
                        "see `tether sessions --help`")
-    return _run(_sessions(_home(args), args))
+    home = _home(args)
+    if args.action is None and CONTEXT.remote is None:  # the list: a one-shot read
+        return _run_blocking(_sessions(home, args, blocking=True))
+    return _run(_sessions(home, args))
 
 
-async def _sessions(home: Any, args: Any) -> int:
+async def _sessions(home: Any, args: Any, blocking: bool = False) -> int:
     from ..library.remote import connect_owner
     from . import long_cmds, session_cmds
 
@@ -204,7 +218,7 @@ async def _sessions(home: Any, args: Any) -> int:
            "rename": session_cmds.cmd_sessions_rename,
            "prune": session_cmds.cmd_sessions_prune, "fork": long_cmds.cmd_sessions_fork,
            "compact": long_cmds.cmd_sessions_compact}[args.action]
-    async with await connect_owner(home, autostart=False) as client:
+    async with await connect_owner(home, autostart=False, blocking=blocking) as client:
         return await run(client, args)
 
 

@@ -30,22 +30,20 @@ Plain dicts, not ``tether.rpc.models``: pydantic would double the CLI's start-up
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, cast
-
-from websockets.asyncio.client import unix_connect
 
 from tether.rpc.errors import RuntimeDraining
 from tether.rpc.home import HomeLayout, resolve_home
 from tether.rpc.protocol import PROTOCOL
 
-from .connection import Connection, ConnectionLost, warn_on_other_protocol
+from .calls import Calls
 from .discovery import START_TIMEOUT, OwnerUnavailable, ensure_owner, stopped_on_purpose
-from .nodes import ATTEMPT_ERRORS, MAX_FRAME_BYTES, Failures, Nodes, dial, parse_urls
+from .nodes import MAX_FRAME_BYTES, Failures, Nodes, attempt_errors, dial, parse_urls
+from .routing import ConnectionLost, Router
 from .stream import SessionStream
 
 __all__ = [
@@ -71,7 +69,7 @@ def new_input_id() -> str:
     return "in_" + os.urandom(12).hex()
 
 
-class TetherClient:
+class TetherClient(Calls):
     """An async client of one tether owner; see the module docstring.
 
     Create it with ``await TetherClient.connect(...)``; use it as an async
@@ -88,8 +86,8 @@ class TetherClient:
         # a viewer (attach, interactive chat) never restarts an owner stopped on purpose
         self.keep_owner_stopped = False
         self.retry_seconds = retry_seconds
-        self._conn: Connection | None = None
-        self._reconnecting = asyncio.Lock()
+        self._conn: Router | None = None
+        self._reconnecting = self._lock()
         self._closed = False
         self._instance = self._lost = cast("str | None", None)  # owner used last; lost
 
@@ -127,12 +125,42 @@ class TetherClient:
         return self._conn is not None and not self._conn.closed
 
     @property
-    def connection(self) -> Connection | None:
+    def connection(self) -> Router | None:
         """The current connection (None before the first connect or after close)."""
         return self._conn
 
-    async def _open(self, url: str | None, budget: float) -> Connection:
+    # -- what the blocking client of the one-shot commands (blocking.py) replaces ----
+
+    def _lock(self) -> Any:
+        import asyncio
+
+        return asyncio.Lock()
+
+    async def _pause(self, seconds: float) -> None:
+        import asyncio
+
+        await asyncio.sleep(seconds)
+
+    async def _owner(self, budget: float, autostart: bool) -> dict[str, Any]:
+        """The descriptor of the home's live owner, started if ``autostart``."""
+        assert self.home is not None
+        return await ensure_owner(self.home, autostart=autostart, timeout=max(budget, 1.0))
+
+    async def _dial_home(self, desc: dict[str, Any]) -> Router:
+        """The connection to the owner ``desc`` describes, on its Unix socket."""
+        from websockets.asyncio.client import unix_connect
+
+        from .connection import Connection
+
+        assert self.home is not None
+        ws = await unix_connect(desc.get("socket") or str(HomeLayout(self.home).socket),
+                                max_size=MAX_FRAME_BYTES, compression=None, open_timeout=10)
+        return Connection(ws, desc)
+
+    async def _open(self, url: str | None, budget: float) -> Router:
         if url is not None:
+            from .connection import Connection, warn_on_other_protocol
+
             await warn_on_other_protocol(conn := Connection(await dial(url, self.token), None))
             return conn
         assert self.home is not None
@@ -140,8 +168,7 @@ class TetherClient:
         # a viewer never owns the owner's lifetime (a live new owner is still used)
         stopped = bool(self.keep_owner_stopped and stopped_on_purpose(self.home, self._lost))
         try:
-            desc = await ensure_owner(self.home, autostart=self.autostart and not stopped,
-                                      timeout=max(budget, 1.0))
+            desc = await self._owner(budget, self.autostart and not stopped)
         except OwnerUnavailable as exc:
             if stopped and exc.reason == "not_running":
                 raise OwnerUnavailable("owner_stopped", f"the owner of {self.home} was stopped "
@@ -152,10 +179,9 @@ class TetherClient:
             raise OwnerUnavailable(
                 "protocol_mismatch", f"the owner speaks {desc.get('protocol')!r}, this client "
                 f"speaks {PROTOCOL!r}", "install matching versions of tether")
-        ws = await unix_connect(desc.get("socket") or str(HomeLayout(self.home).socket),
-                                max_size=MAX_FRAME_BYTES, compression=None, open_timeout=10)
+        home_conn = await self._dial_home(desc)
         self._instance, self._lost = desc.get("instance_id"), None
-        return Connection(ws, desc)
+        return home_conn
 
     async def _connect_until(self, deadline: float, *, moving_on: bool = False) -> None:
         """Connect, trying each node in turn (a home's owner is the one "node"), with
@@ -168,7 +194,7 @@ class TetherClient:
             for target in targets:
                 try:
                     self._conn = await self._open(target, deadline - time.monotonic())
-                except ATTEMPT_ERRORS as exc:
+                except attempt_errors() as exc:
                     failures.add(exc, target)
                     continue
                 if self.nodes is not None and target is not None:
@@ -176,10 +202,10 @@ class TetherClient:
                 return
             if failures.final or time.monotonic() >= deadline:
                 raise failures.error() from None
-            await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            await self._pause(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 2.0)
 
-    async def reconnect(self, failed: Connection | None = None) -> None:
+    async def reconnect(self, failed: Router | None = None) -> None:
         """Replace a lost connection, retrying with backoff for ``retry_seconds``.
 
         ``failed`` is the connection the caller saw fail; if the client has
@@ -229,7 +255,7 @@ class TetherClient:
                     await self.reconnect(conn)
                     if (drained := drained + 1) % len(self.nodes.urls):
                         continue  # the next node may serve; pause once all were asked
-                await asyncio.sleep(0.1)
+                await self._pause(0.1)
 
     async def close(self) -> None:
         self._closed = True
@@ -255,73 +281,6 @@ class TetherClient:
             raise ConnectionLost("not connected")
         body = {k: v for k, v in params.items() if v is not None}
         return await self._conn.request(method, body)
-
-    async def describe(self) -> dict[str, Any]:
-        return await self.call("runtime.describe")
-
-    async def ping(self) -> dict[str, Any]:
-        return await self.call("ping")
-
-    async def shutdown(self) -> dict[str, Any]:
-        """Ask the owner to drain and exit (Unix socket only)."""
-        return await self.call("runtime.shutdown")
-
-    async def create_token(self, label: str | None = None) -> dict[str, Any]:
-        return await self.call("token.create", label=label)
-
-    async def create_session(self, *, request_id: str | None = None, source: str | None = None,
-                             title: str | None = None, cwd: str | None = None,
-                             **options: Any) -> dict[str, Any]:
-        """session.create; ``options`` are turn options used as the session's defaults."""
-        return await self.call("session.create", request_id=request_id, source=source,
-                               title=title, cwd=cwd, **options)
-
-    async def resume(self, session_id: str, after_seq: int | None = None) -> dict[str, Any]:
-        return await self.call("session.resume", session_id=session_id, after_seq=after_seq)
-
-    async def list_sessions(self, limit: int | None = None,
-                            cursor: str | None = None) -> dict[str, Any]:
-        return await self.call("session.list", limit=limit, cursor=cursor)
-
-    async def events_since(self, session_id: str, after_seq: int = 0,
-                           limit: int | None = None) -> dict[str, Any]:
-        return await self.call("session.events.since", session_id=session_id,
-                               after_seq=after_seq, limit=limit)
-
-    async def all_events_since(self, session_id: str, after_seq: int = 0) -> AsyncIterator[dict]:
-        """Every stored event after ``after_seq``, paging session.events.since."""
-        while True:
-            page = await self.events_since(session_id, after_seq)
-            for event in page["events"]:
-                yield event
-            if not page["events"] or page["events"][-1]["seq"] >= page["last_seq"]:
-                return
-            after_seq = page["events"][-1]["seq"]
-
-    async def detach(self, session_id: str) -> dict[str, Any]:
-        return await self.call("session.detach", session_id=session_id)
-
-    async def interrupt(self, session_id: str) -> dict[str, Any]:
-        return await self.call("session.interrupt", session_id=session_id)
-
-    async def submit(self, session_id: str, input_id: str, text: str, *, finite: bool = False,
-                     attachments: list[dict[str, Any]] | None = None,
-                     **options: Any) -> dict[str, Any]:
-        """prompt.submit once (no retry); ``options`` are per-turn options."""
-        return await self.call("prompt.submit", session_id=session_id, input_id=input_id,
-                               text=text, finite=finite, attachments=attachments, **options)
-
-    async def receipt(self, session_id: str, *, admission_id: str | None = None,
-                      input_id: str | None = None) -> dict[str, Any]:
-        return await self.call("prompt.receipt", session_id=session_id,
-                               admission_id=admission_id, input_id=input_id)
-
-    async def cancel(self, session_id: str, admission_id: str) -> dict[str, Any]:
-        return await self.call("prompt.cancel", session_id=session_id, admission_id=admission_id)
-
-    async def resolve_unknown(self, session_id: str, admission_id: str) -> dict[str, Any]:
-        return await self.call("prompt.resolve_unknown", session_id=session_id,
-                               admission_id=admission_id)
 
     # -- streams and the resilient submit ---------------------------------------
 
@@ -359,7 +318,7 @@ class TetherClient:
         async def emit(event: dict[str, Any]) -> None:
             if on_event is not None:
                 result = on_event(event)
-                if asyncio.iscoroutine(result):
+                if isinstance(result, Coroutine):
                     await result
 
         try:

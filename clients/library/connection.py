@@ -1,46 +1,34 @@
-"""One WebSocket connection to an owner: request/reply matching and event routing.
+"""One WebSocket connection to an owner, on asyncio: request/reply matching and event routing.
 
 ``Connection`` owns the socket's reader task. Replies are matched to their
 requests by id; ``event`` notifications are routed by session to the
 ``Inbox`` of every consumer listening on that session (a ``SessionStream``),
-or, while nobody listens yet, to a small per-session backlog so that a stream
-opened right after ``session.create`` misses nothing. When the socket closes,
+or, while nobody listens yet, to a small per-session backlog (routing.py, which
+the blocking connection of the one-shot commands shares). When the socket closes,
 every waiting request fails and every inbox ends with ``ConnectionLost``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-from collections import deque
 from typing import Any
 
 import orjson
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import WebSocketException
 
-from tether.rpc.envelope import GAP_CLIENT_QUEUE_OVERFLOW, replay_gap
 from tether.rpc.errors import InvalidParams, RpcError
 from tether.rpc.framing import decode_reply, encode_request
-from tether.rpc.protocol import EVENT_METHOD, PROTOCOL
+from tether.rpc.protocol import PROTOCOL
+
+from . import routing
+from .routing import MAX_BUFFERED_EVENTS, ConnectionLost, Router
 
 #: the close code of a peer that refused a frame as too big (RFC 6455 §7.4.1)
 CLOSE_TOO_BIG = 1009
 
 __all__ = ["Connection", "ConnectionLost", "Inbox", "MAX_BUFFERED_EVENTS",
            "ProtocolMismatchWarning", "warn_on_other_protocol"]
-
-#: events buffered per session stream before the oldest are dropped for a replay
-#: (a consumer that stops reading must not grow the client's memory without end)
-MAX_BUFFERED_EVENTS = 10_000
-#: events of sessions nobody iterates yet, kept so a stream opened just after
-#: session.create misses nothing; per session, and sessions at most
-MAX_BACKLOG_EVENTS = 1_000
-MAX_BACKLOG_SESSIONS = 64
-
-
-class ConnectionLost(ConnectionError):
-    """The connection to the owner closed (owner restarted or stopped, socket dropped)."""
 
 
 class ProtocolMismatchWarning(RuntimeWarning):
@@ -69,33 +57,16 @@ async def warn_on_other_protocol(conn: Connection) -> None:
         "events may not be what it expects; install matching versions of tether"), stacklevel=2)
 
 
-class Inbox:
+class Inbox(routing.Inbox):
     """One consumer's bounded queue of one session's events on one connection."""
 
-    __slots__ = ("session_id", "items", "_ready", "closed")
+    __slots__ = ("_ready",)
 
     def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
-        self.items: deque[dict[str, Any]] = deque()
+        super().__init__(session_id)
         self._ready = asyncio.Event()
-        self.closed = False
 
-    def put(self, event: dict[str, Any]) -> None:
-        if len(self.items) >= MAX_BUFFERED_EVENTS:
-            # Drop what is buffered and say so: the stream replays it from the owner,
-            # which is the durable copy; keeping it here would only grow memory.
-            first = self.items[0]
-            self.items.clear()
-            # the buffer may start with a gap notice (seq null): it already names
-            # the last seq delivered before the hole
-            before = (first["payload"]["last_seq"] if first.get("seq") is None
-                      else first["seq"] - 1)
-            self.items.append(replay_gap(self.session_id, before, GAP_CLIENT_QUEUE_OVERFLOW))
-        self.items.append(event)
-        self._ready.set()
-
-    def close(self) -> None:
-        self.closed = True
+    def _wake(self) -> None:
         self._ready.set()
 
     async def get(self, timeout: float | None) -> dict[str, Any] | None:
@@ -114,17 +85,14 @@ class Inbox:
         return self.items.popleft()
 
 
-class Connection:
+class Connection(Router):
     """One WebSocket: request/reply matching and event routing to inboxes."""
 
     def __init__(self, ws: ClientConnection, descriptor: dict[str, Any] | None) -> None:
+        super().__init__()
         self.ws = ws
         self.descriptor = descriptor
-        self.closed = False
-        self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self._inboxes: dict[str, list[Inbox]] = {}
-        self._backlog: dict[str, deque[dict[str, Any]]] = {}
         self._reader = asyncio.create_task(self._read(), name="tether-client-reader")
 
     async def _read(self) -> None:
@@ -134,39 +102,19 @@ class Connection:
                     msg = orjson.loads(frame)
                 except orjson.JSONDecodeError:
                     continue  # not ours to fix; the owner never sends this
-                for item in msg if isinstance(msg, list) else (msg,):
-                    if isinstance(item, dict):
-                        self._route(item)
+                self._route_all(msg)
         except (WebSocketException, OSError):
             pass
         finally:
             self._lost()
 
-    def _route(self, msg: dict[str, Any]) -> None:
-        if msg.get("method") == EVENT_METHOD:
-            event = msg.get("params")
-            if isinstance(event, dict) and isinstance(event.get("session_id"), str):
-                self._deliver(event)
-            return
+    def inbox(self, session_id: str) -> Inbox:
+        return Inbox(session_id)
+
+    def _answer(self, msg: dict[str, Any]) -> None:
         fut = self._pending.pop(msg.get("id"), None)  # type: ignore[arg-type]
         if fut is not None and not fut.done():
             fut.set_result(msg)
-
-    def _deliver(self, event: dict[str, Any]) -> None:
-        sid = event["session_id"]
-        inboxes = self._inboxes.get(sid)
-        if inboxes:
-            for inbox in inboxes:
-                inbox.put(event)
-            return
-        # Nobody iterates this session yet (the reply to session.create has just
-        # arrived and its caller has not run). Keep a bounded backlog for them.
-        backlog = self._backlog.get(sid)
-        if backlog is None:
-            if len(self._backlog) >= MAX_BACKLOG_SESSIONS:
-                self._backlog.pop(next(iter(self._backlog)))
-            backlog = self._backlog[sid] = deque(maxlen=MAX_BACKLOG_EVENTS)
-        backlog.append(event)
 
     def _lost(self) -> None:
         self.closed = True
@@ -174,26 +122,7 @@ class Connection:
             if not fut.done():
                 fut.set_exception(ConnectionLost("connection to the owner closed"))
         self._pending.clear()
-        for inboxes in self._inboxes.values():
-            for inbox in inboxes:
-                inbox.close()
-
-    def listen(self, session_id: str) -> Inbox:
-        inbox = Inbox(session_id)
-        if self.closed:
-            inbox.close()
-            return inbox
-        for event in self._backlog.pop(session_id, ()):
-            inbox.put(event)
-        self._inboxes.setdefault(session_id, []).append(inbox)
-        return inbox
-
-    def unlisten(self, inbox: Inbox) -> None:
-        inboxes = self._inboxes.get(inbox.session_id)
-        if inboxes and inbox in inboxes:
-            inboxes.remove(inbox)
-            if not inboxes:
-                del self._inboxes[inbox.session_id]
+        self._close_inboxes()
 
     async def request(self, method: str, params: dict[str, Any],
                       timeout: float | None = None) -> Any:

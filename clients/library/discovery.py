@@ -25,7 +25,6 @@ hot path.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -228,6 +227,8 @@ class _StartReport:
 
     async def handover(self) -> None:
         """Read until the owner, now serving, points its stderr at the log."""
+        import asyncio
+
         deadline = time.monotonic() + HANDOVER_SECONDS
         while not self.read() and time.monotonic() < deadline:
             await asyncio.sleep(POLL_SECONDS)
@@ -292,6 +293,8 @@ async def _start_and_wait(home: Path, tcp: str | None, timeout: float,
 
     Each owner started gets a report in ``reports``, for the caller to close.
     """
+    import asyncio
+
     deadline = time.monotonic() + timeout
     proc: subprocess.Popen[bytes] | None = None
     # An owner that holds the lock but has no descriptor yet is starting (another

@@ -103,8 +103,8 @@ def from_exception(exc: BaseException) -> CliError:
     # imports here keep the module free of heavier imports for the fast paths
     from tether.rpc.errors import RpcError
 
-    from .client import ConnectionLost
     from .discovery import OwnerUnavailable
+    from .routing import ConnectionLost
 
     if isinstance(exc, CliError):
         return exc

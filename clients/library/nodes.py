@@ -10,19 +10,28 @@ WebSocket to one node; ``Failures`` says what a round of failed attempts means.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
-
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import InvalidHandshake, InvalidStatus
+from typing import TYPE_CHECKING
 
 from .discovery import OwnerUnavailable
 
-__all__ = ["ATTEMPT_ERRORS", "MAX_FRAME_BYTES", "Failures", "Nodes", "dial", "parse_urls"]
+if TYPE_CHECKING:
+    from websockets.asyncio.client import ClientConnection
+
+__all__ = ["MAX_FRAME_BYTES", "Failures", "Nodes", "attempt_errors", "dial", "parse_urls"]
 
 #: largest frame the client accepts; a snapshot of a long session is one frame
 MAX_FRAME_BYTES = 256 * 1024 * 1024
-#: the exceptions a failed connection attempt may raise
-ATTEMPT_ERRORS = (OwnerUnavailable, InvalidHandshake, OSError, TimeoutError)
+
+
+def attempt_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions a failed connection attempt may raise. websockets' own only when
+    it is loaded: a process that never imported it (a one-shot command's blocking
+    client, blocking.py) cannot meet them, and looking them up would load it."""
+    errors: tuple[type[BaseException], ...] = (OwnerUnavailable, OSError, TimeoutError)
+    loaded = sys.modules.get("websockets.exceptions")
+    return errors if loaded is None else (*errors, loaded.InvalidHandshake)
 
 
 def parse_urls(url: str | Sequence[str] | None) -> list[str]:
@@ -62,6 +71,8 @@ class Nodes:
 
 async def dial(url: str, token: str | None) -> ClientConnection:
     """The WebSocket to one node's TCP listener, with the bearer token."""
+    from websockets.asyncio.client import connect
+
     headers = {"Authorization": f"Bearer {token}"} if token else None
     return await connect(url, additional_headers=headers, max_size=MAX_FRAME_BYTES,
                          compression=None, proxy=None, open_timeout=10)
@@ -105,7 +116,8 @@ def _meaning(exc: BaseException, url: str | None) -> tuple[bool, OwnerUnavailabl
     """(final, the error to report) for one failed attempt."""
     if isinstance(exc, OwnerUnavailable):
         return exc.reason != "start_timeout", exc
-    if isinstance(exc, InvalidStatus):
+    loaded = sys.modules.get("websockets.exceptions")
+    if loaded is not None and isinstance(exc, loaded.InvalidStatus):
         status = exc.response.status_code
         if 400 <= status < 500:
             body = exc.response.body.decode(errors="replace").strip()

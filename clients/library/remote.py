@@ -63,12 +63,18 @@ def remote_of(args: Any) -> Remote | None:
     return Remote(urls, args.token or os.environ.get("TETHER_TOKEN") or None)
 
 
-async def connect_owner(home: Any, *, autostart: bool = True) -> TetherClient:
+async def connect_owner(home: Any, *, autostart: bool = True,
+                        blocking: bool = False) -> TetherClient:
     """A ``TetherClient`` of the command's owner: the nodes of ``CONTEXT.remote``,
-    else the owner of ``home`` (started if ``autostart``)."""
+    else the owner of ``home`` (started if ``autostart``). ``blocking``: the home's
+    owner through ``BlockingClient``, whose coroutines ``blocking.run_sync`` runs."""
+    remote: Remote | None = CONTEXT.remote
+    if remote is None and blocking:
+        from .blocking import BlockingClient
+
+        return await BlockingClient.connect(home, autostart=autostart)
     from .client import TetherClient
 
-    remote: Remote | None = CONTEXT.remote
     if remote is None:
         return await TetherClient.connect(home, autostart=autostart)
     return await TetherClient.connect(url=remote.urls, token=remote.token)

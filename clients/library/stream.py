@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.rpc.envelope import REPLAY_GAP
 
-from .connection import Connection, ConnectionLost, Inbox
+from .routing import ConnectionLost, Inbox, Router
+
+if TYPE_CHECKING:
+    Connection = Router  # the asyncio one (connection.py) or the blocking one (blocking.py)
 
 __all__ = ["SessionStream", "StreamSource"]
 
@@ -48,6 +51,8 @@ class SessionStream:
         self.resilient = resilient
         self.snapshot: dict[str, Any] | None = None
         self.attachments = 0
+        #: run after every subscription made (a reconnect's too), on its connection
+        self.on_attach: Callable[[], Awaitable[None]] | None = None
         self._inbox: Inbox | None = None
         self._conn: Connection | None = None
         self._ready: deque[dict[str, Any]] = deque()
@@ -74,6 +79,8 @@ class SessionStream:
         self._inbox, self._conn = inbox, conn
         self.snapshot = snap
         self.attachments += 1
+        if self.on_attach is not None:
+            await self.on_attach()
         if self.last_seq is None:
             self.last_seq = snap["last_seq"]
         for event in snap.get("events") or ():

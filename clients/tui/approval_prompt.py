@@ -12,9 +12,6 @@ withdrawn from the input line at once, which goes back to the draft being
 typed: no line typed afterwards is taken for an answer or lost.
 While nobody's turn of this chat runs, the line editor belongs to the next
 prompt, so the chat only says how to answer (``tether approve ID``).
-
-`unattended_note` is what a finite chat prints when the owner refused a tool
-call because nobody could answer a prompt (``approvals.unattended``).
 """
 
 from __future__ import annotations
@@ -23,11 +20,9 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
-
 from .render import Renderer, shorten
 
-__all__ = ["InlineApprovals", "unattended_note", "parse_answer", "question", "why_invalid"]
+__all__ = ["InlineApprovals", "parse_answer", "question", "why_invalid"]
 
 CHOICES = "[y] once  [s] this session  [a] always  [n REASON] deny"
 
@@ -149,23 +144,3 @@ def _withdrawn(payload: dict[str, Any]) -> str:
             "interrupted": "the turn was interrupted: the prompt is withdrawn",
             "shutdown": "the owner stopped: the prompt is withdrawn"}.get(
                 str(cause), f"the prompt ended: {status}")
-
-
-def unattended_note(event: dict[str, Any]) -> str | None:
-    """The line a finite chat prints for a tool call refused because the turn is
-    unattended, or None."""
-    if event.get("type") != "tool.complete":
-        return None
-    payload = event.get("payload") or {}
-    try:
-        result = orjson.loads(payload.get("result") or "{}")
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(result, dict) or not result.get("denied"):
-        return None
-    error = str(result.get("error") or "")
-    if "unattended" not in error:
-        return None
-    return (f"[tether] {payload.get('name', 'a tool')} was denied: this chat is finite, so "
-            "nobody can answer an approval prompt (approvals.unattended: deny); run it "
-            "interactively, or allow it with an approvals rule")

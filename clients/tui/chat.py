@@ -19,12 +19,11 @@ input id, never to a second turn or a doubled answer.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from tether.rpc.errors import RpcError
 from tether.rpc.protocol import MAX_ID_CHARS
@@ -32,9 +31,7 @@ from tether.rpc.protocol import MAX_ID_CHARS
 from ..library.client import TetherClient, new_input_id
 from ..library.exits import CONTEXT, EXIT_OK, receipt_exit, report
 from ..library.remote import connect_owner
-from .approval_prompt import unattended_note
 from .plan import ChatPlan, plan_chat
-from .render import Renderer, use_color
 
 __all__ = ["ChatPlan", "plan_chat", "run_chat"]
 
@@ -71,8 +68,10 @@ async def _session(client: TetherClient, plan: ChatPlan) -> str:
     return snap["session_id"]
 
 
-async def run_chat(home: Any, plan: ChatPlan) -> int:
-    client = await connect_owner(home)
+async def run_chat(home: Any, plan: ChatPlan, *, blocking: bool = False) -> int:
+    """The chat ``plan`` says; ``blocking``: a finite one on ``BlockingClient``, run by
+    ``run_sync`` (library/blocking.py), as ``tether chat`` runs it on the home's owner."""
+    client = await connect_owner(home, blocking=blocking)
     try:
         if plan.interactive:
             from .interactive import interactive
@@ -110,7 +109,29 @@ async def _forget(client: TetherClient, session_id: str) -> None:
 # -- finite -------------------------------------------------------------------
 
 
+def unattended_note(event: dict[str, Any]) -> str | None:
+    """The line a finite chat prints for a tool call refused because the turn is
+    unattended, or None."""
+    if event.get("type") != "tool.complete":
+        return None
+    payload = event.get("payload") or {}
+    try:
+        result = json.loads(payload.get("result") or "{}")
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(result, dict) or not result.get("denied"):
+        return None
+    error = str(result.get("error") or "")
+    if "unattended" not in error:
+        return None
+    return (f"[tether] {payload.get('name', 'a tool')} was denied: this chat is finite, so "
+            "nobody can answer an approval prompt (approvals.unattended: deny); run it "
+            "interactively, or allow it with an approvals rule")
+
+
 def _json_line(obj: Any) -> None:
+    import orjson
+
     sys.stdout.write(orjson.dumps(obj).decode() + "\n")
     sys.stdout.flush()
 
@@ -123,6 +144,8 @@ async def _finite(client: TetherClient, session_id: str, plan: ChatPlan) -> int:
     if plan.json:
         on_event: Any = _json_line
     elif plan.stream_to_terminal:
+        from .render import Renderer, use_color
+
         # every turn shown here is this command's: no "new turn" headers
         renderer = Renderer(sys.stdout, color=use_color(sys.stdout), mine=None, headers=False)
         on_event = renderer.event

@@ -11,12 +11,11 @@ attach and finite-with-a-terminal paths share it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
 from typing import Any, TextIO
-
-import orjson
 
 from tether.rpc.previews import preview
 
@@ -197,8 +196,8 @@ class Renderer:
         name = payload.get("name", "?")
         detail = ""
         try:
-            args = orjson.loads(payload.get("arguments") or "{}")
-        except orjson.JSONDecodeError:
+            args = json.loads(payload.get("arguments") or "{}")
+        except (ValueError, TypeError):  # not JSON, or not text
             args = None
         if isinstance(args, dict) and isinstance(args.get("tasks"), list):
             detail = f" ({len(args['tasks'])} tasks)"
@@ -330,8 +329,8 @@ class Renderer:
                 # tool results are long and for the model: their summary and preview
                 # stand for them, as when they ran
                 try:
-                    result = orjson.loads(content or "{}")
-                except orjson.JSONDecodeError:
+                    result = json.loads(content or "{}")
+                except (ValueError, TypeError):  # not JSON, or not text
                     continue
                 if isinstance(result, dict) and isinstance(result.get("summary"), str):
                     self._on_tool_complete({"summary": result["summary"],

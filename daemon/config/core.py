@@ -156,6 +156,8 @@ class ToolsConfig:
     max_processes: AtLeastOne = 64  # background processes running at once
     # output kept per background process
     process_ring_bytes: Annotated[int, Strict(), Field(ge=1000)] = 200_000
+    # how long a file tool waits for an editor that offered to read/write (fs.offer)
+    editor_fs_timeout_seconds: Annotated[float, Strict(), Field(gt=0, le=60)] = 5.0
 
 
 #: sandbox.mode values, loosest first (a turn may ask for a stricter one only)

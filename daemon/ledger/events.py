@@ -53,6 +53,8 @@ class Viewer:
         # the transport's fast path: hand a frame straight to the socket when
         # nothing is queued ahead of it and the peer keeps up (False: queue it)
         self._write_now = write_now
+        #: called once when the connection closes (an editor's offer ends: toolsets/editor.py)
+        self.on_close: list[Callable[[], None]] = []
 
     def put_reply(self, frame: bytes) -> None:
         if self.closed:
@@ -113,10 +115,15 @@ class Viewer:
         await self._room.wait()
 
     def close(self) -> None:
+        if self.closed:
+            return
         self.closed = True
         self._frames.clear()
         self._ready.set()
         self._room.set()
+        hooks, self.on_close = self.on_close, []
+        for hook in hooks:
+            hook()
 
 
 @dataclass(slots=True)

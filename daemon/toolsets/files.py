@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import stat
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 import orjson
@@ -30,6 +31,7 @@ from pydantic import Field
 from ..config.core import ToolsConfig
 from ..engine.arguments import Arguments, ArgumentsOf
 from ..engine.tools import Tool, ToolContext
+from .editor import EditorFiles
 from .paths import Place, Refused, locate, open_dir, open_read, write_atomic
 
 __all__ = ["file_tools"]
@@ -97,6 +99,32 @@ def _read_text(place: Place, limit: int) -> str:
     return data.decode("utf-8", "replace")
 
 
+def _checked(text: str, shown: str, limit: int) -> str:
+    """An editor's buffer held to the disk's rules (_read_text)."""
+    if "\0" in text[:8192]:
+        raise ValueError(f"{shown} looks like a binary file")
+    if len(text) > limit:
+        raise ValueError(f"{shown} is larger than {limit} characters; edit it another way")
+    return text
+
+
+def _page(lines: Iterable[str], offset: int, limit: int,
+          max_chars: int) -> tuple[list[str], int, int]:
+    """The numbered lines from ``offset`` (at most ``limit`` lines, about ``max_chars``),
+    the number of lines in all, and the last line taken."""
+    out: list[str] = []
+    chars, total, last = 0, 0, offset - 1
+    for number, line in enumerate(lines, 1):
+        total = number
+        if number < offset or len(out) >= limit or chars >= max_chars:
+            continue
+        shown_line = f"{number:6d}\t{line.rstrip(chr(10))}"
+        out.append(shown_line)
+        chars += len(shown_line) + 1
+        last = number
+    return out, total, last
+
+
 def _is_dir(place: Place) -> bool:
     try:
         return stat.S_ISDIR(os.stat(place.name, dir_fd=place.dir_fd,
@@ -111,37 +139,47 @@ def _denied(what: str, verdict: Any) -> str:
                   "summary": f"not {what}: " + verdict.reason[:100]})
 
 
-def file_tools(config: ToolsConfig, *, home: str | None = None) -> list[Tool]:
-    """The file tools; ``home`` is the owner's home, which they refuse (forbidden)."""
+def file_tools(config: ToolsConfig, *, home: str | None = None,
+               editor: EditorFiles | None = None) -> list[Tool]:
+    """The file tools; ``home`` is the owner's home, which they refuse (forbidden);
+    ``editor``: the editors that offered to read and write a session's files."""
+
+    async def _by_editor(place: Place, ctx: ToolContext, content: str) -> bool:
+        """Whether the session's editor wrote ``content`` to the file at ``place`` (checked
+        and approved): only an existing regular file beneath the working directory."""
+        if editor is None or not place.inside or place.rest \
+                or not editor.offers(ctx.session_id, "write"):
+            return False
+        try:
+            os.close(open_read(place))  # a regular file, no hard link of the home's
+        except (OSError, Refused):
+            return False
+        return await editor.write(ctx.session_id, ctx.admission_id, place.shown, content)
 
     async def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
         try:
             a = READ_FILE.parse(args)
             offset, limit = a.offset, min(a.limit or config.read_lines, config.read_lines)
             with locate(ctx.cwd, a.path, home=home) as place:
-                path = place.shown
+                path, inside = place.shown, place.inside
                 fd = open_read(place)
-            out: list[str] = []
-            chars, total, last = 0, 0, offset - 1
             with os.fdopen(fd, "rb") as raw:
-                if b"\0" in raw.read(8192):
+                # checked and open: an editor that offered may give its buffer instead
+                buffer = await editor.read(ctx.session_id, ctx.admission_id, path) \
+                    if editor is not None and inside else None
+                if buffer is None and b"\0" in raw.read(8192):
                     raise ValueError(f"{path} looks like a binary file")
                 raw.seek(0)
-                text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
-                for number, line in enumerate(text, 1):
-                    total = number
-                    if number < offset or len(out) >= limit or chars >= config.read_chars:
-                        continue
-                    shown = f"{number:6d}\t{line.rstrip(chr(10))}"
-                    out.append(shown)
-                    chars += len(shown) + 1
-                    last = number
+                lines = io.StringIO(_checked(buffer, path, len(buffer))) if buffer is not None \
+                    else io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+                page = _page(lines, offset, limit, config.read_chars)
         except Refused as exc:
             return _refused("read_file", exc)
         except IsADirectoryError as exc:
             return _error(f"read_file: {exc.filename} is a directory (use list_dir)")
         except (OSError, ValueError) as exc:
             return _error(f"read_file: {exc}")
+        out, total, last = page
         content = "\n".join(out)
         note = f"lines {offset}-{last} of {total}" if out else f"no lines at {offset} ({total} in all)"
         if last < total:
@@ -166,8 +204,11 @@ def file_tools(config: ToolsConfig, *, home: str | None = None) -> list[Tool]:
             if not verdict.allowed:
                 return _denied("written", verdict)
             try:
-                place.make_dirs()
-                existed = write_atomic(place, content.encode())
+                # the editor writes only a file that exists
+                existed = await _by_editor(place, ctx, content)
+                if not existed:
+                    place.make_dirs()
+                    existed = write_atomic(place, content.encode())
             except OSError as exc:
                 return _error(f"write_file: {exc}")
         return _json({"path": path, "created": not existed, "chars": len(content),
@@ -185,8 +226,15 @@ def file_tools(config: ToolsConfig, *, home: str | None = None) -> list[Tool]:
             return _error(f"edit_file: {exc}")
         with place:
             path = place.shown
+            # an editor that reads and writes: the edit applies to its buffer
+            by_editor = editor is not None and place.inside and \
+                editor.offers(ctx.session_id, "read", "write")
             try:
                 text = _read_text(place, MAX_WRITE_CHARS)
+                if by_editor and editor is not None:
+                    buffer = await editor.read(ctx.session_id, ctx.admission_id, path)
+                    text = _checked(buffer, path, MAX_WRITE_CHARS) if buffer is not None \
+                        else text
             except Refused as exc:
                 return _refused("edit_file", exc)
             except (OSError, ValueError) as exc:
@@ -205,7 +253,8 @@ def file_tools(config: ToolsConfig, *, home: str | None = None) -> list[Tool]:
                 return _denied("edited", verdict)
             after = text.replace(old, new) if replace_all else text.replace(old, new, 1)
             try:
-                write_atomic(place, after.encode())
+                if not (by_editor and await _by_editor(place, ctx, after)):
+                    write_atomic(place, after.encode())
             except OSError as exc:
                 return _error(f"edit_file: {exc}")
         line = text[:text.index(old)].count("\n") + 1

@@ -32,6 +32,7 @@ __all__ = ["Peer", "PROTECTED", "unix_peer", "tcp_peer", "guard", "agent_reason"
 
 #: methods refused to the agent's own processes: exact names, and name prefixes
 PROTECTED = frozenset({"approval.respond", "approval.rule_remove", "mcp.attach",
+                       "fs.offer", "fs.respond",
                        "runtime.listen_tcp", "runtime.shutdown"})
 PROTECTED_PREFIXES = ("token.", "cron.")
 

@@ -43,6 +43,8 @@ def model(req: dict) -> Any:
         return Status(503)
     if users[-1] == "count with mcp":
         return tool_call_reply("mcp__demo__count", {"to": 2}, "m1")
+    if users[-1] == "read through the editor":
+        return tool_call_reply("read_file", {"path": "buffer.txt"}, "f1")
     if users[-1] == "run a command":
         return tool_call_reply("terminal", {"command": "touch schema-check"}, "t1")
     if users[-1] == "run in the background":
@@ -129,8 +131,18 @@ async def test_every_reply_and_event_of_real_traffic_validates(scene, tmp_path):
         await peer.wait_terminal(sid, r["admission_id"])
         await call("mcp.list")
         await call("mcp.tools", server="demo")
+        await call("mcp.resources", server="demo")
         await call("mcp.attach", session_id=sid, servers=[
             {"name": "extra", "command": sys.executable, "args": [MCP_DEMO]}])
+        # an editor's buffer: fs.offer, the fs.request notice, fs.respond
+        (tmp_path / "buffer.txt").write_text("on disk\n")
+        await call("fs.offer", session_id=sid, read=True)
+        r = (await call("prompt.submit", session_id=sid, input_id="fs",
+                        text="read through the editor", finite=True))["result"]
+        asked = await peer.wait_event(lambda e: e["type"] == "fs.request")
+        await call("fs.respond", request_id=asked["payload"]["request_id"],
+                   text="in the buffer\n")
+        await peer.wait_terminal(sid, r["admission_id"])
         # a transient model failure: model.retry
         r = (await call("prompt.submit", session_id=sid, input_id="flaky",
                         text="flaky", finite=True))["result"]

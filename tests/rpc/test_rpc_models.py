@@ -157,6 +157,7 @@ def test_event_types_are_spec_section_6():
         "cron.notice",  # SPEC §12: a scheduled job's answer delivered to a session
         "model.retry",
         "session.compacted",  # SPEC §13: long sessions
+        "fs.request",  # issue 23: a notice to the editor that executes the file tools
     )
     for name in EVENT_TYPES:
         assert name in Event.__doc__

@@ -5,9 +5,9 @@
 /**
  * One event: a union discriminated by ``type``
  */
-export type AnyEvent = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | ToolProgressEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | SessionReplayGapEvent | CronNoticeEvent | ModelRetryEvent | SessionCompactedEvent)
+export type AnyEvent = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | ToolProgressEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | SessionReplayGapEvent | CronNoticeEvent | ModelRetryEvent | SessionCompactedEvent | FsRequestEvent)
 /**
- * One entry of a session's durable event log (never the replay-gap notice).
+ * One entry of a session's durable event log (never a notice: the replay gap, fs.request).
  */
 export type Event = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | ToolProgressEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | CronNoticeEvent | ModelRetryEvent | SessionCompactedEvent)
 /**
@@ -75,6 +75,12 @@ ExportToolCall?: ExportToolCall
 ExportTurn?: ExportTurn
 FieldProblem?: FieldProblem
 ForbiddenErrorData?: ForbiddenErrorData
+FsOfferParams?: FsOfferParams
+FsOfferResult?: FsOfferResult
+FsRequestEvent?: FsRequestEvent
+FsRequestPayload?: FsRequestPayload
+FsRespondParams?: FsRespondParams
+FsRespondResult?: FsRespondResult
 InternalErrorErrorData?: InternalErrorErrorData
 InterruptResult?: InterruptResult
 InvalidParamsErrorData?: InvalidParamsErrorData
@@ -705,6 +711,35 @@ kind: ("auto" | "manual")
 focus: (string | null)
 [k: string]: unknown | undefined
 }
+/**
+ * A notice to one viewer, never stored: a file tool asks the connection that offered
+ * (fs.offer) to read or write ``path`` (absolute, checked and approved); fs.respond.
+ */
+export interface FsRequestEvent {
+session_id: string
+seq: null
+admission_id: (string | null)
+type: "fs.request"
+payload: FsRequestPayload
+}
+/**
+ * A notice to one viewer, never stored: a file tool asks the connection that offered
+ * (fs.offer) to read or write ``path`` (absolute, checked and approved); fs.respond.
+ */
+export interface FsRequestPayload {
+request_id: string
+op: ("read" | "write")
+path: string
+/**
+ * write: the whole new text
+ */
+content?: (string | null)
+/**
+ * after this the tool uses the disk instead
+ */
+expires_at: number
+[k: string]: unknown | undefined
+}
 export interface ApprovalListParams {
 session_id?: (string | null)
 }
@@ -1146,6 +1181,38 @@ last_seq?: (number | null)
  */
 problem?: (string | null)
 [k: string]: unknown | undefined
+}
+/**
+ * This connection executes the file tools' reads (``read``) and writes (``write``)
+ * of ``session_id`` from now on; both false withdraws its offer.
+ */
+export interface FsOfferParams {
+session_id: string
+read?: boolean
+write?: boolean
+}
+/**
+ * This connection's offer now held for the session (both false: none of its own).
+ */
+export interface FsOfferResult {
+session_id: string
+read: boolean
+write: boolean
+}
+/**
+ * The answer to one ``fs.request``: ``text`` for a read, nothing for a write done,
+ * ``error`` when the editor could not (the tool then uses the disk).
+ */
+export interface FsRespondParams {
+request_id: string
+text?: (string | null)
+error?: (string | null)
+}
+/**
+ * ``taken``: the tool got this answer (it was still waiting).
+ */
+export interface FsRespondResult {
+status: "taken"
 }
 export interface InternalErrorErrorData {
 reason: "internal_error"
@@ -2109,6 +2176,10 @@ export interface Methods {
   "mcp.tools": { params: McpToolsParams; result: McpServerInfo };
   /** Give one session MCP servers of the caller's (an editor's); Unix socket only. */
   "mcp.attach": { params: McpAttachParams; result: McpAttachResult };
+  /** This connection executes the file tools' reads and/or writes of a session (an editor's buffers) while it lives; the newest offer wins; Unix socket only. */
+  "fs.offer": { params: FsOfferParams; result: FsOfferResult };
+  /** Answer an fs.request sent to this connection: text read, write done, or error (the tool then uses the disk); an unknown or expired request is not_found. */
+  "fs.respond": { params: FsRespondParams; result: FsRespondResult };
   /** Start one MCP server if it is not running, and list its resources and prompts. */
   "mcp.resources": { params: McpResourcesParams; result: McpResourcesResult };
   /** Find sessions by id prefix, or the most recently active top-level one (last). */
@@ -2143,9 +2214,10 @@ export interface EventPayloads {
   "cron.notice": CronNoticePayload;
   "model.retry": ModelRetryPayload;
   "session.compacted": SessionCompactedPayload;
+  "fs.request": FsRequestPayload;
 }
 export type EventType = keyof EventPayloads;
-export const EVENT_TYPES: readonly EventType[] = ["session.info","message.start","message.delta","reasoning.delta","tool.start","tool.complete","tool.progress","subagent.start","subagent.complete","delegation.dispatched","delegation.complete","message.complete","approval.requested","approval.resolved","process.complete","session.replay_gap","cron.notice","model.retry","session.compacted"];
+export const EVENT_TYPES: readonly EventType[] = ["session.info","message.start","message.delta","reasoning.delta","tool.start","tool.complete","tool.progress","subagent.start","subagent.complete","delegation.dispatched","delegation.complete","message.complete","approval.requested","approval.resolved","process.complete","session.replay_gap","cron.notice","model.retry","session.compacted","fs.request"];
 
 /** Error reason -> its data; the code of each is in ERROR_CODES. */
 export interface ErrorDataByReason {

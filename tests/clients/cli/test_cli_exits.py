@@ -104,7 +104,7 @@ def test_an_owner_that_cannot_start_says_why_at_once(tmp_path, run_cli):
     (home / "config.yaml").write_text("model: {provider: opnai}\n")
     result = run_cli(home, "chat", "-Q", "-q", "hi", cwd=tmp_path)
     assert_error(result, 3, "start_failed")
-    assert "`model.provider` must be one of custom, openai, demo" in result.stderr
+    assert "`model.provider` must be custom, openai or demo" in result.stderr
 
 
 def test_schema_names_every_method(tmp_path, run_cli):
