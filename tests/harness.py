@@ -18,8 +18,8 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, closing
+from collections.abc import Awaitable, Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -291,24 +291,6 @@ def table_counts(home: Path, url: str | None = None) -> dict[str, int]:
         names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
                                           "AND name NOT LIKE 'sqlite_%'")]
         return {n: db.execute(f'SELECT COUNT(*) FROM "{n}"').fetchone()[0] for n in names}
-
-
-@asynccontextmanager
-async def owner_session(tmp_path: Path, handler: Callable[[dict], Any], /, **config: Any,
-                        ) -> AsyncIterator[tuple[Path, Any, OwnerProcess, Peer, str]]:
-    """The common scene: a fake model running ``handler``, an owner on a fresh home
-    configured for it (more config sections in ``config``), a peer, and a new
-    session: (home, provider, owner, peer, session_id). On exit the owner has
-    stopped, so state.db can be read as it was left."""
-    from fakeprovider import FakeProvider
-
-    home = tmp_path / "home"
-    with FakeProvider(handler) as provider:
-        write_config(home, provider.url, **config)
-        with OwnerProcess(home) as owner:
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                yield home, provider, owner, peer, sid
 
 
 def sandbox_missing() -> str | None:

@@ -13,12 +13,11 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from fakeprovider import FakeProvider, Reply, Status, text_reply, tool_call_reply
-from harness import OwnerProcess, Peer, db_rows, until, write_config
-from scene import Scene
+from harness import OwnerProcess, Peer, until, write_config
+from scene import Scene, Store, owner_env
 
 WORKERS = ("WORKER_ALPHA", "WORKER_BETA")
 JOINED = "FANOUT_JOINED_AND_SYNTHESIZED"
@@ -124,19 +123,15 @@ class FanoutModel:
                 if (said := users(r)) and said[-1].startswith(RESULTS_MARKER)]
 
 
-def _rows(where: Scene | Path, sql: str, *args: Any) -> list[tuple]:
-    """The store of a scene, or of a home started without one."""
-    return where.rows(sql, *args) if isinstance(where, Scene) else db_rows(where, sql, *args)
+def admissions_of(where: Scene | Store, sid: str) -> list[tuple]:
+    """(Of the store of a scene, or of a home started without one.)"""
+    return where.rows("SELECT principal_id, request_id, status, outcome FROM "
+                      "session_admissions WHERE target_session_id = ? ORDER BY seq", sid)
 
 
-def admissions_of(where: Scene | Path, sid: str) -> list[tuple]:
-    return _rows(where, "SELECT principal_id, request_id, status, outcome FROM "
-                        "session_admissions WHERE target_session_id = ? ORDER BY seq", sid)
-
-
-def delegation_rows(where: Scene | Path) -> list[tuple]:
-    return _rows(where, "SELECT delegation_id, origin_session_id, state, delivery_state, "
-                        "result_json FROM async_delegations")
+def delegation_rows(where: Scene | Store) -> list[tuple]:
+    return where.rows("SELECT delegation_id, origin_session_id, state, delivery_state, "
+                      "result_json FROM async_delegations")
 
 
 def events_of(peer: Peer, sid: str, type_: str) -> list[dict]:
@@ -354,21 +349,22 @@ async def test_interrupting_a_finite_parent_stops_its_children(scene):
 # -- background (non-finite) ------------------------------------------------------
 
 
-async def test_background_delegation_is_delivered_once_into_its_origin(tmp_path):
+async def test_background_delegation_is_delivered_once_into_its_origin(tmp_path, store_url):
     home = tmp_path / "home"
+    store, env = Store(home, store_url), owner_env(home, store_url)
     model = FanoutModel()
     with FakeProvider(model) as fake:
         write_config(home, fake.url)
-        with OwnerProcess(home):
+        with OwnerProcess(home, env=env):
             async with await Peer.connect(home) as peer:
                 sid = (await peer.result("session.create", title="origin"))["session_id"]
                 first = await turn(peer, sid, "bg-1")
                 # the submitter goes away; delivery must not depend on it
             async with await Peer.connect(home) as other:
                 newer = (await other.result("session.create", title="newer"))["session_id"]
-                await until(lambda: [r for r in delegation_rows(home) if r[3] == "delivered"],
+                await until(lambda: [r for r in delegation_rows(store) if r[3] == "delivered"],
                             what="delivery")
-                adm = await until(lambda: [a for a in admissions_of(home, sid)
+                adm = await until(lambda: [a for a in admissions_of(store, sid)
                                            if a[0] == "delegation" and a[2] == "terminal"],
                                   what="the delivery turn")
                 final = await other.result("session.resume", session_id=sid, after_seq=0)
@@ -380,17 +376,17 @@ async def test_background_delegation_is_delivered_once_into_its_origin(tmp_path)
     [followup] = model.parent_followups(fake)
     dispatched = json.loads(tool_results(followup)[0])
     assert dispatched["status"] == "dispatched"
-    [(delegation_id, origin, state, delivery, result_json)] = delegation_rows(home)
+    [(delegation_id, origin, state, delivery, result_json)] = delegation_rows(store)
     assert dispatched["delegation_id"] == delegation_id
     assert (origin, state, delivery) == (sid, "completed", "delivered")
     assert [r["summary"] for r in json.loads(result_json)["results"]] == [
         f"{w}_COMPLETE" for w in WORKERS]
     # a second admission, principal delegation, identity = delegation_id, same session
-    assert admissions_of(home, sid) == [
+    assert admissions_of(store, sid) == [
         ("local", "bg-1", "terminal", "completed"),
         ("delegation", delegation_id, "terminal", "completed")]
     assert adm[0][1] == delegation_id
-    assert admissions_of(home, newer) == []
+    assert admissions_of(store, newer) == []
     # the model saw the delivered results exactly once, and answered from them
     assert len(model.deliveries(fake)) == 1
     assert final["messages"][-1]["content"] == BACKGROUND_JOINED
@@ -403,7 +399,7 @@ async def test_background_delegation_is_delivered_once_into_its_origin(tmp_path)
     assert complete["payload"]["state"] == "completed"
     assert complete["payload"]["results"] == [{"task_index": 0, "status": "completed"},
                                               {"task_index": 1, "status": "completed"}]
-    assert db_rows(home, "SELECT admission_id FROM session_admissions WHERE principal_id = "
+    assert store.rows("SELECT admission_id FROM session_admissions WHERE principal_id = "
                          "'delegation'") == [(complete["payload"]["admission_id"],)]
     # the delivery turn starts after the delivery was recorded
     assert types.index("delegation.complete") < len(types) - 1 - types[::-1].index(
@@ -451,14 +447,15 @@ async def test_the_delivery_turn_runs_with_the_dispatching_turns_options(scene):
     assert {r["model"] for r in model.child_requests(fake)} == {"turn-model"}
 
 
-async def test_delivery_queues_behind_the_running_turn(tmp_path):
+async def test_delivery_queues_behind_the_running_turn(tmp_path, store_url):
     home = tmp_path / "home"
+    store, env = Store(home, store_url), owner_env(home, store_url)
     release, hold = threading.Event(), threading.Event()
     model = FanoutModel(child=blocking_child(release), hold=hold)
     with FakeProvider(model) as fake:
         write_config(home, fake.url)
         try:
-            with OwnerProcess(home):
+            with OwnerProcess(home, env=env):
                 async with await Peer.connect(home) as peer:
                     sid = (await peer.result("session.create"))["session_id"]
                     first = await turn(peer, sid, "dispatch")
@@ -468,16 +465,16 @@ async def test_delivery_queues_behind_the_running_turn(tmp_path):
                     await until(lambda: any(HOLD in users(r)[-1] for r in fake.requests),
                                 what="the second turn's request")
                     release.set()  # children finish while the second turn runs
-                    await until(lambda: delegation_rows(home)[0][3] == "delivered",
+                    await until(lambda: delegation_rows(store)[0][3] == "delivered",
                                 what="delivery")
                     # recorded, but it waits its turn: the session runs one turn at a time
-                    assert [a[2] for a in admissions_of(home, sid)] == [
+                    assert [a[2] for a in admissions_of(store, sid)] == [
                         "terminal", "started", "queued"]
                     assert model.deliveries(fake) == []
                     hold.set()
                     await peer.wait_terminal(sid, busy["admission_id"])
                     delivered = await until(
-                        lambda: [a for a in admissions_of(home, sid)
+                        lambda: [a for a in admissions_of(store, sid)
                                  if a[0] == "delegation" and a[2] == "terminal"],
                         what="the delivery turn")
         finally:
@@ -516,15 +513,15 @@ async def dispatch_and_half_finish(peer: Peer, model: FanoutModel, fake: FakePro
     await until(lambda: model.child_requests(fake, "WORKER_BETA"), what="the second child")
 
 
-def assert_interrupted_delivery(home, model: FanoutModel, fake: FakeProvider, sid: str,
+def assert_interrupted_delivery(store: Store, model: FanoutModel, fake: FakeProvider, sid: str,
                                 final: dict) -> None:
-    [(delegation_id, origin, state, delivery, result_json)] = delegation_rows(home)
+    [(delegation_id, origin, state, delivery, result_json)] = delegation_rows(store)
     assert (origin, state, delivery) == (sid, "interrupted", "delivered")
     alpha, beta = json.loads(result_json)["results"]
     # the child that finished keeps its work; the one that was cut off says so
     assert (alpha["status"], alpha["summary"]) == ("completed", "WORKER_ALPHA_COMPLETE")
     assert beta["status"] == "interrupted" and beta["error"]
-    assert admissions_of(home, sid) == [
+    assert admissions_of(store, sid) == [
         ("local", "bg", "terminal", "completed"),
         ("delegation", delegation_id, "terminal", "completed")]
     [delivery_request] = model.deliveries(fake)
@@ -532,14 +529,15 @@ def assert_interrupted_delivery(home, model: FanoutModel, fake: FakeProvider, si
     assert final["messages"][-1]["content"] == BACKGROUND_NOT_JOINED
 
 
-async def test_kill9_with_children_running_delivers_interrupted_once(tmp_path):
+async def test_kill9_with_children_running_delivers_interrupted_once(tmp_path, store_url):
     home = tmp_path / "home"
+    store, env = Store(home, store_url), owner_env(home, store_url)
     release = threading.Event()
     model = FanoutModel(child=alpha_now_beta_blocks(release))
     with FakeProvider(model) as fake:
         write_config(home, fake.url, delegation={"model": "child-model"})
         try:
-            with OwnerProcess(home) as owner:
+            with OwnerProcess(home, env=env) as owner:
                 async with await Peer.connect(home) as peer:
                     bystander = (await peer.result("session.create", title="bystander"))[
                         "session_id"]
@@ -548,9 +546,9 @@ async def test_kill9_with_children_running_delivers_interrupted_once(tmp_path):
                     await dispatch_and_half_finish(peer, model, fake, sid)
                     before = await peer.result("session.resume", session_id=bystander)
                 owner.kill()
-            assert [r[2] for r in delegation_rows(home)] == ["running"]
-            with OwnerProcess(home):
-                await until(lambda: [a for a in admissions_of(home, sid)
+            assert [r[2] for r in delegation_rows(store)] == ["running"]
+            with OwnerProcess(home, env=env):
+                await until(lambda: [a for a in admissions_of(store, sid)
                                      if a[0] == "delegation" and a[2] == "terminal"],
                             what="the interrupted delegation's delivery")
                 async with await Peer.connect(home) as peer:
@@ -559,64 +557,62 @@ async def test_kill9_with_children_running_delivers_interrupted_once(tmp_path):
                     events = await peer.all_events(sid)
         finally:
             release.set()
-    assert_interrupted_delivery(home, model, fake, sid, final)
+    assert_interrupted_delivery(store, model, fake, sid, final)
     # the child cut off by the crash ends for viewers too, and names the model it ran on
     started = {e["payload"]["task_index"] for e in events if e["type"] == "subagent.start"}
     ended = {e["payload"]["task_index"]: e["payload"]["status"] for e in events
              if e["type"] == "subagent.complete"}
     assert started == set(ended) == {0, 1} and ended[1] == "interrupted"
-    results = json.loads(delegation_rows(home)[0][4])["results"]
+    results = json.loads(delegation_rows(store)[0][4])["results"]
     assert [r["model"] for r in results] == ["child-model", "child-model"]
     # nothing went anywhere else
-    assert admissions_of(home, bystander) == [("local", "chat", "terminal", "completed")]
+    assert admissions_of(store, bystander) == [("local", "chat", "terminal", "completed")]
     assert (after["last_seq"], after["messages"]) == (before["last_seq"], before["messages"])
 
 
-async def test_shutdown_with_children_running_records_interrupted_and_delivers(tmp_path):
+async def test_shutdown_with_children_running_records_interrupted_and_delivers(tmp_path, store_url):
     home = tmp_path / "home"
+    store, env = Store(home, store_url), owner_env(home, store_url)
     release = threading.Event()
     model = FanoutModel(child=alpha_now_beta_blocks(release))
     with FakeProvider(model) as fake:
         write_config(home, fake.url, daemon={"grace_seconds": 0.2})
         try:
-            with OwnerProcess(home) as owner:
+            with OwnerProcess(home, env=env) as owner:
                 async with await Peer.connect(home) as peer:
                     sid = (await peer.result("session.create"))["session_id"]
                     await dispatch_and_half_finish(peer, model, fake, sid)
                 assert owner.stop() == 0
             # recorded and delivered during the drain; the follow-up turn waits for an owner
-            [(_, _, state, delivery, _)] = delegation_rows(home)
+            [(_, _, state, delivery, _)] = delegation_rows(store)
             assert (state, delivery) == ("interrupted", "delivered")
-            assert [a[2] for a in admissions_of(home, sid)] == ["terminal", "queued"]
+            assert [a[2] for a in admissions_of(store, sid)] == ["terminal", "queued"]
             assert model.deliveries(fake) == []
-            with OwnerProcess(home):
-                await until(lambda: [a for a in admissions_of(home, sid)
+            with OwnerProcess(home, env=env):
+                await until(lambda: [a for a in admissions_of(store, sid)
                                      if a[0] == "delegation" and a[2] == "terminal"],
                             what="the delivery turn after restart")
                 async with await Peer.connect(home) as peer:
                     final = await peer.result("session.resume", session_id=sid)
         finally:
             release.set()
-    assert_interrupted_delivery(home, model, fake, sid, final)
+    assert_interrupted_delivery(store, model, fake, sid, final)
 
 
-async def test_children_are_bounded_across_the_owner(tmp_path):
+async def test_children_are_bounded_across_the_owner(scene):
     """Two sessions delegate at once: delegation.max_running_children bounds the
     children of both together, and the rest wait for a slot instead of failing."""
-    home = tmp_path / "home"
     # each child stays in flight a while, so that without the bound a third child
     # would join (and be counted) before it leaves
     child, in_flight = overlapping_child(until_most=3, timeout=1.0)
     model = FanoutModel(child=child)
-    with FakeProvider(model) as fake:
-        write_config(home, fake.url, delegation={"max_concurrent_children": 2,
-                                                 "max_running_children": 2})
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sids = [(await peer.result("session.create"))["session_id"] for _ in range(2)]
-                receipts = [await peer.result("prompt.submit", session_id=sid, input_id="f",
-                                              text=PROMPT, finite=True) for sid in sids]
-                done = [await peer.wait_terminal(sid, r["admission_id"])
-                        for sid, r in zip(sids, receipts, strict=True)]
+    async with scene(model, session=False, delegation={"max_concurrent_children": 2,
+                                                       "max_running_children": 2}) as s:
+        peer = s.peer
+        sids = [(await peer.result("session.create"))["session_id"] for _ in range(2)]
+        receipts = [await peer.result("prompt.submit", session_id=sid, input_id="f",
+                                      text=PROMPT, finite=True) for sid in sids]
+        done = [await peer.wait_terminal(sid, r["admission_id"])
+                for sid, r in zip(sids, receipts, strict=True)]
     assert [d["result"]["text"] for d in done] == [JOINED, JOINED], done
     assert in_flight[1] == 2  # four children in all, never more than two at once

@@ -17,7 +17,6 @@ import httpx
 import openai
 import pytest
 from fakeprovider import (
-    FakeProvider,
     Held,
     Status,
     is_child,
@@ -25,7 +24,8 @@ from fakeprovider import (
     text_reply,
     tool_call_reply,
 )
-from harness import OwnerProcess, Peer, db_rows, until, write_config
+from harness import OwnerProcess, Peer, until
+from httpkit import api_admissions
 from websockets.asyncio.client import connect
 
 
@@ -56,16 +56,13 @@ class Model:
 
 
 @pytest.fixture
-def scene(tmp_path):
-    home = tmp_path / "home"
+async def served(scene):
     model = Model()
-    with FakeProvider(model) as provider:
-        write_config(home, provider.url, http={"max_concurrent_requests": 2,
-                                               "keepalive_seconds": 0.2,
-                                               "retry_claim_seconds": 0.5})
-        with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
-            yield owner, provider, model
-            model.gate.set()
+    async with scene(model, session=False, args=("--tcp", "127.0.0.1:0"),
+                     http={"max_concurrent_requests": 2, "keepalive_seconds": 0.2,
+                           "retry_claim_seconds": 0.5}) as s:
+        yield s, model
+        model.gate.set()
 
 
 async def mint(owner: OwnerProcess) -> str:
@@ -94,14 +91,9 @@ async def _close_clients():
         await _made.pop().close()
 
 
-def api_admissions(owner: OwnerProcess) -> list[tuple]:
-    return db_rows(owner.home, "SELECT a.principal_id, a.status, a.outcome, s.source "
-                   "FROM session_admissions a JOIN sessions s "
-                   "ON s.session_id = a.target_session_id ORDER BY a.seq")
-
-
-async def test_a_completion_whole_and_streamed_runs_as_a_finite_api_admission(scene):
-    owner, provider, _ = scene
+async def test_a_completion_whole_and_streamed_runs_as_a_finite_api_admission(served):
+    s, _ = served
+    owner, provider = s.owner, s.provider
     api = client(owner, await mint(owner))
     models = await api.models.list()
     assert [m.id for m in models.data] == ["tether", "test-model"]
@@ -127,25 +119,27 @@ async def test_a_completion_whole_and_streamed_runs_as_a_finite_api_admission(sc
     assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
     assert provider.requests[-1]["model"] == "test-model"
 
-    (token_id,) = db_rows(owner.home, "SELECT token_id FROM tokens")[0]
-    assert api_admissions(owner) == [(f"api:{token_id}", "terminal", "completed", "api")] * 2
-    payloads = db_rows(owner.home, "SELECT payload_json FROM session_admissions")
+    (token_id,) = s.rows("SELECT token_id FROM tokens")[0]
+    assert api_admissions(s.store) == [(f"api:{token_id}", "terminal", "completed", "api")] * 2
+    payloads = s.rows("SELECT payload_json FROM session_admissions")
     assert all('"finite":true' in p for (p,) in payloads)
 
 
-async def test_a_fan_out_is_joined_inline_before_the_answer(scene):
-    owner, provider, _ = scene
+async def test_a_fan_out_is_joined_inline_before_the_answer(served):
+    s, _ = served
+    owner, provider = s.owner, s.provider
     api = client(owner, await mint(owner))
     stream = await api.chat.completions.create(
         model="tether", messages=[{"role": "user", "content": "FAN OUT"}], stream=True)
     text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert text == "JOINED"
     assert len([r for r in provider.requests if is_child(r)]) == 2
-    assert db_rows(owner.home, "SELECT COUNT(*) FROM async_delegations") == [(0,)]
+    assert s.rows("SELECT COUNT(*) FROM async_delegations") == [(0,)]
 
 
-async def test_an_idempotent_retry_is_answered_from_the_ledger(scene):
-    owner, provider, _ = scene
+async def test_an_idempotent_retry_is_answered_from_the_ledger(served):
+    s, _ = served
+    owner, provider = s.owner, s.provider
     api = client(owner, await mint(owner))
     messages = [{"role": "user", "content": "once only"}]
     key = {"Idempotency-Key": "order-42"}
@@ -180,8 +174,9 @@ async def test_an_idempotent_retry_is_answered_from_the_ledger(scene):
     assert fresh.id != a.id and len(provider.requests) == 2
 
 
-async def test_a_stored_session_is_continued_by_its_id(scene):
-    owner, provider, _ = scene
+async def test_a_stored_session_is_continued_by_its_id(served):
+    s, _ = served
+    owner = s.owner
     api = client(owner, await mint(owner))
     first = await api.chat.completions.with_raw_response.create(
         model="tether", messages=[{"role": "user", "content": "one"}])
@@ -198,8 +193,9 @@ async def test_a_stored_session_is_continued_by_its_id(scene):
             messages=[{"role": "user", "content": "x"}])
 
 
-async def test_refusals_use_openais_error_envelope(scene):
-    owner, provider, _ = scene
+async def test_refusals_use_openais_error_envelope(served):
+    s, _ = served
+    owner, provider = s.owner, s.provider
     token = await mint(owner)
     with pytest.raises(openai.AuthenticationError) as exc:
         await client(owner, "tt_wrong").chat.completions.create(
@@ -230,8 +226,9 @@ async def test_refusals_use_openais_error_envelope(scene):
     assert provider.requests and all(prompt_of(r) == "FAIL" for r in provider.requests)
 
 
-async def test_past_the_concurrency_bound_a_request_gets_429(scene):
-    owner, provider, model = scene
+async def test_past_the_concurrency_bound_a_request_gets_429(served):
+    s, model = served
+    owner = s.owner
     api = client(owner, await mint(owner))
     held = [await api.chat.completions.create(
         model="tether", messages=[{"role": "user", "content": "HOLD"}], stream=True)
@@ -246,17 +243,18 @@ async def test_past_the_concurrency_bound_a_request_gets_429(scene):
         assert text == "HELD_ANSWER_TEXT"
 
 
-async def test_a_streamed_client_that_leaves_without_a_key_interrupts_its_turn(scene):
+async def test_a_streamed_client_that_leaves_without_a_key_interrupts_its_turn(served):
     """Once no retry claimed it within http.retry_claim_seconds (test_http_retries.py)."""
-    owner, provider, model = scene
+    s, model = served
+    owner = s.owner
     api = client(owner, await mint(owner))
     stream = await api.chat.completions.create(
         model="tether", messages=[{"role": "user", "content": "HOLD"}], stream=True)
     first = await stream.__anext__()
     assert first.choices[0].delta.role == "assistant"
     await stream.close()
-    await until(lambda: api_admissions(owner)[-1][1] == "terminal", "the turn to end")
-    assert api_admissions(owner)[-1][2] == "cancelled"
+    await until(lambda: api_admissions(s.store)[-1][1] == "terminal", "the turn to end")
+    assert api_admissions(s.store)[-1][2] == "cancelled"
 
     # with a key the turn runs on, and a retry fetches its answer
     key = {"Idempotency-Key": "keep-going"}
@@ -271,27 +269,27 @@ async def test_a_streamed_client_that_leaves_without_a_key_interrupts_its_turn(s
     assert again.choices[0].message.content == "HELD_ANSWER_TEXT"
 
 
-async def test_an_owner_that_stops_ends_a_running_stream_with_an_error(tmp_path):
-    home = tmp_path / "home"
+async def test_an_owner_that_stops_ends_a_running_stream_with_an_error(scene):
     model = Model()
-    with FakeProvider(model) as provider:
-        write_config(home, provider.url, daemon={"grace_seconds": 0.2})
-        with OwnerProcess(home, "--tcp", "127.0.0.1:0") as owner:
-            api = client(owner, await mint(owner))
-            stream = await api.chat.completions.create(
-                model="tether", messages=[{"role": "user", "content": "HOLD"}], stream=True)
-            await stream.__anext__()
-            stopping = asyncio.ensure_future(asyncio.to_thread(owner.stop))
-            with pytest.raises(openai.APIError) as exc:
-                async for _ in stream:
-                    pass
-            assert "interrupted" in str(exc.value)
-            assert await stopping == 0
-            model.gate.set()
+    async with scene(model, session=False, args=("--tcp", "127.0.0.1:0"),
+                     daemon={"grace_seconds": 0.2}) as s:
+        owner = s.owner
+        api = client(owner, await mint(owner))
+        stream = await api.chat.completions.create(
+            model="tether", messages=[{"role": "user", "content": "HOLD"}], stream=True)
+        await stream.__anext__()
+        stopping = asyncio.ensure_future(asyncio.to_thread(owner.stop))
+        with pytest.raises(openai.APIError) as exc:
+            async for _ in stream:
+                pass
+        assert "interrupted" in str(exc.value)
+        assert await stopping == 0
+        model.gate.set()
 
 
-async def test_one_port_serves_the_websocket_protocol_and_http_side_by_side(scene):
-    owner, provider, _ = scene
+async def test_one_port_serves_the_websocket_protocol_and_http_side_by_side(served):
+    s, _ = served
+    owner = s.owner
     token = await mint(owner)
     url = owner.descriptor["tcp_url"]
     auth = {"Authorization": f"Bearer {token}"}

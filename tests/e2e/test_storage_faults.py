@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 from fakeprovider import FakeProvider, prompt_of, text_reply
-from harness import OwnerProcess, Peer, clean_env, db_rows, owner_session, until, write_config
+from harness import OwnerProcess, Peer, clean_env, db_rows, until, write_config
 
 # the faults are SQLite's own: another process's lock on state.db, a page quota, a
 # read-only file (PostgreSQL's failures: tests/fleet/test_pg_store.py)
@@ -74,9 +74,9 @@ def exclusive_lock(home: Path):
         db.close()
 
 
-async def test_locked_database_then_the_retry_is_admitted_once(tmp_path):
-    async with owner_session(tmp_path, lambda req: text_reply("LOCK_DONE"), daemon={"busy_timeout_ms": 200}) as (
-            home, provider, _owner, peer, sid):
+async def test_locked_database_then_the_retry_is_admitted_once(scene):
+    async with scene(lambda req: text_reply("LOCK_DONE"), daemon={"busy_timeout_ms": 200}) as s:
+        home, peer, sid = s.home, s.peer, s.session_id
         before = table_counts(home)
         with exclusive_lock(home):
             reply = await peer.call("prompt.submit", session_id=sid, input_id="in-1",
@@ -310,7 +310,7 @@ async def test_a_turn_rides_out_a_store_that_refuses_writes_for_a_while(tmp_path
     assert roles == ["user", "assistant"]
 
 
-async def test_a_background_delegation_survives_a_brief_lock_and_is_delivered(tmp_path):
+async def test_a_background_delegation_survives_a_brief_lock_and_is_delivered(scene):
     """Both children of a background delegation answer while another process holds
     state.db locked for 2 s (past busy_timeout_ms): once the lock is gone the same
     owner records their results and delivers them, without a restart."""
@@ -335,8 +335,8 @@ async def test_a_background_delegation_survives_a_brief_lock_and_is_delivered(tm
         return tool_call_reply("delegate_task", {"tasks": [{"goal": "ALPHA"},
                                                            {"goal": "BETA"}]})
 
-    async with owner_session(tmp_path, model, daemon={"busy_timeout_ms": 300}) as (
-            home, _provider, _owner, peer, sid):
+    async with scene(model, daemon={"busy_timeout_ms": 300}) as s:
+        home, peer, sid = s.home, s.peer, s.session_id
         first = await peer.result("prompt.submit", session_id=sid, input_id="go",
                                   text="fan out")
         assert (await peer.wait_terminal(sid, first["admission_id"]))["outcome"] == "completed"

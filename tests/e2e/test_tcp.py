@@ -15,8 +15,9 @@ import subprocess
 import sys
 
 import pytest
-from fakeprovider import FakeProvider, text_reply
-from harness import OwnerProcess, Peer, clean_env, db_rows, stored_bytes, write_config
+from fakeprovider import text_reply
+from harness import OwnerProcess, Peer, write_config
+from scene import owner_env
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
@@ -24,12 +25,16 @@ ALLOWED_ORIGIN = "http://localhost:5173"
 
 
 @pytest.fixture
-def owner(tmp_path):
-    home = tmp_path / "home"
-    with FakeProvider(lambda req: text_reply("OVER_TCP")) as provider:
-        write_config(home, provider.url, daemon={"tcp_allowed_origins": [ALLOWED_ORIGIN]})
-        with OwnerProcess(home, "--tcp", "127.0.0.1:0") as proc:
-            yield proc
+async def served(scene):
+    async with scene(lambda req: text_reply("OVER_TCP"), session=False,
+                     args=("--tcp", "127.0.0.1:0"),
+                     daemon={"tcp_allowed_origins": [ALLOWED_ORIGIN]}) as s:
+        yield s
+
+
+@pytest.fixture
+def owner(served):
+    return served.owner
 
 
 async def mint(owner: OwnerProcess, label: str = "test") -> str:
@@ -43,14 +48,14 @@ async def refused(url: str, **kwargs) -> int:
     return exc.value.response.status_code
 
 
-async def test_descriptor_names_the_bound_port_and_tokens_are_stored_hashed(owner):
+async def test_descriptor_names_the_bound_port_and_tokens_are_stored_hashed(owner, served):
     url = owner.descriptor["tcp_url"]
     assert url.startswith("ws://127.0.0.1:") and url.endswith("/")
     assert int(url.rsplit(":", 1)[1].rstrip("/")) > 0  # the real port, not 0
     token = await mint(owner)
-    assert db_rows(owner.home, "SELECT label FROM tokens") == [("test",)]
-    assert token.encode() not in stored_bytes(owner.home), "the token is stored"
-    (stored,) = db_rows(owner.home, "SELECT token_hash FROM tokens")[0]
+    assert served.rows("SELECT label FROM tokens") == [("test",)]
+    assert token.encode() not in served.store.dump(), "the token is stored"
+    (stored,) = served.rows("SELECT token_hash FROM tokens")[0]
     assert stored != token and len(stored) == 64
 
 
@@ -106,7 +111,7 @@ async def test_missing_or_wrong_tokens_and_foreign_origins_are_refused(owner):
         assert (await peer.result("ping")) == {"pong": True}
 
 
-async def test_tokens_and_shutdown_are_for_the_unix_socket_only(owner):
+async def test_tokens_and_shutdown_are_for_the_unix_socket_only(owner, served):
     url = owner.descriptor["tcp_url"]
     token = await mint(owner)
     ws = await connect(url, additional_headers={"Authorization": f"Bearer {token}"})
@@ -117,16 +122,16 @@ async def test_tokens_and_shutdown_are_for_the_unix_socket_only(owner):
         assert stop["error"]["message"] == "invalid_params"
         assert (await peer.result("ping")) == {"pong": True}
     assert owner.alive
-    assert db_rows(owner.home, "SELECT label FROM tokens") == [("test",)]
+    assert served.rows("SELECT label FROM tokens") == [("test",)]
 
 
-def test_a_non_loopback_address_is_refused_at_start(tmp_path):
+def test_a_non_loopback_address_is_refused_at_start(tmp_path, store_url):
     home = tmp_path / "home"
     write_config(home)
     for address in ("0.0.0.0:0", "[::]:0", "192.0.2.1:0", "nonsense"):
         proc = subprocess.run(
             [sys.executable, "-m", "tether.daemon", "--home", str(home), "--tcp", address],
-            env=clean_env(home), capture_output=True, text=True, timeout=30)
+            env=owner_env(home, store_url), capture_output=True, text=True, timeout=30)
         assert proc.returncode != 0, address
         assert "Traceback" not in proc.stderr, proc.stderr
         assert proc.stderr.startswith("tether: cannot start the owner:"), proc.stderr

@@ -16,12 +16,14 @@ import json
 import os
 import struct
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fakeprovider import FakeProvider, RawSSE, text_reply
-from harness import OwnerProcess, Peer, db_rows, owner_session, page_through, write_config
+from fakeprovider import RawSSE, text_reply
+from harness import OwnerProcess, Peer, page_through, write_config
+from scene import owner_env
 from websockets.asyncio.client import unix_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -169,129 +171,125 @@ async def raw():
 # --------------------------------------------------------------------------- slow viewers
 
 
-async def test_a_viewer_that_stops_reading_gets_a_gap_and_catches_up(tmp_path, raw):
-    home = tmp_path / "home"
+async def test_a_viewer_that_stops_reading_gets_a_gap_and_catches_up(scene, raw):
     answers = iter([burst_sse(1600, "a"), text_reply("SECOND")])
     # the burst outgrows the context window: the second turn first compacts it
     # (docs/long-sessions.md), which asks the model once more
-    with FakeProvider(lambda req: next(answers, text_reply("SUMMARY"))) as provider:
-        # the default viewer queue (1024 events): ~4.8 MB of deltas overflow it
-        write_config(home, provider.url)
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                slow = await raw(home)
-                resume_id = slow.send("session.resume", session_id=sid)
-                # make sure the slow viewer is subscribed before the turn starts
-                await slow.until_reply(resume_id)
+    # the default viewer queue (1024 events): ~4.8 MB of deltas overflow it
+    async with scene(lambda req: next(answers, text_reply("SUMMARY")), session=False) as s:
+        async with s.peer as peer:
+            sid = (await peer.result("session.create"))["session_id"]
+            slow = await raw(s.home)
+            resume_id = slow.send("session.resume", session_id=sid)
+            # make sure the slow viewer is subscribed before the turn starts
+            await slow.until_reply(resume_id)
 
-                receipt = await peer.result("prompt.submit", session_id=sid, input_id="burst",
-                                            text="talk a lot")
-                done = await peer.wait_terminal(sid, receipt["admission_id"], timeout=60)
-                assert done["outcome"] == "completed"
-                # the reading viewer got every event, in order, without a gap
-                await peer.wait_event(lambda e: e["type"] == "message.complete", timeout=60)
-                replay = await peer.all_events(sid)
-                await peer.wait_event(lambda e: e["seq"] == replay[-1]["seq"], timeout=60)
-                assert [e["seq"] for e in peer.events] == list(range(1, replay[-1]["seq"] + 1))
-                assert len([e for e in replay if e["type"] == "message.delta"]) >= 1600
+            receipt = await peer.result("prompt.submit", session_id=sid, input_id="burst",
+                                        text="talk a lot")
+            done = await peer.wait_terminal(sid, receipt["admission_id"], timeout=60)
+            assert done["outcome"] == "completed"
+            # the reading viewer got every event, in order, without a gap
+            await peer.wait_event(lambda e: e["type"] == "message.complete", timeout=60)
+            replay = await peer.all_events(sid)
+            await peer.wait_event(lambda e: e["seq"] == replay[-1]["seq"], timeout=60)
+            assert [e["seq"] for e in peer.events] == list(range(1, replay[-1]["seq"] + 1))
+            assert len([e for e in replay if e["type"] == "message.delta"]) >= 1600
 
-                # a second turn, while the slow viewer is still not reading
-                second = await peer.result("prompt.submit", session_id=sid, input_id="second",
-                                           text="again")
-                await peer.wait_terminal(sid, second["admission_id"])
-                final = (await peer.all_events(sid))[-1]["seq"]
+            # a second turn, while the slow viewer is still not reading
+            second = await peer.result("prompt.submit", session_id=sid, input_id="second",
+                                       text="again")
+            await peer.wait_terminal(sid, second["admission_id"])
+            final = (await peer.all_events(sid))[-1]["seq"]
 
-                # now it reads: what was queued, then the gap, and nothing after it
-                got: list[Any] = []
-                ping = slow.send("ping")
-                await slow.until_reply(ping, got)
-                events = [m["params"] for m in got if m.get("method") == "event"]
-                gaps = [e for e in events if e["type"] == "session.replay_gap"]
-                assert len(gaps) == 1, [e["type"] for e in events]
-                gap = gaps[0]
-                assert gap["session_id"] == sid
-                assert gap["payload"]["reason"] == "viewer_queue_overflow"
-                before = [e for e in events if e["type"] != "session.replay_gap"]
-                assert [e["seq"] for e in before] == list(range(1, len(before) + 1))
-                assert gap["payload"]["last_seq"] == len(before)
-                assert events[-1] is gap, "unsubscribed: nothing follows the gap"
+            # now it reads: what was queued, then the gap, and nothing after it
+            got: list[Any] = []
+            ping = slow.send("ping")
+            await slow.until_reply(ping, got)
+            events = [m["params"] for m in got if m.get("method") == "event"]
+            gaps = [e for e in events if e["type"] == "session.replay_gap"]
+            assert len(gaps) == 1, [e["type"] for e in events]
+            gap = gaps[0]
+            assert gap["session_id"] == sid
+            assert gap["payload"]["reason"] == "viewer_queue_overflow"
+            before = [e for e in events if e["type"] != "session.replay_gap"]
+            assert [e["seq"] for e in before] == list(range(1, len(before) + 1))
+            assert gap["payload"]["last_seq"] == len(before)
+            assert events[-1] is gap, "unsubscribed: nothing follows the gap"
 
-                # and it catches up by replay, from the last seq it saw
-                async def since(after: int) -> dict[str, Any]:
-                    rid = slow.send("session.events.since", session_id=sid, after_seq=after,
-                                    limit=10_000)
-                    page = (await slow.until_reply(rid))["result"]
-                    assert page["last_seq"] == final
-                    return page
+            # and it catches up by replay, from the last seq it saw
+            async def since(after: int) -> dict[str, Any]:
+                rid = slow.send("session.events.since", session_id=sid, after_seq=after,
+                                limit=10_000)
+                page = (await slow.until_reply(rid))["result"]
+                assert page["last_seq"] == final
+                return page
 
-                caught = await page_through(since, gap["payload"]["last_seq"])
-                seqs = [e["seq"] for e in before] + [e["seq"] for e in caught]
-                assert seqs == list(range(1, final + 1))
-        assert not provider.errors
+            caught = await page_through(since, gap["payload"]["last_seq"])
+            seqs = [e["seq"] for e in before] + [e["seq"] for e in caught]
+            assert seqs == list(range(1, final + 1))
+    assert not s.provider.errors
 
 
-async def test_hostile_viewers_do_not_grow_the_owners_memory(tmp_path, raw):
+async def test_hostile_viewers_do_not_grow_the_owners_memory(scene, raw):
     """Ten subscribers that never read, four sessions each bursting ~4.8 MB of
     events: an unbounded outbox would hold ~190 MB; the owner's RSS must not grow
     by more than a bounded outbox's worth over the same workload without them."""
-    home = tmp_path / "home"
-    with FakeProvider(lambda req: burst_sse(1600, "m")) as provider:
-        write_config(home, provider.url, daemon={"viewer_queue_events": 64})
-        with OwnerProcess(home) as owner:
-            async with await Peer.connect(home) as peer:
-                # warm up with the very same workload and nobody stalled: the allocator's
-                # high-water mark for four concurrent ~4.8 MB turns is reached here, so
-                # what grows afterwards is what the stalled viewers make the owner hold
-                warm = [(await peer.result("session.create"))["session_id"] for _ in range(4)]
-                for sid in warm:
-                    await peer.result("session.detach", session_id=sid)
-                warm_receipts = [await peer.result("prompt.submit", session_id=sid,
-                                                   input_id="w", text="w") for sid in warm]
-                for sid, rec in zip(warm, warm_receipts, strict=True):
-                    await peer.wait_terminal(sid, rec["admission_id"], timeout=120)
-                sids = [(await peer.result("session.create"))["session_id"] for _ in range(4)]
+    async with scene(lambda req: burst_sse(1600, "m"), session=False,
+                     daemon={"viewer_queue_events": 64}) as s:
+        owner = s.owner
+        async with s.peer as peer:
+            # warm up with the very same workload and nobody stalled: the allocator's
+            # high-water mark for four concurrent ~4.8 MB turns is reached here, so
+            # what grows afterwards is what the stalled viewers make the owner hold
+            warm = [(await peer.result("session.create"))["session_id"] for _ in range(4)]
+            for sid in warm:
+                await peer.result("session.detach", session_id=sid)
+            warm_receipts = [await peer.result("prompt.submit", session_id=sid,
+                                               input_id="w", text="w") for sid in warm]
+            for sid, rec in zip(warm, warm_receipts, strict=True):
+                await peer.wait_terminal(sid, rec["admission_id"], timeout=120)
+            sids = [(await peer.result("session.create"))["session_id"] for _ in range(4)]
+            for sid in sids:
+                await peer.result("session.detach", session_id=sid)
+            hostile = [await raw(s.home) for _ in range(10)]
+            for viewer in hostile:
+                last = 0
                 for sid in sids:
-                    await peer.result("session.detach", session_id=sid)
-                hostile = [await raw(home) for _ in range(10)]
-                for viewer in hostile:
-                    last = 0
-                    for sid in sids:
-                        last = viewer.send("session.resume", session_id=sid)
-                    await viewer.until_reply(last)  # subscribed; from now on it never reads
-                before = rss_bytes(owner.proc.pid)
-                receipts = [await peer.result("prompt.submit", session_id=sid, input_id="b",
-                                              text="burst") for sid in sids]
-                for sid, rec in zip(sids, receipts, strict=True):
-                    done = await peer.wait_terminal(sid, rec["admission_id"], timeout=120)
-                    assert done["outcome"] == "completed"
-                grown = rss_bytes(owner.proc.pid) - before
-                # an unbounded outbox would hold ~190 MB here. The same workload without
-                # the stalled viewers still grows the RSS by 33-38 MiB (the allocator's
-                # high-water mark moving), and with them by 45-73 MiB on a loaded 2-core
-                # machine (more on PostgreSQL: its client keeps result buffers per
-                # connection): the bound sits between that noise and the unbounded case
-                assert grown < 112 * 1024 * 1024, f"owner RSS grew by {grown / 2**20:.0f} MiB"
-                assert (await peer.result("ping")) == {"pong": True}
+                    last = viewer.send("session.resume", session_id=sid)
+                await viewer.until_reply(last)  # subscribed; from now on it never reads
+            before = rss_bytes(owner.proc.pid)
+            receipts = [await peer.result("prompt.submit", session_id=sid, input_id="b",
+                                          text="burst") for sid in sids]
+            for sid, rec in zip(sids, receipts, strict=True):
+                done = await peer.wait_terminal(sid, rec["admission_id"], timeout=120)
+                assert done["outcome"] == "completed"
+            grown = rss_bytes(owner.proc.pid) - before
+            # an unbounded outbox would hold ~190 MB here. The same workload without
+            # the stalled viewers still grows the RSS by 33-38 MiB (the allocator's
+            # high-water mark moving), and with them by 45-73 MiB on a loaded 2-core
+            # machine (more on PostgreSQL: its client keeps result buffers per
+            # connection): the bound sits between that noise and the unbounded case
+            assert grown < 112 * 1024 * 1024, f"owner RSS grew by {grown / 2**20:.0f} MiB"
+            assert (await peer.result("ping")) == {"pong": True}
 
 
 @contextlib.asynccontextmanager
-async def owner_with_a_finished_session(tmp_path: Path) -> Any:
+async def owner_with_a_finished_session(scene: Callable[..., Any]) -> Any:
     """An owner, a peer, and a session with one finished turn of 400 large events
     (the provider's burst) that the peer does not follow."""
-    async with owner_session(tmp_path, lambda req: burst_sse(400, "p")) as (
-            home, _provider, owner, peer, sid):
+    async with scene(lambda req: burst_sse(400, "p")) as s:
+        home, owner, peer, sid = s.home, s.owner, s.peer, s.session_id
         r = await peer.result("prompt.submit", session_id=sid, input_id="p", text="p")
         await peer.wait_terminal(sid, r["admission_id"], timeout=60)
         await peer.result("session.detach", session_id=sid)
         yield home, owner, peer, sid
 
 
-async def test_a_page_of_events_ends_after_about_a_mib(tmp_path):
+async def test_a_page_of_events_ends_after_about_a_mib(scene):
     """A page holds at most ``limit`` events and ends early once it holds about a
     MiB of payload, so no reply grows with the session; paging by ``last_seq``
     still returns every event once, and session.resume's events page the same way."""
-    async with owner_with_a_finished_session(tmp_path) as (home, owner, peer, sid):
+    async with owner_with_a_finished_session(scene) as (home, owner, peer, sid):
         page = await peer.result("session.events.since", session_id=sid, after_seq=0,
                                  limit=10_000)
         seqs = [e["seq"] for e in page["events"]]
@@ -305,11 +303,11 @@ async def test_a_page_of_events_ends_after_about_a_mib(tmp_path):
         assert [e["seq"] for e in snap["events"]] == seqs
 
 
-async def test_pipelining_without_reading_is_held_back_not_buffered(tmp_path, raw):
+async def test_pipelining_without_reading_is_held_back_not_buffered(scene, raw):
     """A client that pipelines hundreds of large requests and never reads the
     replies: the owner stops reading its frames instead of buffering every reply,
     serves everyone else meanwhile, and answers every request once it reads."""
-    async with owner_with_a_finished_session(tmp_path) as (home, owner, peer, sid):
+    async with owner_with_a_finished_session(scene) as (home, owner, peer, sid):
         # each reply carries ~1.2 MB of events: 300 of them would be ~360 MB
         page = await peer.result("session.events.since", session_id=sid, after_seq=0,
                                  limit=400)
@@ -339,12 +337,12 @@ async def test_pipelining_without_reading_is_held_back_not_buffered(tmp_path, ra
         assert answered == set(ids)
 
 
-async def test_large_frames_sent_while_held_back_are_not_buffered(tmp_path, raw):
+async def test_large_frames_sent_while_held_back_are_not_buffered(scene, raw):
     """While a connection's request slots are all held by unread replies, the
     owner reads only a few more of its frames: forty 2 MiB requests (80 MiB)
     stay in the peer's socket, not in the owner, and each is answered once the
     peer reads again."""
-    async with owner_with_a_finished_session(tmp_path) as (home, owner, peer, sid):
+    async with owner_with_a_finished_session(scene) as (home, owner, peer, sid):
 
         hostile = await raw(home)
         # 64 replies of ~120 KB each (more than the socket buffers hold),
@@ -373,10 +371,10 @@ async def test_large_frames_sent_while_held_back_are_not_buffered(tmp_path, raw)
 # --------------------------------------------------------------------------- limits
 
 
-async def test_connection_limit_refuses_the_handshake_with_503(tmp_path):
+async def test_connection_limit_refuses_the_handshake_with_503(tmp_path, store_url):
     home = tmp_path / "home"
     write_config(home, daemon={"max_connections": 3})
-    with OwnerProcess(home):
+    with OwnerProcess(home, env=owner_env(home, store_url)):
         peers = [await Peer.connect(home) for _ in range(3)]
         with pytest.raises(InvalidStatus) as refused:
             await unix_connect(str(home / "daemon.sock"))
@@ -408,17 +406,15 @@ async def test_connection_limit_refuses_the_handshake_with_503(tmp_path):
             assert (await peer.result("ping")) == {"pong": True}
 
 
-async def test_subscriptions_per_connection_are_bounded(tmp_path):
-    home = tmp_path / "home"
-    write_config(home, daemon={"max_subscriptions_per_connection": 2})
-    with OwnerProcess(home):
-        async with await Peer.connect(home) as peer, await Peer.connect(home) as other:
+async def test_subscriptions_per_connection_are_bounded(scene):
+    async with scene(None, session=False, daemon={"max_subscriptions_per_connection": 2}) as s:
+        async with s.peer as peer, await s.connect() as other:
             a = (await peer.result("session.create"))["session_id"]
             b = (await peer.result("session.create", request_id="r-b"))["session_id"]
             third = await peer.call("session.create", title="one too many")
             assert third["error"]["message"] == "overloaded"
             # refused before anything was written
-            assert db_rows(home, "SELECT COUNT(*) FROM sessions") == [(2,)]
+            assert s.rows("SELECT COUNT(*) FROM sessions") == [(2,)]
             # a retry of a create is answered at the bound: it needs no new slot
             assert (await peer.result("session.create", request_id="r-b"))["session_id"] == b
             changed = await peer.call("session.create", request_id="r-b", title="other")
@@ -432,42 +428,38 @@ async def test_subscriptions_per_connection_are_bounded(tmp_path):
             assert (await peer.result("session.resume", session_id=b))["session_id"] == b
 
 
-async def test_queued_admissions_per_session_are_bounded(tmp_path):
-    home = tmp_path / "home"
+async def test_queued_admissions_per_session_are_bounded(scene):
     release = threading.Event()
 
     def slow(req: dict) -> Any:
         release.wait(60)
         return text_reply("done")
 
-    with FakeProvider(slow) as provider:
-        write_config(home, provider.url, daemon={"max_queued_per_session": 2})
-        with OwnerProcess(home):
-            async with await Peer.connect(home) as peer:
-                sid = (await peer.result("session.create"))["session_id"]
-                first = await peer.result("prompt.submit", session_id=sid, input_id="1",
-                                          text="one")
-                await peer.result("prompt.submit", session_id=sid, input_id="2", text="two")
-                third = await peer.call("prompt.submit", session_id=sid, input_id="3",
-                                        text="three")
-                assert third["error"]["message"] == "overloaded"
-                assert third["error"]["code"] == -32012
-                rows = db_rows(home, "SELECT request_id FROM session_admissions ORDER BY seq")
-                assert rows == [("1",), ("2",)]
-                release.set()
-                await peer.wait_terminal(sid, first["admission_id"])
-                # room again once the queue drains
-                again = await peer.result("prompt.submit", session_id=sid, input_id="3",
-                                          text="three")
-                assert (await peer.wait_terminal(sid, again["admission_id"]))["outcome"] == \
-                    "completed"
+    async with scene(slow, session=False, daemon={"max_queued_per_session": 2}) as s:
+        async with s.peer as peer:
+            sid = (await peer.result("session.create"))["session_id"]
+            first = await peer.result("prompt.submit", session_id=sid, input_id="1",
+                                      text="one")
+            await peer.result("prompt.submit", session_id=sid, input_id="2", text="two")
+            third = await peer.call("prompt.submit", session_id=sid, input_id="3",
+                                    text="three")
+            assert third["error"]["message"] == "overloaded"
+            assert third["error"]["code"] == -32012
+            rows = s.rows("SELECT request_id FROM session_admissions ORDER BY seq")
+            assert rows == [("1",), ("2",)]
+            release.set()
+            await peer.wait_terminal(sid, first["admission_id"])
+            # room again once the queue drains
+            again = await peer.result("prompt.submit", session_id=sid, input_id="3",
+                                      text="three")
+            assert (await peer.wait_terminal(sid, again["admission_id"]))["outcome"] == \
+                "completed"
 
 
-async def test_text_limit_is_invalid_params_and_frame_limit_closes_1009(tmp_path):
-    home = tmp_path / "home"
-    write_config(home, daemon={"max_text_chars": 1000, "max_frame_bytes": 32 * 1024})
-    with OwnerProcess(home):
-        async with await Peer.connect(home) as peer:
+async def test_text_limit_is_invalid_params_and_frame_limit_closes_1009(scene):
+    async with scene(None, session=False,
+                     daemon={"max_text_chars": 1000, "max_frame_bytes": 32 * 1024}) as s:
+        async with s.peer as peer:
             sid = (await peer.result("session.create"))["session_id"]
             ok = await peer.call("prompt.submit", session_id=sid, input_id="ok", text="y" * 1000)
             assert "result" in ok, ok
@@ -480,9 +472,9 @@ async def test_text_limit_is_invalid_params_and_frame_limit_closes_1009(tmp_path
                                        text="short", attachments=[
                                            {"name": "a.txt", "content": "z" * 2000}])
             assert attached["error"]["message"] == "invalid_params"
-            assert db_rows(home, "SELECT request_id FROM session_admissions") == [("ok",)]
+            assert s.rows("SELECT request_id FROM session_admissions") == [("ok",)]
 
-            big = await Peer.connect(home)
+            big = await s.connect()
             await big.send_raw(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping",
                                            "params": {"pad": "p" * 40_000}}))
             await big.ws.wait_closed()
