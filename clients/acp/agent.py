@@ -62,7 +62,7 @@ from ..library.client import OwnerUnavailable, TetherClient
 from .asking import Asking
 from .files import EditorFiles
 from .options import APPROVALS, SANDBOX, Settings
-from .plan import DelegationPlan
+from .session import OpenSession
 from .updates import (
     call_id,
     error_for,
@@ -84,27 +84,13 @@ _STOP: dict[str, StopReason] = {"completed": "end_turn", "failed": "end_turn", "
          "interrupted": "cancelled"}
 
 
-class _Session:
-    def __init__(self, sid: str, cwd: str | None, stream: Any) -> None:
-        self.sid, self.cwd, self.stream = sid, cwd, stream
-        self.own_inputs: set[str] = set()
-        self.calls: dict[str, tuple[str, str]] = {}  # ACP call id → (tool, arguments)
-        self.completed: dict[str, dict[str, Any]] = {}  # admission → message.complete
-        self.arrived = asyncio.Event()
-        self.running: str | None = None  # the admission of this editor's prompt
-        self.follower: asyncio.Task[None] | None = None
-        #: the sandbox mode the editor chose for its prompts (None: the configured one)
-        self.sandbox: str | None = None
-        self.plan = DelegationPlan()
-
-
 class TetherAgent:
     def __init__(self, home: Any, version: str) -> None:
         self._home = home
         self._version = version
         self._tether: TetherClient | None = None
         self._editor: Any = None
-        self._sessions: dict[str, _Session] = {}
+        self._sessions: dict[str, OpenSession] = {}
         self._settings: Settings | None = None
         self._asking = Asking()
         self._files = EditorFiles()
@@ -224,7 +210,7 @@ class TetherAgent:
                if not s.get("parent_session_id") and (cwd is None or s.get("cwd") == cwd)]
         return ListSessionsResponse(sessions=out, next_cursor=page.get("next_cursor"))
 
-    async def _open(self, sid: str, cwd: str | None, *, replay: bool = False) -> _Session:
+    async def _open(self, sid: str, cwd: str | None, *, replay: bool = False) -> OpenSession:
         """Follow a session's events from now on (after replaying its transcript)."""
         if sid in self._sessions:
             return self._sessions[sid]
@@ -236,7 +222,7 @@ class TetherAgent:
         except RpcError as exc:
             stream.close()
             raise error_for(exc) from None
-        s = _Session(sid, snap["info"].get("cwd") or cwd, stream)
+        s = OpenSession(sid, snap["info"].get("cwd") or cwd, stream)
         self._sessions[sid] = s
         if replay:
             for update in transcript_updates(snap["messages"], s.cwd):
@@ -244,18 +230,18 @@ class TetherAgent:
         s.follower = asyncio.create_task(self._follow(s))
         return s
 
-    async def _forget(self, s: _Session) -> None:
+    async def _forget(self, s: OpenSession) -> None:
         if s.follower is not None:
             s.follower.cancel()
         await self._asking.end_session(s.sid)
         s.stream.close()
 
-    async def _session(self, sid: str) -> _Session:
+    async def _session(self, sid: str) -> OpenSession:
         return self._sessions.get(sid) or await self._open(sid, None)
 
     # -- the event stream ----------------------------------------------------
 
-    async def _follow(self, s: _Session) -> None:
+    async def _follow(self, s: OpenSession) -> None:
         try:
             while True:
                 event = await s.stream.get()
@@ -266,7 +252,7 @@ class TetherAgent:
         except Exception:  # the owner stayed away: prompts fall back on receipts
             log.exception("following session %s stopped", s.sid)
 
-    async def _on_event(self, s: _Session, event: dict[str, Any]) -> None:
+    async def _on_event(self, s: OpenSession, event: dict[str, Any]) -> None:
         kind, p = event.get("type"), event.get("payload") or {}
         if kind == "tool.start":
             s.calls[call_id(event.get("admission_id"), p["call_id"])] = (
@@ -295,14 +281,19 @@ class TetherAgent:
         input_id = input_id_for(session_id, kwargs.get("messageId"))
         s.own_inputs.add(input_id)
         options: dict[str, Any] = {"sandbox": s.sandbox} if s.sandbox else {}
+        s.submitting, s.cancel_wanted = True, False
         try:
             receipt = await client.resilient(lambda: client.submit(
                 session_id, input_id, text or " ", attachments=attachments or None,
                 **options))
         except RpcError as exc:
             raise error_for(exc) from None
+        finally:
+            s.submitting = False
         aid = receipt["admission_id"]
         s.running = aid
+        if s.cancel_wanted and receipt["status"] != "terminal":
+            await self._cancel_running(s)
         usage = None
         try:
             while aid not in s.completed and receipt["status"] != "terminal":
@@ -324,15 +315,24 @@ class TetherAgent:
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         s = self._sessions.get(session_id)
-        if s is None or s.running is None or self._tether is None:
+        if s is None:
+            return
+        if s.running is None:
+            # the turn can start streaming before its receipt is back: cancel it then
+            s.cancel_wanted = s.submitting
+            return
+        await self._cancel_running(s)
+
+    async def _cancel_running(self, s: OpenSession) -> None:
+        if s.running is None or self._tether is None:
             return
         try:
-            await self._tether.call("prompt.cancel", session_id=session_id,
+            await self._tether.call("prompt.cancel", session_id=s.sid,
                                     admission_id=s.running)
         except RpcError as exc:
             log.info("cancel of %s: %s", s.running, exc.detail)
 
-    async def _choose_sandbox(self, session_id: str, value: Any) -> tuple[_Session, Settings]:
+    async def _choose_sandbox(self, session_id: str, value: Any) -> tuple[OpenSession, Settings]:
         settings = await self._owner_settings()
         chosen = settings.check_sandbox(value)
         s = await self._session(session_id)
