@@ -151,7 +151,7 @@ class Dispatcher:
                     "cut one within a surrogate pair", problem="lone_surrogate"))
             return encode_error(None, ParseError(f"frame is not valid JSON: {exc}"))
         if type(msg) is dict:
-            return await self._call(msg, ctx)
+            return await self._guarded(msg, ctx)
         if type(msg) is list:
             return await self._batch(msg, ctx)
         return encode_error(
@@ -184,8 +184,20 @@ class Dispatcher:
 
     async def _member(self, msg: Any, ctx: Any) -> bytes | None:
         if type(msg) is dict:
-            return await self._call(msg, ctx)
+            return await self._guarded(msg, ctx)
         return encode_error(None, InvalidRequest("a batch member must be a request object"))
+
+    async def _guarded(self, msg: dict[str, Any], ctx: Any) -> bytes | None:
+        """``_call``, where a failure outside the handler (the envelope, the guard, the
+        params' checks) is still answered: ``internal_error``, never silence."""
+        try:
+            return await self._call(msg, ctx)
+        except Exception:
+            rid = msg.get("id")
+            if "id" not in msg:
+                return None
+            return encode_error(rid if type(rid) is str or type(rid) is int else None,
+                                _logged_internal(str(msg.get("method"))[:_METHOD_ECHO_CHARS]))
 
     async def _call(self, msg: dict[str, Any], ctx: Any) -> bytes | None:
         # Envelope. Invalid requests are answered even without an id: the spec's
@@ -265,17 +277,8 @@ class Dispatcher:
             mapped = self._translate(exc) if self._translate is not None else None
             if mapped is not None:
                 return None if notification else encode_error(rid, mapped)
-            error_id = secrets.token_hex(4)
-            log.exception("internal error %s in method %s", error_id, name)
-            if notification:
-                return None
-            return encode_error(
-                rid,
-                InternalError(
-                    f"internal error {error_id}; the owner's log has the details",
-                    error_id=error_id,
-                ),
-            )
+            error = _logged_internal(name)
+            return None if notification else encode_error(rid, error)
 
     def refuse_binary(self, frame: bytes) -> bytes | None:
         """The reply to a binary frame: the protocol is text frames only (docs/protocol.md).
@@ -337,21 +340,33 @@ def _refusal_of(loose: Any, error: RpcError) -> bytes | None:
     return encode_error(_request_id(loose), error)
 
 
-def _nul_at(value: Any, where: str = "") -> str | None:
-    """The dotted path of the first string (or key) in ``value`` holding NUL, or None."""
-    if type(value) is str:
-        return where if "\x00" in value else None
-    if type(value) is dict:
-        for key, item in value.items():
-            path = f"{where}.{key}" if where else str(key)
-            if "\x00" in key:
-                return path
-            if (found := _nul_at(item, path)) is not None:
-                return found
-    elif type(value) is list:
-        for i, item in enumerate(value):
-            if (found := _nul_at(item, f"{where}.{i}" if where else str(i))) is not None:
-                return found
+def _logged_internal(method: str) -> InternalError:
+    """An internal error with an id of its own, the traceback logged under that id
+    (call it inside the ``except``); the wire gets only the id."""
+    error_id = secrets.token_hex(4)
+    log.exception("internal error %s in method %s", error_id, method)
+    return InternalError(f"internal error {error_id}; the owner's log has the details",
+                         error_id=error_id)
+
+
+def _nul_at(value: Any) -> str | None:
+    """The dotted path of the first string (or key) in ``value`` holding NUL, or None.
+
+    Walked with a stack of its own, not by recursion: params may nest as deep as the
+    JSON parser allows (1024), deeper than Python's recursion limit leaves room for
+    under the owner's own frames."""
+    stack: list[tuple[str, Any, bool]] = [("", value, False)]  # path, item, key has NUL
+    while stack:
+        where, item, bad_key = stack.pop()
+        kind = type(item)
+        if bad_key or (kind is str and "\x00" in item):
+            return where
+        if kind is dict:
+            stack.extend(reversed([(f"{where}.{key}" if where else str(key), child,
+                                    "\x00" in key) for key, child in item.items()]))
+        elif kind is list:
+            stack.extend(reversed([(f"{where}.{i}" if where else str(i), child, False)
+                                   for i, child in enumerate(item)]))
     return None
 
 

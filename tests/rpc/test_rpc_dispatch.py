@@ -631,3 +631,36 @@ async def test_nul_in_any_string_is_refused_before_the_handler(d, ctx, params, w
     clean.pop("k", None)
     assert "result" in await call(d, ctx, req("prompt.submit", clean))
     assert ctx.calls == [("submit", "i", False)]
+
+
+async def test_params_nested_to_the_parser_s_limit_are_answered_under_a_deep_stack(d, ctx):
+    """The owner reads a frame several hundred calls down (websockets, tasks): params
+    nested 1,020 deep (the parser stops at 1,024) must still be walked and answered."""
+    depth = 1020
+    nested = '{"text":' * depth + '"x\\u0000"' + "}" * depth
+    frame = ('{"jsonrpc":"2.0","id":7,"method":"prompt.submit","params":' + nested + "}")
+
+    async def under(levels: int, frame: str) -> dict:
+        return await under(levels - 1, frame) if levels else await call(d, ctx, frame)
+
+    err = error_of(await under(150, frame))
+    assert err["code"] == -32602 and err["data"]["fields"][0]["type"] == "string_nul"
+    assert err["data"]["fields"][0]["loc"] == ".".join(["text"] * depth)
+    plain = frame.replace("\\u0000", "")  # no NUL: the params model refuses it instead
+    assert error_of(await under(150, plain))["message"] == "invalid_params"
+    assert ctx.calls == []
+
+
+async def test_a_failure_before_the_handler_is_answered_not_dropped(ctx, caplog):
+    def guard(name, ctx):
+        raise RuntimeError("guard broke")
+
+    d = build(guard=guard)
+    with caplog.at_level(logging.CRITICAL, logger="tether.rpc"):
+        err = error_of(await call(d, ctx, req("ping", id=3)))
+        batch = await call(d, ctx, [req("ping", id=4), {"jsonrpc": "2.0", "method": "ping"}])
+        quiet = await call(d, ctx, {"jsonrpc": "2.0", "method": "ping"})
+    assert (err["code"], err["message"]) == (-32603, "internal_error")
+    assert [r["id"] for r in batch] == [4] and batch[0]["error"]["message"] == "internal_error"
+    assert quiet is None  # a notification is never answered
+    assert ctx.calls == []
