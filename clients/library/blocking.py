@@ -25,7 +25,6 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from tether.rpc.errors import InvalidParams
 from tether.rpc.home import HomeLayout
 from tether.rpc.jsonrpc import reply_result, request_object
 
@@ -33,15 +32,13 @@ from . import routing
 from .client import TetherClient
 from .discovery import live_descriptor
 from .nodes import MAX_FRAME_BYTES
-from .routing import ConnectionLost, Router
+from .routing import CLOSE_TOO_BIG, ConnectionLost, Router, too_big
 
 __all__ = ["BlockingClient", "BlockingConnection", "run_sync"]
 
 #: RFC 6455 §1.3: what the server appends to the key before hashing it
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _CONT, _TEXT, _BINARY, _CLOSE, _PING, _PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
-#: the close code of a peer that refused a frame as too big (RFC 6455 §7.4.1)
-CLOSE_TOO_BIG = 1009
 #: how long opening the connection, and closing it, may take
 OPEN_TIMEOUT = 10.0
 CLOSE_TIMEOUT = 2.0
@@ -263,11 +260,7 @@ class BlockingConnection(Router):
         except (OSError, ConnectionLost) as exc:
             self._lost()
             if self.ws.close_code == CLOSE_TOO_BIG:
-                raise InvalidParams(
-                    f"the request is {len(frame)} bytes, more than the owner accepts in "
-                    "one message (daemon.max_frame_bytes)",
-                    fields=[{"loc": "", "msg": "message too big", "type": "too_long"}],
-                ) from None
+                raise too_big(frame) from None
             if isinstance(exc, ConnectionLost):
                 raise
             raise ConnectionLost(f"connection to the owner closed: {exc}") from None

@@ -17,15 +17,12 @@ import orjson
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import WebSocketException
 
-from tether.rpc.errors import InvalidParams, RpcError
+from tether.rpc.errors import RpcError
 from tether.rpc.framing import decode_reply, encode_request
 from tether.rpc.protocol import PROTOCOL
 
 from . import routing
-from .routing import MAX_BUFFERED_EVENTS, ConnectionLost, Router
-
-#: the close code of a peer that refused a frame as too big (RFC 6455 §7.4.1)
-CLOSE_TOO_BIG = 1009
+from .routing import CLOSE_TOO_BIG, MAX_BUFFERED_EVENTS, ConnectionLost, Router, too_big
 
 __all__ = ["Connection", "ConnectionLost", "Inbox", "MAX_BUFFERED_EVENTS",
            "ProtocolMismatchWarning", "warn_on_other_protocol"]
@@ -139,12 +136,7 @@ class Connection(Router):
             reply = await (fut if timeout is None else asyncio.wait_for(fut, timeout))
         except (WebSocketException, OSError, ConnectionLost) as exc:
             if self.ws.close_code == CLOSE_TOO_BIG:
-                # the owner refused the frame itself: sending it again cannot help
-                raise InvalidParams(
-                    f"the request is {len(frame)} bytes, more than the owner accepts in "
-                    "one message (daemon.max_frame_bytes)",
-                    fields=[{"loc": "", "msg": "message too big", "type": "too_long"}],
-                ) from None
+                raise too_big(frame) from None
             if isinstance(exc, ConnectionLost):
                 raise
             raise ConnectionLost(f"connection to the owner closed: {exc}") from None

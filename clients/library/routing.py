@@ -18,9 +18,14 @@ from collections.abc import Callable
 from typing import Any
 
 from tether.rpc.envelope import GAP_CLIENT_QUEUE_OVERFLOW, replay_gap
+from tether.rpc.errors import InvalidParams
 from tether.rpc.protocol import EVENT_METHOD
 
-__all__ = ["ConnectionLost", "Inbox", "MAX_BUFFERED_EVENTS", "Router"]
+__all__ = ["CLOSE_TOO_BIG", "ConnectionLost", "Inbox", "MAX_BUFFERED_EVENTS", "Router",
+           "too_big"]
+
+#: the close code of a peer that refused a frame as too big (RFC 6455 §7.4.1)
+CLOSE_TOO_BIG = 1009
 
 #: events buffered per session stream before the oldest are dropped for a replay
 #: (a consumer that stops reading must not grow the client's memory without end)
@@ -33,6 +38,15 @@ MAX_BACKLOG_SESSIONS = 64
 
 class ConnectionLost(ConnectionError):
     """The connection to the owner closed (owner restarted or stopped, socket dropped)."""
+
+
+def too_big(frame: str | bytes) -> InvalidParams:
+    """What a request gets when the owner closed the connection on it as too big (1009):
+    the frame itself was refused, so sending it again cannot help."""
+    return InvalidParams(
+        f"the request is {len(frame)} bytes, more than the owner accepts in one message "
+        "(daemon.max_frame_bytes)",
+        fields=[{"loc": "", "msg": "message too big", "type": "too_long"}])
 
 
 class Inbox:

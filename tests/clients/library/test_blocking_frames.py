@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from websockets.asyncio.server import ServerConnection, unix_serve
 
-from tether.clients.library.blocking import CLOSE_TOO_BIG, _Socket
-from tether.clients.library.routing import ConnectionLost
+from tether.clients.library.blocking import _Socket
+from tether.clients.library.routing import CLOSE_TOO_BIG, ConnectionLost
 
 
 class Server:
