@@ -12,7 +12,6 @@ Quotes are from the JSON-RPC 2.0 specification (https://www.jsonrpc.org/specific
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
@@ -32,12 +31,12 @@ from .errors import (
 from .framing import encode_error, encode_result
 from .methods import METHODS, Method
 from .models import Model
+from .refusals import MAX_BATCH, refusal, unparsable
 
 __all__ = ["MAX_BATCH", "MAX_FIELD_ERRORS", "Dispatcher", "Guard", "Handler", "Refine"]
 
 log = logging.getLogger("tether.rpc")
 
-MAX_BATCH = 100  # requests per batch frame; more is invalid_request, not a partial run
 MAX_FIELD_ERRORS = 20  # validation problems listed in invalid_params data.fields
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
@@ -145,7 +144,7 @@ class Dispatcher:
             msg = orjson.loads(frame)
         except orjson.JSONDecodeError as exc:
             if "surrogate" in str(exc):
-                return _unparsable(frame, ParseError(
+                return unparsable(frame, ParseError(
                     "frame holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff "
                     "escape): text must be valid Unicode, so encode strings whole and never "
                     "cut one within a surrogate pair", problem="lone_surrogate"))
@@ -286,7 +285,7 @@ class Dispatcher:
         It is refused, never run, with ``invalid_request`` under the request's id
         when the bytes hold a readable one, so the caller's promise settles.
         """
-        return _refusal(frame, InvalidRequest(
+        return refusal(frame, InvalidRequest(
             "binary frames are not accepted: send each message as a text frame of UTF-8 JSON"))
 
     def _not_found(self, name: str) -> MethodNotFound:
@@ -294,50 +293,6 @@ class Dispatcher:
         if name in self._methods:
             return MethodNotFound(f"method {shown!r} is not served by this owner", method=shown)
         return MethodNotFound(f"no method named {shown!r}", method=shown)
-
-
-def _unparsable(frame: bytes | str, error: RpcError) -> bytes | None:
-    """The reply to a frame orjson refused: with its request id when a lenient parse finds one.
-
-    orjson refuses text holding a lone UTF-16 surrogate (``"\\ud83d"``, which
-    ``JSON.stringify`` writes for a string cut in the middle of a pair). Such
-    text is not Unicode and is never admitted, but the frame is otherwise JSON:
-    the standard library's parser reads it, so the error can carry the id and
-    the caller's promise settles instead of waiting for a reply to id null.
-    """
-    try:
-        text = frame.decode("utf-8", "replace") if isinstance(frame, bytes) else frame
-        loose = json.loads(text)
-    except ValueError:
-        # "If there was an error in detecting the id in the Request object
-        # (e.g. Parse error/Invalid Request), it MUST be Null."
-        return encode_error(None, error)
-    return _refusal_of(loose, error)
-
-
-def _refusal(frame: bytes, error: RpcError) -> bytes | None:
-    try:
-        loose = json.loads(frame.decode("utf-8", "replace"))
-    except ValueError:
-        return encode_error(None, error)
-    return _refusal_of(loose, error)
-
-
-def _request_id(msg: Any) -> str | int | None:
-    rid = msg.get("id") if isinstance(msg, dict) else None
-    return rid if type(rid) is str or type(rid) is int else None
-
-
-def _refusal_of(loose: Any, error: RpcError) -> bytes | None:
-    """``error`` once per request of ``loose`` (one object or a batch), under its id."""
-    if isinstance(loose, list) and loose:
-        # a batch: one error per member that expects a reply
-        parts = [encode_error(_request_id(m), error) for m in loose[:MAX_BATCH]
-                 if not (isinstance(m, dict) and "id" not in m)]
-        return b"[" + b",".join(parts) + b"]" if parts else None
-    if isinstance(loose, dict) and "id" not in loose and "method" in loose:
-        return None  # a notification: never answered, not even with an error
-    return encode_error(_request_id(loose), error)
 
 
 def _logged_internal(method: str) -> InternalError:
