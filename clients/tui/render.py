@@ -139,7 +139,15 @@ class Renderer:
 
     def progress(self, line: str) -> None:
         self.newline()
-        self.write(self.style(f"  · {line}", _DIM) + "\n")
+        text = f"  · {line}"
+        if self.markdown:  # a terminal: wrapped at words, continued under the text
+            import shutil
+            import textwrap
+
+            width = max(40, shutil.get_terminal_size().columns - 1)
+            text = "\n".join(textwrap.wrap(text, width, subsequent_indent="    ",
+                                            break_on_hyphens=False) or [text])
+        self.write(self.style(text, _DIM) + "\n")
 
     def note(self, line: str) -> None:
         """A dim line without the progress prefix (banners, hints)."""

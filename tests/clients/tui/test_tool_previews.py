@@ -53,3 +53,24 @@ def test_attach_shows_diffs_and_output_lines(tmp_path, run_cli):
                 attach.communicate(timeout=30)
     assert EXPECTED.format(path=work / "notes.txt") in seen, seen
     assert "\x1b" not in seen
+
+
+def test_long_progress_lines_wrap_at_words_under_their_text_on_a_terminal(monkeypatch):
+    import io
+    import os
+
+    from tether.clients.tui.render import Renderer
+
+    monkeypatch.setattr("shutil.get_terminal_size", lambda *a, **k: os.terminal_size((60, 20)))
+    line = ("delegation dlg_44d13a3a839b7630d9e955c5 runs in the background (2 tasks); "
+            "its results will arrive as a new turn")
+    shown = io.StringIO()
+    Renderer(shown, color=True).progress(line)
+    rows = shown.getvalue().replace("\x1b[2m", "").replace("\x1b[0m", "").splitlines()
+    assert len(rows) > 1 and all(len(r) <= 59 for r in rows)
+    assert rows[0].startswith("  · delegation") and all(r.startswith("    ") for r in rows[1:])
+    assert " ".join(r.strip() for r in rows).removeprefix("· ") == line
+    # a pipe (no markdown) gets the line whole, for scripts that read it
+    piped = io.StringIO()
+    Renderer(piped, color=False).progress(line)
+    assert piped.getvalue() == f"  · {line}\n"
