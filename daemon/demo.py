@@ -264,7 +264,7 @@ class DemoProvider:
             summary = result.get("summary") or result.get("error") or "(no summary)"
             prefix = "" if status == "completed" else f"[{status}] "
             lines.append(f"{number}. {prefix}“{summary}”")
-        lines.append(self.hint)
+        lines += ["", self.hint]  # a paragraph of its own, not part of the last item
         return "\n".join(lines)
 
 

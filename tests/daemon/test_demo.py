@@ -115,7 +115,8 @@ async def test_inline_flow_joins_child_summaries():
     assert final.text.startswith("[demo provider]")
     for summary in summaries:
         assert summary in final.text
-    last_line = final.text.splitlines()[-1]
+    *_, blank, last_line = final.text.splitlines()
+    assert blank == ""  # the hint is a paragraph of its own, not part of the last item
     assert "model.provider: custom" in last_line and "model.base_url" in last_line
     assert "/home/me/.tether/config.yaml" in last_line
     assert "--provider custom --base-url URL --model M" in last_line
