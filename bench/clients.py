@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["Conn", "RawViewer", "pct", "progress", "timed"]
+__all__ = ["Conn", "RawViewer", "fanout_latency", "pct", "progress", "timed"]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -29,6 +29,32 @@ def pct(values: list[float], q: float) -> float:
     if not ordered:
         return float("nan")
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def fanout_latency(viewers: list[tuple[RawViewer, int]], last: int,
+                   created: dict[int, float]) -> dict[str, Any]:
+    """Per event, from its ``created_at`` to its arrival at the last of the viewers
+    to get it (a viewer's first copy counts: a feed may deliver twice), and how many
+    of the events after each viewer's floor (its pair's int) it never got."""
+    arrival: dict[int, float] = {}
+    lost = gaps = 0
+    for viewer, floor in viewers:
+        seqs: set[int] = set()
+        for at, frame in viewer.frames:
+            msg = orjson.loads(frame)
+            if msg.get("method") != "event":
+                continue
+            ev = msg["params"]
+            if ev["type"] == "session.replay_gap":
+                gaps += 1
+            elif ev["seq"] not in seqs:
+                seqs.add(ev["seq"])
+                arrival[ev["seq"]] = max(at, arrival.get(ev["seq"], 0.0))
+        lost += len(set(range(floor + 1, last + 1)) - seqs)
+    lat = [(arrival[s] - created[s]) * 1000 for s in created if s in arrival]
+    return {"p50_ms": round(pct(lat, 0.5), 2) if lat else None,
+            "p99_ms": round(pct(lat, 0.99), 2) if lat else None,
+            "received": len(lat), "lost": lost, "replay_gaps": gaps}
 
 
 def progress(msg: str) -> None:

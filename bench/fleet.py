@@ -38,7 +38,7 @@ from typing import Any
 
 import orjson
 
-from .clients import Conn, RawViewer, pct, progress
+from .clients import Conn, RawViewer, fanout_latency, progress
 from .pgside import PgSide, cpu_spent
 from .phases import PER_SESSION, Bench
 from .processes import Processes, machine_busy, stop_all
@@ -323,7 +323,7 @@ class FleetBench:
         result: dict[str, Any] = {"events": last - start, "viewers_per_node": n_viewers,
                                   "appended_on": NODES[0], "viewed_on": NODES[-1]}
         for name, vs in groups.items():
-            result[name] = _latency(vs, floors, last, created)
+            result[name] = fanout_latency([(v, floors[id(v)]) for v in vs], last, created)
         other = result["other_node"]
         other["available"] = other["received"] > 0
         if not other["available"]:
@@ -349,28 +349,3 @@ class FleetBench:
         return self.out
 
 
-def _latency(viewers: list[RawViewer], floors: dict[int, int], last: int,
-             created: dict[int, float]) -> dict[str, Any]:
-    """Per event, from its created_at to its first arrival at the last of ``viewers``
-    to get it; how many of the events after each viewer's floor it never got."""
-    arrival: dict[int, float] = {}
-    lost = gaps = 0
-    for v in viewers:
-        seqs = set()
-        for at, frame in v.frames:
-            msg = orjson.loads(frame)
-            if msg.get("method") != "event":
-                continue
-            ev = msg["params"]
-            if ev["type"] == "session.replay_gap":
-                gaps += 1
-                continue
-            if ev["seq"] in seqs:
-                continue  # a repeat (a feed may deliver twice): the first one counts
-            seqs.add(ev["seq"])
-            arrival[ev["seq"]] = max(at, arrival.get(ev["seq"], 0.0))
-        lost += len(set(range(floors[id(v)] + 1, last + 1)) - seqs)
-    lat = [(arrival[s] - created[s]) * 1000 for s in created if s in arrival]
-    return {"p50_ms": round(pct(lat, 0.5), 2) if lat else None,
-            "p99_ms": round(pct(lat, 0.99), 2) if lat else None,
-            "received": len(lat), "lost": lost, "replay_gaps": gaps}

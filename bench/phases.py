@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from .clients import Conn, RawViewer, pct, progress, timed
+from .clients import Conn, RawViewer, fanout_latency, pct, progress, timed
 from .processes import Processes
 from .servers import HOLD_PREFIX, STREAM_PREFIX
 
@@ -279,27 +279,9 @@ class Bench:
             v.close()
 
         created = self._created_at(sid, start)
-        lost = gaps = 0
-        arrival: dict[int, float] = {}
-        for v, floor in zip(viewers, floors, strict=True):
-            seqs = set()
-            for at, frame in v.frames:
-                msg = orjson.loads(frame)
-                if msg.get("method") != "event":
-                    continue
-                ev = msg["params"]
-                if ev["type"] == "session.replay_gap":
-                    gaps += 1
-                    continue
-                seqs.add(ev["seq"])
-                if at > arrival.get(ev["seq"], 0.0):
-                    arrival[ev["seq"]] = at
-            lost += len(set(range(floor + 1, last + 1)) - seqs)
-        lat = [(arrival[s] - created[s]) * 1000 for s in created if s in arrival]
         self.out["fanout"] = {"viewers": n_viewers, "events": last - start,
-                              "p50_ms": round(pct(lat, 0.5), 2),
-                              "p99_ms": round(pct(lat, 0.99), 2), "lost": lost,
-                              "replay_gaps": gaps}
+                              **fanout_latency(list(zip(viewers, floors, strict=True)),
+                                               last, created)}
 
     def _created_at(self, sid: str, after: int) -> dict[int, float]:
         db = sqlite3.connect(f"file:{self.home / 'state.db'}?mode=ro", uri=True)
