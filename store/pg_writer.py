@@ -98,8 +98,12 @@ class PgWriter:
         assert conn is not None
         try:
             (xid,) = self._xid.fetchone()  # answered long ago, unless no unit waited
-        except BaseException:
+        except BaseException as exc:
+            lost = raw.closed or raw.broken
             self.discard()  # before COMMIT: the server rolls the group back
+            if not lost and conn.culprit is not None and conn.culprit >= 0:
+                # a unit's statement nobody waited for failed (a fence that refused)
+                raise GroupFailed(conn.culprit, translate(exc)) from exc
             raise
         try:
             if conn.pipeline is None:

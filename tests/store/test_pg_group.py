@@ -125,3 +125,53 @@ async def test_a_write_nobody_waited_for_that_fails_rolls_the_group_back(db, pau
     assert results[3] is None
     stored = await db.read(lambda c: event_rows.since(c, "s", 0, 100))
     assert [e["payload_json"] for e in stored] == ['{"t":"kept"}']
+
+
+class Refused(Exception):
+    pass
+
+
+#: a guard that refuses, answering only after the statements sent after it
+SLOW_REFUSAL = "SELECT 1 / COUNT(*) FROM pg_sleep(0.2) WHERE random() < 0"
+
+
+def notes(c: Any) -> list[str]:
+    return [e["payload_json"] for e in event_rows.since(c, "s", 0, 100)]
+
+
+async def test_a_guard_that_refuses_fails_its_unit_with_the_refusal_and_writes_nothing(db):
+    """A guard (PgConn.guard, a fleet's fence) is not waited for: when the unit
+    waits for nothing, the refusal comes back only before COMMIT, and the group
+    is rolled back (the guarded unit gets its refusal, the others may be written
+    again); when the unit waits, it fails alone at that wait."""
+    await db.write(lambda c: new_session(c, "s"))
+
+    def guarded(c: Any) -> None:
+        c.guard(SLOW_REFUSAL, (), Refused)
+        event_rows.append_later(c, "s", "note", '{"t":"refused"}', None, 0)
+
+    def innocent(c: Any) -> None:
+        event_rows.append_later(c, "s", "note", '{"t":"innocent"}', None, 0)
+
+    results = await asyncio.gather(db.submit(guarded), db.submit(innocent),
+                                   return_exceptions=True)
+    assert isinstance(results[0], Refused), results
+    assert isinstance(results[1], StorageError) and results[1].transient, results
+    assert await db.read(notes) == []
+
+    def guarded_waits(c: Any) -> int:
+        c.guard(SLOW_REFUSAL, (), Refused)
+        event_rows.append_later(c, "s", "note", '{"t":"refused"}', None, 0)
+        return int(c.execute("SELECT 1").fetchone()[0])
+
+    results = await asyncio.gather(db.submit(guarded_waits), db.submit(innocent),
+                                   return_exceptions=True)
+    assert isinstance(results[0], Refused), results
+    assert not isinstance(results[1], BaseException), results
+    assert await db.read(notes) == ['{"t":"innocent"}']
+    # a guard that lets the unit through costs no wait of its own
+    before = db.trips.n
+    await db.write(lambda c: (c.guard("SELECT 1 / COUNT(*) FROM sessions", (), Refused),
+                              innocent(c)))
+    assert db.trips.n - before == 2  # the transaction id, then COMMIT
+    assert len(await db.read(notes)) == 2
