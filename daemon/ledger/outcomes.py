@@ -32,7 +32,6 @@ def start(tx: Tx, view: Scheduler, session_id: str, admission_id: str,
     session_row = sessions.get_later(tx.conn, session_id)
     row = admissions.mark_started(tx.conn, admission_id, epoch, tx.now, sources(Event.START))
     session = session_row()
-    assert session is not None  # admissions reference their session
     if row is None:
         # A retry of a start whose COMMIT answer was lost (store/pg.py) finds the row
         # started by this very owner: that start was stored, with its user message
@@ -40,7 +39,9 @@ def start(tx: Tx, view: Scheduler, session_id: str, admission_id: str,
         row = admissions.get(tx.conn, admission_id)
         if row is None or row["status"] != "started" or row["owner_epoch"] != epoch:
             return None
+        assert session is not None
         return row, session
+    assert session is not None  # admissions reference their session
     payload = orjson.loads(row["payload_json"])
     messages.append(tx.conn, session_id, [{**m, "admission_id": admission_id}
                                           for m in input_messages(payload)], tx.now)
