@@ -194,7 +194,7 @@ class PgConn:
                 raise
             return
         answer = self.send(sql, parameters)
-        self.guards[id(answer._cur)] = refusal
+        self.guards[id(getattr(answer, "_cur", answer))] = refusal
 
     def execute(self, sql: str, parameters: Any = (), /) -> Any:
         if self.pipeline is not None and _large(parameters):
