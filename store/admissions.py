@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .conn import Conn, dialect
 
 __all__ = [
-    "COLUMNS", "insert_new", "find", "get", "mark_started", "finish", "open_for_session",
-    "all_open", "mark_unknown_before", "open_count",
+    "COLUMNS", "Admitted", "admit", "insert_new", "find", "get", "mark_started", "finish",
+    "open_for_session", "all_open", "mark_unknown_before", "open_count",
 ]
 
 COLUMNS = (
@@ -52,12 +54,82 @@ def insert_new(conn: Conn, *, admission_id: str, target_session_id: str,
     if cur.rowcount != 1:
         return None
     # PostgreSQL has no rowid: its identity column answers through RETURNING
-    return {"seq": cur.fetchone()[0] if pg else cur.lastrowid, "admission_id": admission_id,
+    return _new_row(cur.fetchone()[0] if pg else cur.lastrowid, admission_id,
+                    target_session_id, principal_id, request_id, payload_json, payload_digest,
+                    owner_epoch, now)
+
+
+def _new_row(seq: int, admission_id: str, target_session_id: str, principal_id: str,
+             request_id: str, payload_json: str, payload_digest: str, owner_epoch: int,
+             now: float) -> dict[str, Any]:
+    return {"seq": seq, "admission_id": admission_id,
             "target_session_id": target_session_id, "principal_id": principal_id,
             "request_id": request_id, "payload_json": payload_json,
             "payload_digest": payload_digest, "status": "queued", "outcome": None,
             "result_json": None, "owner_epoch": owner_epoch, "created_at": now,
             "started_at": None, "finished_at": None}
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """What `admit` found: whether the session exists, how many admissions it had
+    open, and the new row (None: no session, at the bound, or the identity exists)."""
+
+    present: bool
+    open: int
+    row: dict[str, Any] | None
+
+
+#: PostgreSQL: the session's bound and the insert in one statement, so an admission
+#: waits once (the COUNT and the INSERT see one snapshot)
+_ADMIT_PG = (
+    "WITH s AS (SELECT EXISTS(SELECT 1 FROM sessions WHERE session_id = ?) AS present, "
+    "(SELECT COUNT(*) FROM session_admissions WHERE target_session_id = ? "
+    "AND status != 'terminal') AS open), "
+    "ins AS (INSERT INTO session_admissions(admission_id, target_session_id, principal_id, "
+    "request_id, payload_json, payload_digest, status, owner_epoch, created_at) "
+    "SELECT ?, ?, ?, ?, ?, ?, 'queued', ?, ? FROM s WHERE s.present AND s.open < ? "
+    "ON CONFLICT(principal_id, target_session_id, request_id) DO NOTHING RETURNING seq) "
+    "SELECT s.present, s.open, (SELECT seq FROM ins) FROM s"
+)
+
+#: the bound of an admission that has none (the owner's own producers)
+UNBOUNDED = 2 ** 62
+
+
+def admit(conn: Conn, *, admission_id: str, target_session_id: str, principal_id: str,
+          request_id: str, payload_json: str, payload_digest: str, owner_epoch: int,
+          now: float, bound: int | None) -> Callable[[], Admitted]:
+    """Insert a queued admission unless the session is missing, has ``bound`` open
+    admissions already (None: no bound), or holds this identity; what happened is
+    read when the returned function is called.
+
+    SQLite: `open_count`, then `insert_new` (two statements). PostgreSQL: one
+    statement, sent without waiting: it is answered together with whatever the unit
+    sends next and then waits for (the fleet's lease take, fleet.take_admitted)."""
+    limit = UNBOUNDED if bound is None else bound
+    if dialect(conn) == "postgresql":
+        cur = conn.execute(_ADMIT_PG, (
+            target_session_id, target_session_id, admission_id, target_session_id,
+            principal_id, request_id, payload_json, payload_digest, owner_epoch, now, limit))
+
+        def answered() -> Admitted:
+            present, open_now, seq = cur.fetchone()
+            row = None if seq is None else _new_row(
+                int(seq), admission_id, target_session_id, principal_id, request_id,
+                payload_json, payload_digest, owner_epoch, now)
+            return Admitted(bool(present), int(open_now), row)
+
+        return answered
+    open_now = open_count(conn, target_session_id)
+    if open_now is None or open_now >= limit:
+        done = Admitted(open_now is not None, open_now or 0, None)
+    else:
+        done = Admitted(True, open_now, insert_new(
+            conn, admission_id=admission_id, target_session_id=target_session_id,
+            principal_id=principal_id, request_id=request_id, payload_json=payload_json,
+            payload_digest=payload_digest, owner_epoch=owner_epoch, now=now))
+    return lambda: done
 
 
 def find(conn: Conn, principal_id: str, target_session_id: str,

@@ -14,8 +14,9 @@ from typing import Any
 import orjson
 
 from .conn import Conn
+from .messages import MESSAGE_COLUMNS, message_of
 
-__all__ = ["insert", "latest", "list_for", "COLUMNS"]
+__all__ = ["insert", "latest", "current", "list_for", "COLUMNS"]
 
 COLUMNS = ("compaction_id", "session_id", "first_index", "end_index", "summary", "model",
            "tokens_before", "tokens_after", "kind", "focus", "usage_json", "created_at")
@@ -40,6 +41,28 @@ def latest(conn: Conn, session_id: str) -> dict[str, Any] | None:
     row = conn.execute(f"{_SELECT} WHERE session_id = ? ORDER BY end_index DESC, created_at "
                        "DESC LIMIT 1", (session_id,)).fetchone()
     return None if row is None else _row(row)
+
+
+_LATEST_END = ("SELECT end_index FROM compactions WHERE session_id = ? "
+               "ORDER BY end_index DESC, created_at DESC LIMIT 1")
+
+
+def current(conn: Conn, session_id: str) -> tuple[list[dict[str, Any]], str | None]:
+    """What a turn reads of its transcript, in one statement (one snapshot): the
+    messages from the latest compaction's ``end_index`` on, with ``index``, and that
+    compaction's summary (None: never compacted). The summary comes as a first
+    row of its own, the messages after it."""
+    columns = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS[1:])
+    nulls = ", ".join(f"NULL AS {c}" for c in MESSAGE_COLUMNS[1:])
+    rows = conn.execute(
+        f"SELECT 0 AS part, c.end_index AS idx, c.summary, {nulls} FROM ("
+        f"SELECT end_index, summary FROM compactions WHERE session_id = ? "
+        f"ORDER BY end_index DESC, created_at DESC LIMIT 1) c "
+        f"UNION ALL SELECT 1 AS part, m.idx, NULL AS summary, {columns} FROM messages m "
+        f"WHERE m.session_id = ? AND m.idx >= COALESCE(({_LATEST_END}), 0) "
+        f"ORDER BY part, idx", (session_id, session_id, session_id)).fetchall()
+    summary = rows[0]["summary"] if rows and rows[0]["part"] == 0 else None
+    return [message_of(r, True) for r in rows if r["part"] == 1], summary
 
 
 def list_for(conn: Conn, session_id: str) -> list[dict[str, Any]]:

@@ -91,7 +91,9 @@ class Store(Protocol):
     def submit(self, unit: Callable[[Any], T],
                after_commit: Callable[[T], None] | None = None) -> asyncio.Future[T]: ...
 
-    async def read(self, fn: Callable[[Any], T]) -> T: ...
+    async def read(self, fn: Callable[[Any], T], *, single: bool = False) -> T:
+        """``fn(conn)`` off the loop, in one snapshot; ``single``: ``fn`` runs one
+        statement (consistent by itself: PostgreSQL wraps no transaction around it)."""
 
     async def lookup(self, fn: Callable[[Any], T]) -> T: ...
 

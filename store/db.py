@@ -242,8 +242,9 @@ class Database:
 
     # -- reads ------------------------------------------------------------
 
-    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """``fn(conn)`` on the reader's thread, in one read transaction."""
+    async def read(self, fn: Callable[[sqlite3.Connection], T], *, single: bool = False) -> T:
+        """``fn(conn)`` on the reader's thread, in one read transaction. ``single``
+        (``fn`` runs one statement) matters on PostgreSQL only."""
         if self._closed:
             raise StorageError("database is closed", "closed")
         conn = self._reader_conn

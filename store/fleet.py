@@ -6,17 +6,19 @@ A node is one owner process on the shared database, known by its epoch (unique:
 lease it holds, forward. A session's lease names the node that runs its turns;
 ``generation`` grows each time the lease changes hands, and every write the
 holder makes for the session's turn checks it (``fence``), under a row lock the
-successor's takeover has to wait for.
+successor's takeover has to wait for; the check rides with the unit's own
+statements and costs no round trip of its own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .conn import Conn
 
 __all__ = [
-    "register", "heartbeat", "set_address", "set_state", "alive", "take", "fence", "release_idle",
+    "register", "heartbeat", "set_address", "set_state", "alive", "take", "take_admitted", "fence", "release_idle",
     "release_all", "claim_dead", "unplaced_queued", "lock_claimable", "held_open", "list_nodes", "request_stop",
     "stops_for",
 ]
@@ -65,32 +67,60 @@ def alive(conn: Conn, epoch: int) -> bool:
     return row is not None and row[0] in ("serving", "draining")
 
 
+_TAKE = (
+    "INSERT INTO session_leases(session_id, holder_epoch, generation, expires_at) "
+    "SELECT ?, ?, 1, ? WHERE EXISTS (SELECT 1 FROM nodes WHERE epoch = ? "
+    "                                AND state = 'serving') {admitted}"
+    "ON CONFLICT(session_id) DO UPDATE SET holder_epoch = excluded.holder_epoch, "
+    "expires_at = excluded.expires_at, generation = CASE "
+    "  WHEN session_leases.holder_epoch = excluded.holder_epoch "
+    "  THEN session_leases.generation ELSE session_leases.generation + 1 END "
+    "WHERE session_leases.holder_epoch IS NULL OR session_leases.expires_at < ? "
+    "   OR session_leases.holder_epoch = excluded.holder_epoch "
+    "RETURNING generation")
+_TAKE_ANY = _TAKE.format(admitted="")
+_TAKE_ADMITTED = _TAKE.format(
+    admitted="AND EXISTS (SELECT 1 FROM session_admissions WHERE admission_id = ?) ")
+
+
 def take(conn: Conn, session_id: str, epoch: int, now: float, ttl: float) -> int | None:
     """Hold the session's lease: new, free, expired, or already this node's. The
     generation it is held at, or None while another live node holds it. A node
     that is no longer serving (draining, or declared dead) takes nothing."""
-    row = conn.execute(
-        "INSERT INTO session_leases(session_id, holder_epoch, generation, expires_at) "
-        "SELECT ?, ?, 1, ? WHERE EXISTS (SELECT 1 FROM nodes WHERE epoch = ? "
-        "                                AND state = 'serving') "
-        "ON CONFLICT(session_id) DO UPDATE SET holder_epoch = excluded.holder_epoch, "
-        "expires_at = excluded.expires_at, generation = CASE "
-        "  WHEN session_leases.holder_epoch = excluded.holder_epoch "
-        "  THEN session_leases.generation ELSE session_leases.generation + 1 END "
-        "WHERE session_leases.holder_epoch IS NULL OR session_leases.expires_at < ? "
-        "   OR session_leases.holder_epoch = excluded.holder_epoch "
-        "RETURNING generation",
-        (session_id, epoch, now + ttl, epoch, now)).fetchone()
+    row = conn.execute(_TAKE_ANY, (session_id, epoch, now + ttl, epoch, now)).fetchone()
     return None if row is None else int(row[0])
 
 
-def fence(conn: Conn, session_id: str, epoch: int, generation: int) -> bool:
-    """Whether this node still holds the session at ``generation``; the row stays
-    share-locked until the transaction ends, so a takeover waits for this write."""
-    row = conn.execute(
-        "SELECT holder_epoch, generation FROM session_leases WHERE session_id = ? FOR SHARE",
-        (session_id,)).fetchone()
-    return row is not None and row[0] == epoch and int(row[1]) == generation
+def take_admitted(conn: Conn, session_id: str, admission_id: str, epoch: int, now: float,
+                  ttl: float) -> Callable[[], int | None]:
+    """`take`, only if this transaction holds admission ``admission_id`` (inserted by
+    a statement sent just before, whose answer is not known yet): the statement is
+    sent without waiting, and the returned function gives the generation (None: not
+    taken, or not admitted) once that answer came, with the admission's."""
+    cur = conn.execute(_TAKE_ADMITTED, (session_id, epoch, now + ttl, epoch, admission_id,
+                                        now))
+
+    def generation() -> int | None:
+        row = cur.fetchone()
+        return None if row is None else int(row[0])
+
+    return generation
+
+
+#: fails (division by zero: pg_conn.REFUSED) unless the lease is held as asked
+_FENCE = ("SELECT 1 / COUNT(*) FROM (SELECT 1 FROM session_leases WHERE session_id = ? "
+          "AND holder_epoch = ? AND generation = ? FOR SHARE) held")
+
+
+def fence(conn: Conn, session_id: str, epoch: int, generation: int,
+          refusal: Callable[[], BaseException]) -> None:
+    """Refuse the unit unless this node still holds the session at ``generation``.
+    The lease's row stays share-locked until the transaction ends, so a takeover
+    waits for this write. Sent first in the unit and not waited for
+    (`PgConn.guard`): the unit's statements after it are skipped by the server if
+    it refused, and ``refusal()`` is raised at the unit's next wait, or else at its
+    group's COMMIT (which then rolls the whole group back)."""
+    conn.guard(_FENCE, (session_id, epoch, generation), refusal)  # type: ignore[attr-defined]
 
 
 def release_idle(conn: Conn, epoch: int, keep: list[str]) -> list[str]:

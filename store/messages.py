@@ -9,7 +9,7 @@ import orjson
 from . import sessions
 from .conn import Conn, dialect, send, serialise_session
 
-__all__ = ["append", "list_for", "count", "tail"]
+__all__ = ["append", "list_for", "count", "tail", "message_of", "MESSAGE_COLUMNS"]
 
 
 def append(conn: Conn, session_id: str, messages: list[dict[str, Any]],
@@ -66,16 +66,23 @@ def list_for(conn: Conn, session_id: str, start: int = 0, end: int | None = None
         sql += " AND idx < ?"
         args += (end,)
     rows = conn.execute(sql + " ORDER BY idx", args)
-    out = []
-    for r in rows:
-        m = dict(r)
-        raw = m.pop("tool_calls_json")
-        m["tool_calls"] = orjson.loads(raw) if raw else None
-        index = m.pop("idx")
-        if with_index:
-            m["index"] = index
-        out.append(m)
-    return out
+    return [message_of(r, with_index) for r in rows]
+
+
+#: the columns `message_of` reads
+MESSAGE_COLUMNS = ("idx", "role", "content", "tool_calls_json", "tool_call_id", "name",
+                   "admission_id", "created_at")
+
+
+def message_of(row: Any, with_index: bool = False) -> dict[str, Any]:
+    """A row of MESSAGE_COLUMNS as a message (``index``: its position, if asked)."""
+    m = {k: row[k] for k in MESSAGE_COLUMNS}
+    raw = m.pop("tool_calls_json")
+    m["tool_calls"] = orjson.loads(raw) if raw else None
+    index = m.pop("idx")
+    if with_index:
+        m["index"] = index
+    return m
 
 
 def count(conn: Conn, session_id: str) -> int:

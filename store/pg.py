@@ -21,7 +21,8 @@ runs:
   with one NOTIFY, however many units wrote them.
 - Reads run on a small pool of connections, each call one read-only
   REPEATABLE READ transaction (one snapshot, as a WAL read on SQLite).
-  ``lookup`` (one statement by key) runs without a transaction around it.
+  ``lookup`` (one statement by key) and ``read(…, single=True)`` (one statement,
+  a turn's transcript) run without a transaction around it.
 - Round trips. A group runs in psycopg's pipeline mode: a statement whose
   answer nobody needs yet (BEGIN, SAVEPOINT and RELEASE, a session's advisory
   lock, an event's or a transcript row's INSERT, NOTIFY, COMMIT) is sent
@@ -167,13 +168,15 @@ class PgDatabase:
 
     # -- reads ------------------------------------------------------------
 
-    async def read(self, fn: Callable[[Any], T]) -> T:
+    async def read(self, fn: Callable[[Any], T], *, single: bool = False) -> T:
         """``fn(conn)`` on a pooled connection, in one read-only snapshot (a
         REPEATABLE READ transaction; in pipeline mode its BEGIN rides with the first
-        statement and its ROLLBACK with the last answer)."""
+        statement and its ROLLBACK with the last answer). With ``single`` ``fn`` runs
+        one statement, which is a snapshot by itself: no transaction is wrapped
+        around it (one round trip instead of two)."""
         if self._closed:
             raise StorageError("database is closed", "closed")
-        return await asyncio.to_thread(self._read, fn, True)
+        return await asyncio.to_thread(self._read, fn, not single)
 
     async def lookup(self, fn: Callable[[Any], T]) -> T:
         """``fn(conn)`` for a few rows by key: one statement, which sees a snapshot

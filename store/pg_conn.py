@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 __all__ = ["PgConn", "PgRow", "Answer", "Trips", "round_trips", "row_factory", "to_pg",
-           "params_of", "own_error", "COUNTED"]
+           "params_of", "own_error", "forget_prepared", "COUNTED", "REFUSED"]
 
 
 @lru_cache(maxsize=1024)
@@ -110,7 +110,7 @@ class PgConn:
 
     dialect = "postgresql"
     __slots__ = ("raw", "deferred", "trips", "pipeline", "_cm", "unanswered", "sent", "unit",
-                 "culprit")
+                 "culprit", "guards")
 
     def __init__(self, raw: Any, trips: Trips | None = None, pipelined: bool = False) -> None:
         self.raw = raw
@@ -126,6 +126,8 @@ class PgConn:
         self.sent: list[tuple[int, Any]] = []  # (unit, cursor) sent since the last wait
         self.unit = -1
         self.culprit: int | None = None  # the unit whose statement failed the last wait
+        # guards sent since the last wait (see guard): the cursor's id -> its refusal
+        self.guards: dict[int, Callable[[], BaseException]] = {}
 
     def before_commit(self, sql: str, parameters: tuple[Any, ...] = (),
                       gather: Iterable[str] = ()) -> None:
@@ -157,17 +159,42 @@ class PgConn:
         try:
             sync()
         except Exception as exc:
-            self._blame()
-            raise own_error(exc) from exc
+            raise self._blame(exc) from exc
         finally:
             self.unanswered = None
             self.sent.clear()
+            self.guards.clear()
 
-    def _blame(self) -> None:
+    def _blame(self, exc: Exception) -> BaseException:
         """An answer came back failed: the first statement sent since the last wait
-        that has no answer is the one that failed (those after it were skipped)."""
-        self.culprit = next((unit for unit, cur in self.sent if cur.pgresult is None),
-                            self.unit)
+        that has no answer is the one that failed (those after it were skipped).
+        ``culprit`` names its unit; what to raise: a guard's refusal, if it was
+        one, else the driver's error as the store's."""
+        failed = next(((unit, cur) for unit, cur in self.sent if cur.pgresult is None), None)
+        self.culprit = self.unit if failed is None else failed[0]
+        forget_prepared(self.raw)
+        refusal = None if failed is None else self.guards.get(id(failed[1]))
+        if refusal is None or getattr(exc, "sqlstate", None) != REFUSED:
+            return own_error(exc)  # a lost connection is not a refusal
+        return refusal()
+
+    def guard(self, sql: str, parameters: Any, refusal: Callable[[], BaseException]) -> None:
+        """Send a statement that fails with `REFUSED` (a division by zero) when the
+        unit must write nothing (a fleet's lease fence, store/fleet.py): nothing
+        waits for it. Its writes, sent after
+        it, are skipped by the server if it failed; the unit's next wait, or else its
+        group's COMMIT, raises ``refusal()`` instead of the driver's error (at the
+        COMMIT, as the culprit of a `GroupFailed`: the group is rolled back)."""
+        if self.pipeline is None:
+            try:
+                self.execute(sql, parameters)
+            except Exception as exc:
+                if getattr(exc, "sqlstate", None) == REFUSED:
+                    raise refusal() from exc
+                raise
+            return
+        answer = self.send(sql, parameters)
+        self.guards[id(getattr(answer, "_cur", answer))] = refusal
 
     def execute(self, sql: str, parameters: Any = (), /) -> Any:
         if self.pipeline is not None and _large(parameters):
@@ -186,7 +213,7 @@ class PgConn:
             if self.pipeline is not None:
                 # sending also reads the answers already there, and one of them may be
                 # an earlier statement's failure: blame it, and end the aborted stretch
-                self._blame()
+                error = self._blame(exc)
                 self.trips.add()
                 try:
                     self.pipeline.sync()
@@ -194,6 +221,8 @@ class PgConn:
                     pass
                 self.unanswered = None
                 self.sent.clear()
+                self.guards.clear()
+                raise error from exc
             raise own_error(exc) from exc
         if self.pipeline is None:
             return cur
@@ -230,6 +259,11 @@ class PgConn:
         if self.unanswered is not None and self.unanswered.pgresult is None:
             self.wait()
         self.unanswered = None
+
+
+#: the SQLSTATE a guard fails with when it refuses (division_by_zero: plain SQL has no
+#: other way to fail on purpose, and no statement of ours divides by a column)
+REFUSED = "22012"
 
 
 #: parameters past this many characters are not sent in a pipeline (see PgConn.execute)
@@ -274,6 +308,21 @@ class Answer:
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.fetchall())
+
+
+def forget_prepared(raw: Any) -> None:
+    """After a failure in a pipeline: make psycopg forget the statements it prepared.
+
+    psycopg prepares a statement on its fifth use, and in a pipeline it records the
+    name as it sends the statement. When that statement fails, or the server skips
+    it after an earlier failure, the server has no such statement, but psycopg
+    (3.3) keeps the name, and every later use of the statement on the connection
+    fails with "prepared statement … does not exist". Forgetting them all
+    (psycopg then sends DEALLOCATE ALL with the next statement) costs the server
+    a few parses again; the connection stays usable."""
+    prepared = getattr(raw, "_prepared", None)
+    if prepared is not None:
+        prepared.clear()
 
 
 def own_error(exc: Exception) -> BaseException:

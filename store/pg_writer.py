@@ -60,11 +60,18 @@ class PgWriter:
         conn, raw = self._conn, self.raw
         assert conn is not None
         conn.unit = index
-        conn.send("SAVEPOINT unit")
+        try:
+            conn.send("SAVEPOINT unit")  # sending reads what came back: an earlier failure
+        except Exception as exc:  # noqa: BLE001 - judged below
+            self._failed_before(exc)
+            raise
         asked = {key: len(items) for key, items in conn.deferred.items()}
         try:
             value = unit(conn)
             conn.settle_unit()
+            # sending it may bring back the failure of a statement this unit sent
+            # without waiting (a guard that refused): the unit fails alone then
+            conn.send("RELEASE SAVEPOINT unit")
         except Exception as exc:  # noqa: BLE001 - the unit's failure is its caller's
             if raw.closed or raw.broken:
                 raise  # the connection failed: the whole group does
@@ -82,15 +89,31 @@ class PgWriter:
                 elif len(items) > asked[key]:
                     conn.deferred[key] = dict.fromkeys(list(items)[:asked[key]])
             return False, translate(exc)
-        conn.send("RELEASE SAVEPOINT unit")
         return True, value
+
+    def _failed_before(self, exc: Exception) -> None:
+        """Sending a statement of the group's own (a SAVEPOINT, the statements before
+        COMMIT) brought back the failure of a unit's statement nobody waited for:
+        raise `GroupFailed` for that unit; a failed connection fails the group as
+        it is (the caller raises ``exc``)."""
+        conn, raw = self._conn, self.raw
+        assert conn is not None
+        culprit, conn.culprit = conn.culprit, None
+        if raw.closed or raw.broken or culprit is None or culprit < 0:
+            return
+        self.discard()
+        raise GroupFailed(culprit, translate(exc)) from exc
 
     def before_commit(self) -> None:
         conn = self._conn
         assert conn is not None
         conn.unit = -1
-        for (sql, params), items in list(conn.deferred.items()):
-            conn.send(sql, (*params, gathered(items)) if items else params)
+        try:
+            for (sql, params), items in list(conn.deferred.items()):
+                conn.send(sql, (*params, gathered(items)) if items else params)
+        except Exception as exc:  # noqa: BLE001 - judged here
+            self._failed_before(exc)
+            raise
 
     def commit(self) -> None:
         # on the writer's thread: the round trip that waits for the server's fsync
@@ -98,8 +121,12 @@ class PgWriter:
         assert conn is not None
         try:
             (xid,) = self._xid.fetchone()  # answered long ago, unless no unit waited
-        except BaseException:
+        except BaseException as exc:
+            lost = raw.closed or raw.broken
             self.discard()  # before COMMIT: the server rolls the group back
+            if not lost and conn.culprit is not None and conn.culprit >= 0:
+                # a unit's statement nobody waited for failed (a fence that refused)
+                raise GroupFailed(conn.culprit, translate(exc)) from exc
             raise
         try:
             if conn.pipeline is None:

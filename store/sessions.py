@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from .conn import Conn, send
 
-__all__ = ["insert", "get", "get_by_request", "list_page", "touch", "add_usage",
-           "title_if_untitled"]
+__all__ = ["insert", "get", "get_later", "get_by_request", "list_page", "touch", "add_usage",
+           "usage_later", "title_if_untitled"]
 
 _INSERTED = (
     "session_id, request_id, params_digest, parent_session_id, source, title, cwd, "
@@ -41,6 +42,13 @@ def insert(conn: Conn, *, session_id: str, request_id: str | None,
 def get(conn: Conn, session_id: str) -> dict[str, Any] | None:
     return _row(conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE session_id = ?",
                              (session_id,)).fetchone())
+
+
+def get_later(conn: Conn, session_id: str) -> Callable[[], dict[str, Any] | None]:
+    """`get`, its answer read when the returned function is called: on PostgreSQL the
+    statement rides with the next one the unit waits for."""
+    cur = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,))
+    return lambda: _row(cur.fetchone())
 
 
 def get_by_request(conn: Conn, request_id: str) -> dict[str, Any] | None:
@@ -77,29 +85,45 @@ def touch(conn: Conn, session_id: str, now: float, added_messages: int = 0) -> N
     )
 
 
+def usage_later(conn: Conn, session_id: str) -> Callable[[], dict[str, Any] | None]:
+    """The session's usage sums ({model: {counter: n}}; None: no such session), read
+    when the returned function is called: on PostgreSQL the statement rides with
+    the next one the unit waits for. For `add_usage`."""
+    cur = conn.execute("SELECT usage_json FROM sessions WHERE session_id = ?", (session_id,))
+
+    def sums() -> dict[str, Any] | None:
+        row = cur.fetchone()
+        return None if row is None else (orjson.loads(row[0]) if row[0] else {})
+
+    return sums
+
+
 def add_usage(conn: Conn, session_id: str, model: str, usage: dict[str, int],
-              requests: int = 0) -> None:
+              requests: int = 0,
+              read: Callable[[], dict[str, Any] | None] | None = None) -> dict[str, Any] | None:
     """Add one turn's (or compaction's) token counters to the session's sums for
-    ``model`` (sessions.usage_json: {model: {counter: n, "requests": n}})."""
-    if not usage and not requests:
-        return
-    row = conn.execute("SELECT usage_json FROM sessions WHERE session_id = ?",
-                       (session_id,)).fetchone()
-    if row is None:
-        return
-    sums: dict[str, dict[str, int]] = orjson.loads(row[0]) if row[0] else {}
+    ``model`` (sessions.usage_json: {model: {counter: n, "requests": n}}); the sums
+    as they are now. ``read``: the sums as `usage_later` asked for them earlier in
+    this unit (else they are read here, if there is anything to add). None: no such
+    session, or nothing to add and nothing read."""
+    if read is None and not usage and not requests:
+        return None
+    sums = (read or usage_later(conn, session_id))()
+    if sums is None or (not usage and not requests):
+        return sums
     mine = sums.setdefault(model or "unknown", {})
     for key, value in usage.items():
         if isinstance(value, int) and not isinstance(value, bool):
             mine[key] = mine.get(key, 0) + value
     if requests:
         mine["requests"] = mine.get("requests", 0) + requests
-    conn.execute("UPDATE sessions SET usage_json = ? WHERE session_id = ?",
-                 (orjson.dumps(sums, option=orjson.OPT_SORT_KEYS).decode(), session_id))
+    stored = orjson.dumps(sums, option=orjson.OPT_SORT_KEYS).decode()
+    send(conn, "UPDATE sessions SET usage_json = ? WHERE session_id = ?", (stored, session_id))
+    return orjson.loads(stored)  # as a later read would give them (keys sorted)
 
 
-def title_if_untitled(conn: Conn, session_id: str, title: str) -> bool:
-    """Give an untitled session ``title``; False if it had one (or is not there)."""
-    cur = conn.execute("UPDATE sessions SET title = ? WHERE session_id = ? AND "
-                       "(title IS NULL OR title = '')", (title, session_id))
-    return cur.rowcount == 1
+def title_if_untitled(conn: Conn, session_id: str, title: str) -> None:
+    """Give an untitled session ``title`` (a titled one keeps its own). Nothing
+    waits for it on PostgreSQL (`send`)."""
+    send(conn, "UPDATE sessions SET title = ? WHERE session_id = ? AND "
+               "(title IS NULL OR title = '')", (title, session_id))

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from tether.store import StorageError, compactions, messages
+from tether.store import StorageError, compactions
 
 from ..config.core import Config
 from ..config.turn import ResolveError, resolve_turn
@@ -274,15 +274,12 @@ class TurnRunner:
         # store.outage_seconds.
         def read(c: Any) -> tuple[list[dict[str, Any]], str | None]:
             # a turn reads from its latest compaction on: its cost does not grow with
-            # the session's age (docs/long-sessions.md)
-            last = compactions.latest(c, sid)
-            start = last["end_index"] if last else 0
-            return (messages.list_for(c, sid, start, with_index=True),
-                    last["summary"] if last else None)
+            # the session's age (docs/long-sessions.md); one statement
+            return compactions.current(c, sid)
 
         try:
             history, summary = await ride_out(
-                self._journal, lambda: self._journal.db.read(read),
+                self._journal, lambda: self._journal.db.read(read, single=True),
                 f"read the transcript of {sid}", give_up=lambda: self._supervisor.draining)
         except StorageError as exc:
             # started but cannot see its transcript: end it failed rather than leave it

@@ -14,7 +14,11 @@ lease, one at a time. The pieces:
 - **Fencing.** Each lease has a generation that grows whenever it changes
   hands. Every unit of a turn checks, under a row lock, that this node still
   holds the session at the generation it took it at (`journal_for`); when it
-  does not, the unit writes nothing and raises `Fenced`.
+  does not, the unit writes nothing and raises `Fenced`. The check is the
+  unit's first statement and is not waited for: the server skips what the unit
+  sends after it, and the refusal is raised at the unit's first wait, or at
+  its group's COMMIT, which then rolls the group back (the other units of the
+  group are told to write again).
 - **Recovery.** A node whose row ran out is claimed by one live node (``FOR
   UPDATE SKIP LOCKED``), marked dead and its leases freed with their
   generations moved on, in one transaction; then what it left is recovered as
@@ -55,12 +59,16 @@ CLAIM_BATCH = 32
 
 
 class _FencedJournal(Journal):
-    """A journal whose every unit first checks a fence."""
+    """A journal whose every unit first sends a fence (store/fleet.py's ``fence``:
+    answered with the unit's first wait, or its group's COMMIT); ``lost`` is told,
+    on the loop, when one refused."""
 
-    def __init__(self, base: Journal, check: Callable[[Tx], None]) -> None:
+    def __init__(self, base: Journal, check: Callable[[Tx], None],
+                 lost: Callable[[], None]) -> None:
         super().__init__(base.db, base.bus, base.announce,
                          outage_seconds=base.outage_seconds)
         self._check = check
+        self._lost = lost
 
     def submit(self, fn: Unit[T]) -> asyncio.Future[tuple[T, list[Any]]]:
         check = self._check
@@ -69,7 +77,13 @@ class _FencedJournal(Journal):
             check(tx)
             return fn(tx)
 
-        return super().submit(fenced)
+        future = super().submit(fenced)
+        future.add_done_callback(self._refused)
+        return future
+
+    def _refused(self, future: asyncio.Future[Any]) -> None:
+        if not future.cancelled() and isinstance(future.exception(), Fenced):
+            self._lost()
 
 
 class FleetNode:
@@ -139,10 +153,24 @@ class FleetNode:
 
     # -- placement and fencing ---------------------------------------------
 
-    def place(self, tx: Tx, session_id: str) -> bool:
+    def place(self, tx: Tx, session_id: str, admission_id: str) -> Callable[[], bool]:
         """In the unit that admits a prompt: hold the session's lease if it can be
-        had; whether its turns run here."""
-        generation = fleet_rows.take(tx.conn, session_id, self.epoch, tx.now, self.ttl)
+        had, if the admission was inserted (the take rides with the insert, one
+        wait for both); the function returned says whether its turns run here."""
+        taken = fleet_rows.take_admitted(tx.conn, session_id, admission_id, self.epoch,
+                                         tx.now, self.ttl)
+
+        def placed() -> bool:
+            return self._hold(session_id, taken())
+
+        return placed
+
+    def _take(self, tx: Tx, session_id: str) -> bool:
+        """Hold the session's lease if it can be had (a claim of unplaced work)."""
+        return self._hold(session_id, fleet_rows.take(tx.conn, session_id, self.epoch,
+                                                      tx.now, self.ttl))
+
+    def _hold(self, session_id: str, generation: int | None) -> bool:
         if generation is None:
             return False
         self.held[session_id] = generation
@@ -150,15 +178,20 @@ class FleetNode:
 
     def journal_for(self, session_id: str) -> Journal:
         """The journal a turn of ``session_id`` writes through: fenced by its lease."""
+        def refusal() -> Fenced:
+            return Fenced(f"this node (epoch {self.epoch}) no longer holds session "
+                          f"{session_id}: another node took it over")
+
         def check(tx: Tx) -> None:
             generation = self.held.get(session_id)
-            if generation is None or not fleet_rows.fence(tx.conn, session_id, self.epoch,
-                                                          generation):
-                self.held.pop(session_id, None)
-                raise Fenced(f"this node (epoch {self.epoch}) no longer holds session "
-                             f"{session_id}: another node took it over")
+            if generation is None:
+                raise refusal()
+            fleet_rows.fence(tx.conn, session_id, self.epoch, generation, refusal)
 
-        return _FencedJournal(self._journal, check)
+        def lost() -> None:
+            self.held.pop(session_id, None)
+
+        return _FencedJournal(self._journal, check, lost)
 
     # -- stops across nodes ----------------------------------------------------
 
@@ -239,7 +272,7 @@ class FleetNode:
 
         def unit(tx: Tx) -> list[str]:
             claimable = fleet_rows.lock_claimable(tx.conn, sessions, tx.now)
-            return [sid for sid in claimable if self.place(tx, sid)]
+            return [sid for sid in claimable if self._take(tx, sid)]
 
         if await self._journal.write(unit):
             await self._adopt_held()

@@ -173,35 +173,36 @@ class AdmissionService:
         scheduler, epoch, place = self._scheduler, self._epoch, self._placement.place
 
         def unit(tx: Tx) -> tuple[bool, dict[str, Any]]:
-            # the common case is two statements: the bound, then an insert that
-            # yields the row, or nothing when a concurrent duplicate got there first
+            # the session's bound and the insert (one statement on PostgreSQL), then the
+            # placement sent along, conditional on the insert: one wait for the three
             if prepare is not None:
                 prepare(tx)
-            open_now = admissions.open_count(tx.conn, session_id)
-            if open_now is None:
-                raise NotFound(f"no session {session_id!r}", session_id=session_id)
-            if not internal and open_now >= limit:
-                found = admissions.find(tx.conn, principal, session_id, request_id)
-                if found is not None:
-                    return False, found  # a retry is answered even at the bound
-                raise Overloaded(f"session {session_id} already has {limit} open admissions",
-                                 limit=limit)
-            row = admissions.insert_new(
+            attempt = admissions.admit(
                 tx.conn, admission_id=admission_id, target_session_id=session_id,
                 principal_id=principal, request_id=request_id, payload_json=payload_json,
-                payload_digest=digest, owner_epoch=epoch, now=tx.now)
-            if row is None:
+                payload_digest=digest, owner_epoch=epoch, now=tx.now,
+                bound=None if internal else limit)
+            placed = place(tx, session_id, admission_id)
+            got = attempt()
+            if not got.present:
+                raise NotFound(f"no session {session_id!r}", session_id=session_id)
+            if got.row is None:
+                # the identity exists (a concurrent duplicate got there first), or the
+                # session is at its bound: a retry is answered even then
                 found = admissions.find(tx.conn, principal, session_id, request_id)
-                assert found is not None
-                return False, found
+                if found is not None:
+                    return False, found
+                assert not internal and got.open >= limit
+                raise Overloaded(f"session {session_id} already has {limit} open admissions",
+                                 limit=limit)
             if extra_unit is not None:
                 extra_unit(tx)
             # last: nothing after it in this unit can fail (the group still can)
-            if place(tx, session_id):
+            if placed():
                 scheduler.admitting(session_id, admission_id)
                 tx.event(session_id, "session.info", scheduler.view(session_id))
             # else another node of the fleet holds the session: it announces its queue
-            return True, row
+            return True, got.row
 
         fut = self._journal.submit(unit)
         # scheduled from a done-callback: runs even if this caller is cancelled

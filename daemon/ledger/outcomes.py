@@ -27,7 +27,11 @@ def start(tx: Tx, view: Scheduler, session_id: str, admission_id: str,
           epoch: int) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """queued → started, with its user message, ``message.start`` and
     ``session.info``; (row, session), or None if it was no longer queued."""
+    # the session's row is asked for first, so that it is answered with the
+    # transition's (one wait on PostgreSQL)
+    session_row = sessions.get_later(tx.conn, session_id)
     row = admissions.mark_started(tx.conn, admission_id, epoch, tx.now, sources(Event.START))
+    session = session_row()
     if row is None:
         # A retry of a start whose COMMIT answer was lost (store/pg.py) finds the row
         # started by this very owner: that start was stored, with its user message
@@ -35,10 +39,8 @@ def start(tx: Tx, view: Scheduler, session_id: str, admission_id: str,
         row = admissions.get(tx.conn, admission_id)
         if row is None or row["status"] != "started" or row["owner_epoch"] != epoch:
             return None
-        session = sessions.get(tx.conn, session_id)
         assert session is not None
         return row, session
-    session = sessions.get(tx.conn, session_id)
     assert session is not None  # admissions reference their session
     payload = orjson.loads(row["payload_json"])
     messages.append(tx.conn, session_id, [{**m, "admission_id": admission_id}
@@ -84,22 +86,24 @@ def settle(tx: Tx, view: Scheduler, session_id: str, admission_id: str, event: E
     if model is not None:
         extra = {"model": model, "cost_usd": turn_cost(prices, model, usage)}
     body = result_json(text, usage, error, extra, tool_calls)
+    # the session's sums are asked for first, so that they are answered with the
+    # transition's (one wait on PostgreSQL)
+    sums = sessions.usage_later(tx.conn, session_id) if model is not None else None
     if not admissions.finish(tx.conn, admission_id, outcome, body, tx.now, sources(event)):
         return False
     complete: dict[str, Any] = {"admission_id": admission_id, "outcome": outcome, "text": text,
                                 "usage": usage, **extra}
     if error:
         complete["error"] = error
+    now_sums = None
     if model is not None:
-        sessions.add_usage(tx.conn, session_id, model, usage, requests)
+        now_sums = sessions.add_usage(tx.conn, session_id, model, usage, requests, sums)
     tx.event(session_id, "message.complete", complete, admission_id)
     info: dict[str, Any] = dict(view.view(session_id))
     if info["running"] == admission_id:
         info["running"] = None  # its turn is ending: the slot is freed right after this
-    if model is not None:  # the totals changed: say so (only a turn that asked a model)
-        row = sessions.get(tx.conn, session_id)
-        if row is not None:
-            info["usage"] = totals(row["usage"], prices)
+    if now_sums is not None:  # the totals changed: say so (only a turn that asked a model)
+        info["usage"] = totals(now_sums, prices)
     tx.event(session_id, "session.info", info)
     return True
 

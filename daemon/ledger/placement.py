@@ -4,7 +4,8 @@ The core (the admission service, the turn runner, cron) is handed one `Placement
 and asks it, never "is there a fleet?":
 
 - ``place``: in the unit that admits a prompt, whether the session's turns run on
-  this owner (an admission placed elsewhere is only recorded here);
+  this owner (an admission placed elsewhere is only recorded here); asked before
+  the admission's insert is answered, told after;
 - ``journal_for``: the journal a turn of the session writes through;
 - ``stop_elsewhere``: stop the session's turn when another owner runs it;
 - ``shared``: whether other owners change the store too, unannounced.
@@ -41,7 +42,12 @@ class Placement(Protocol):
     @property
     def shared(self) -> bool: ...
 
-    def place(self, tx: Tx, session_id: str) -> bool: ...
+    def place(self, tx: Tx, session_id: str, admission_id: str) -> Callable[[], bool]:
+        """In the unit that admits ``admission_id``, right after its insert was sent
+        and before its answer is read: take what the session's turns need here, if
+        the admission was inserted. The function returned says, once the insert is
+        known to have happened, whether the turns run on this owner (the last thing
+        the unit asks: nothing after it may fail)."""
 
     def journal_for(self, session_id: str) -> Journal: ...
 
@@ -64,6 +70,10 @@ class Placement(Protocol):
     async def leave(self) -> None: ...
 
 
+def _here() -> bool:
+    return True
+
+
 class SingleOwner:
     """The owner alone on its store: every turn runs here, through the one journal."""
 
@@ -78,8 +88,8 @@ class SingleOwner:
         self._policy = policy
         self._deliver: Mapping[str, Recoverer] = {}
 
-    def place(self, tx: Tx, session_id: str) -> bool:
-        return True
+    def place(self, tx: Tx, session_id: str, admission_id: str) -> Callable[[], bool]:
+        return _here
 
     def journal_for(self, session_id: str) -> Journal:
         return self._journal

@@ -101,7 +101,8 @@ async def test_a_write_nobody_waited_for_that_fails_rolls_the_group_back(db, pau
     sends (with ``pause`` the failure has come back by then, and sending reads
     it): the units that ran are rolled back with it (the one that sent it gets
     its error, the others a transient refusal they may write again); the units
-    after them never ran, and commit in the next group."""
+    after them never ran, and commit in the next group. (Without the pause the
+    failure may come back as its own unit ends: then that unit fails alone.)"""
     await db.write(lambda c: new_session(c, "s"))
 
     def sends_a_duplicate(c: Any) -> None:
@@ -120,8 +121,65 @@ async def test_a_write_nobody_waited_for_that_fails_rolls_the_group_back(db, pau
                                                             note)),
                                    return_exceptions=True)
     assert isinstance(results[1], sqlite3.IntegrityError)
-    for k in (0, 2):
-        assert isinstance(results[k], StorageError) and results[k].transient, results[k]
     assert results[3] is None
+    if results[0] is None:
+        # the failure came back already as its own unit ended (sending its RELEASE):
+        # that unit was rolled back alone, the others committed
+        assert results[2] == 1, results
+        kept = 2
+    else:
+        for k in (0, 2):
+            assert isinstance(results[k], StorageError) and results[k].transient, results[k]
+        kept = 1
     stored = await db.read(lambda c: event_rows.since(c, "s", 0, 100))
-    assert [e["payload_json"] for e in stored] == ['{"t":"kept"}']
+    assert [e["payload_json"] for e in stored] == ['{"t":"kept"}'] * kept
+
+
+class Refused(Exception):
+    pass
+
+
+#: a guard that refuses, answering only after the statements sent after it
+SLOW_REFUSAL = "SELECT 1 / COUNT(*) FROM pg_sleep(0.2) WHERE random() < 0"
+
+
+def notes(c: Any) -> list[str]:
+    return [e["payload_json"] for e in event_rows.since(c, "s", 0, 100)]
+
+
+async def test_a_guard_that_refuses_fails_its_unit_with_the_refusal_and_writes_nothing(db):
+    """A guard (PgConn.guard, a fleet's fence) is not waited for: when the unit
+    waits for nothing, the refusal comes back only before COMMIT, and the group
+    is rolled back (the guarded unit gets its refusal, the others may be written
+    again); when the unit waits, it fails alone at that wait."""
+    await db.write(lambda c: new_session(c, "s"))
+
+    def guarded(c: Any) -> None:
+        c.guard(SLOW_REFUSAL, (), Refused)
+        event_rows.append_later(c, "s", "note", '{"t":"refused"}', None, 0)
+
+    def innocent(c: Any) -> None:
+        event_rows.append_later(c, "s", "note", '{"t":"innocent"}', None, 0)
+
+    results = await asyncio.gather(db.submit(guarded), db.submit(innocent),
+                                   return_exceptions=True)
+    assert isinstance(results[0], Refused), results
+    assert isinstance(results[1], StorageError) and results[1].transient, results
+    assert await db.read(notes) == []
+
+    def guarded_waits(c: Any) -> int:
+        c.guard(SLOW_REFUSAL, (), Refused)
+        event_rows.append_later(c, "s", "note", '{"t":"refused"}', None, 0)
+        return int(c.execute("SELECT 1").fetchone()[0])
+
+    results = await asyncio.gather(db.submit(guarded_waits), db.submit(innocent),
+                                   return_exceptions=True)
+    assert isinstance(results[0], Refused), results
+    assert not isinstance(results[1], BaseException), results
+    assert await db.read(notes) == ['{"t":"innocent"}']
+    # a guard that lets the unit through costs no wait of its own
+    before = db.trips.n
+    await db.write(lambda c: (c.guard("SELECT 1 / COUNT(*) FROM sessions", (), Refused),
+                              innocent(c)))
+    assert db.trips.n - before == 2  # the transaction id, then COMMIT
+    assert len(await db.read(notes)) == 2
