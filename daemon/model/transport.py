@@ -182,12 +182,15 @@ class H11Transport(httpx.AsyncBaseTransport):
                        trace: Trace | None, request: httpx.Request) -> Wire:
         info = {"host": origin[0], "port": origin[1], "local_address": None,
                 "timeout": timeout, "socket_options": None}
+        wire: Wire | None = None
         try:
             async with _traced(trace, "connection.connect_tcp", info) as done:
                 wire = await connect(origin, timeout)
                 done["return_value"] = wire
         except BaseException:
             self._pool.abandon()
+            if wire is not None:  # cancelled in the trace callback after connecting
+                wire.close()
             raise
         self._pool.opened(wire)
         return wire
