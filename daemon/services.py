@@ -69,6 +69,7 @@ from .ledger.scheduler import Scheduler
 from .mcp.manager import McpManager, mcp_handlers
 from .model.provider import Provider
 from .model.providers import Providers
+from .model.transport import model_client
 from .runtime.home import Home
 from .runtime.supervisor import Supervisor
 from .sessions.history import History, history_handlers
@@ -241,7 +242,7 @@ async def build_services(home: Home, config: Config, store: StoreConfig, *,
                           outage_seconds=store.outage_seconds)
         if feed:
             await feed.start()
-        async with httpx.AsyncClient() as http, asyncio.TaskGroup() as tasks:
+        async with model_client() as http, asyncio.TaskGroup() as tasks:
             supervisor = Supervisor(tasks)
             placement: Placement = FleetNode(
                 journal, scheduler, supervisor, node_id=instance_id, epoch=epoch,

@@ -133,13 +133,14 @@ async def _probe_streaming(base_url: str, api_key: str | None, model: str, confi
                            connect_timeout: float, timeout: float) -> StreamProbe:
     from .provider import OpenAIProvider, ProviderError
     from .stream_mode import StreamMemory
+    from .transport import model_client
 
     class _Small(OpenAIProvider):
         def request_body(self, **kwargs: Any) -> dict[str, Any]:
             return {**super().request_body(**kwargs), "max_tokens": 16}
 
     memory = StreamMemory()
-    async with httpx.AsyncClient() as http:
+    async with model_client() as http:  # the owner's client: its transport is probed too
         provider = _Small(http, name="probe", base_url=base_url, api_key=api_key,
                           stream="auto", stream_memory=memory, max_retries=0,
                           connect_timeout=connect_timeout, read_timeout=timeout,

@@ -1,0 +1,349 @@
+"""The model client's transport for plain ``http://`` endpoints: HTTP/1.1 on h11 over
+asyncio, under httpx's own API.
+
+Local model servers (vLLM, llama.cpp, Ollama, LM Studio) speak plain HTTP/1.1 on the same
+machine or network, and a turn's model request spent more of the owner's CPU in httpx's
+default transport (httpcore on anyio) than in everything tether does with the answer
+(docs/performance.md, "Round 7"). `H11Transport` is that transport made small: each
+request is h11's state machine fed from an asyncio protocol (wire.py), with httpcore's
+behaviour wherever httpx and errors.py can see it:
+
+- a pool of kept-alive connections per (host, port): a connection goes back to it only
+  when its response was read to the end (h11 ``start_next_cycle``), at most
+  ``max_keepalive`` idle ones for at most ``keepalive_expiry`` seconds, at most
+  ``max_connections`` open; a kept connection that the server closed while it was idle
+  is found before it is used, or, when the request's first write finds it closed, the
+  request is sent once more on a new connection (nothing of it went out);
+- the request's ``timeout`` extension (connect, read, write, pool) and its ``trace``
+  extension, with httpcore's event names (``connection.connect_tcp``,
+  ``http11.send_request_headers``, ... ``http11.response_closed``, each ``.started`` and
+  ``.complete`` or ``.failed``): request_clock.py listens to them;
+- httpx's exceptions, as httpx's default transport raises them (ConnectError with the
+  socket's error as its cause, RemoteProtocolError, ReadError, each timeout kind).
+
+`model_client` builds the owner's httpx client: this transport for ``http://`` unless a
+proxy variable of the environment applies to plain HTTP (then httpx's default transport
+and its proxy rules stay, as for every ``https://`` endpoint).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.request
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import h11
+import httpx
+
+from .wire import Wire, connect
+
+__all__ = ["H11Transport", "model_client"]
+
+Trace = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+
+def model_client() -> httpx.AsyncClient:
+    """The owner's client for model servers (the caller closes it)."""
+    proxies = urllib.request.getproxies()
+    if proxies.get("http") or proxies.get("all"):
+        return httpx.AsyncClient()
+    # a NO_PROXY host is mounted to httpx's default transport by httpx itself (a more
+    # specific pattern than "http://"), so it keeps that transport too
+    return httpx.AsyncClient(mounts={"http://": H11Transport()})
+
+
+class _NotSent(Exception):
+    """A kept connection turned out closed at the request's first write."""
+
+
+class _Pool:
+    """Open connections by origin: the idle ones, and how many there are in all."""
+
+    def __init__(self, max_connections: int, max_keepalive: int, expiry: float) -> None:
+        self.max_connections = max_connections
+        self.max_keepalive = max_keepalive
+        self.expiry = expiry
+        self.idle: dict[tuple[str, int], list[Wire]] = {}
+        self.open: set[Wire] = set()
+        self.reserved = 0  # connections being opened
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self, origin: tuple[str, int], timeout: float | None, *,
+                      reuse: bool = True) -> Wire | None:
+        """An idle connection to ``origin`` (unless not ``reuse``), or None: the caller may
+        open one (and must call `opened` or `abandon`). httpx.PoolTimeout when none frees
+        up in time."""
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            kept = self.idle.get(origin) if reuse else None
+            while kept:
+                wire = kept.pop()  # the most recently used
+                if now - wire.idle_since <= self.expiry and wire.usable():
+                    return wire
+                wire.close()
+            if len(self.open) + self.reserved < self.max_connections:
+                self.reserved += 1
+                return None
+            oldest = min((w for ws in self.idle.values() for w in ws),
+                         key=lambda w: w.idle_since, default=None)
+            if oldest is not None:
+                self.idle[oldest.origin].remove(oldest)
+                oldest.close()
+                continue
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                async with asyncio.timeout(timeout):
+                    await waiter
+            except BaseException as exc:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+                elif waiter.done() and not waiter.cancelled():
+                    self._wake()  # woken as it gave up: the next waiter's turn
+                if isinstance(exc, TimeoutError):
+                    raise httpx.PoolTimeout(f"no connection of the {self.max_connections} "
+                                            f"freed up in {timeout:g} s") from None
+                raise
+
+    def opened(self, wire: Wire) -> None:
+        self.reserved -= 1
+        self.open.add(wire)
+        wire._on_close = self._closed
+
+    def abandon(self) -> None:
+        """The connection `acquire` allowed was not opened."""
+        self.reserved -= 1
+        self._wake()
+
+    def release(self, wire: Wire) -> None:
+        """A response ended whole: keep its connection idle, or close it past the limit."""
+        if not wire.closed and sum(map(len, self.idle.values())) < self.max_keepalive:
+            wire.idle_since = asyncio.get_running_loop().time()
+            self.idle.setdefault(wire.origin, []).append(wire)
+            self._wake()
+        else:
+            wire.close()
+
+    def _closed(self, wire: Wire) -> None:
+        self.open.discard(wire)
+        kept = self.idle.get(wire.origin)
+        if kept and wire in kept:
+            kept.remove(wire)
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def close_all(self) -> None:
+        for wire in list(self.open):
+            wire.close()
+        self.idle.clear()
+
+
+class H11Transport(httpx.AsyncBaseTransport):
+    """HTTP/1.1 for ``http://`` URLs; see the module docstring. The limits default to
+    httpx's (100 connections, 20 kept alive for 5 s)."""
+
+    def __init__(self, *, max_connections: int = 100, max_keepalive: int = 20,
+                 keepalive_expiry: float = 5.0) -> None:
+        self._pool = _Pool(max_connections, max_keepalive, keepalive_expiry)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        if url.scheme != "http":
+            raise httpx.UnsupportedProtocol(f"this transport speaks plain http, not {url.scheme!r}")
+        timeouts = request.extensions.get("timeout", {})
+        trace: Trace | None = request.extensions.get("trace")
+        origin = (url.host, url.port or 80)
+        reuse = True
+        while True:
+            wire = await self._pool.acquire(origin, timeouts.get("pool"), reuse=reuse)
+            reused = wire is not None
+            if wire is None:
+                wire = await self._connect(origin, timeouts.get("connect"), trace, request)
+            try:
+                return await self._exchange(wire, request, timeouts, trace, reused)
+            except _NotSent:
+                wire.close()  # sent once more, on a new connection
+                reuse = False
+                continue
+            except BaseException:
+                wire.close()
+                raise
+
+    async def _connect(self, origin: tuple[str, int], timeout: float | None,
+                       trace: Trace | None, request: httpx.Request) -> Wire:
+        info = {"host": origin[0], "port": origin[1], "local_address": None,
+                "timeout": timeout, "socket_options": None}
+        wire: Wire | None = None
+        try:
+            async with _traced(trace, "connection.connect_tcp", info) as done:
+                wire = await connect(origin, timeout)
+                done["return_value"] = wire
+        except BaseException:
+            self._pool.abandon()
+            if wire is not None:  # cancelled in the trace callback after connecting
+                wire.close()
+            raise
+        self._pool.opened(wire)
+        return wire
+
+    async def _exchange(self, wire: Wire, request: httpx.Request, timeouts: dict[str, Any],
+                        trace: Trace | None, reused: bool) -> httpx.Response:
+        info = {"request": request}
+        conn = wire.h11
+        write_timeout = timeouts.get("write")
+        async with _traced(trace, "http11.send_request_headers", info):
+            try:
+                head = conn.send(h11.Request(method=request.method, target=request.url.raw_path,
+                                             headers=request.headers.raw))
+            except h11.LocalProtocolError as exc:
+                raise httpx.LocalProtocolError(str(exc)) from None
+        # a small request goes out in one write with its body; a write that finds the
+        # connection closed is not an error yet: the server may have answered (httpcore)
+        out = bytearray(head or b"")
+        first = True
+        async with _traced(trace, "http11.send_request_body", info):
+            stream = request.stream
+            assert isinstance(stream, httpx.AsyncByteStream)
+            async for chunk in stream:
+                out += conn.send(h11.Data(data=chunk)) or b""
+                if len(out) >= 64 * 1024:
+                    first = await self._write(wire, out, write_timeout, reused and first)
+                    out = bytearray()
+            out += conn.send(h11.EndOfMessage()) or b""
+            await self._write(wire, out, write_timeout, reused and first)
+        read_timeout = timeouts.get("read")
+        async with _traced(trace, "http11.receive_response_headers", info) as done:
+            while True:
+                event = await _next_event(wire, read_timeout)
+                if isinstance(event, h11.Response):
+                    break
+                if not isinstance(event, h11.InformationalResponse):
+                    raise httpx.RemoteProtocolError(
+                        f"unexpected {type(event).__name__} before the response")
+            done["return_value"] = (b"HTTP/" + event.http_version, event.status_code,
+                                    event.reason, event.headers.raw_items())
+        return httpx.Response(
+            event.status_code, headers=event.headers.raw_items(),
+            stream=_Body(self._pool, wire, request, read_timeout, trace),
+            extensions={"http_version": b"HTTP/" + event.http_version,
+                        "reason_phrase": event.reason},
+        )
+
+    @staticmethod
+    async def _write(wire: Wire, data: bytearray, timeout: float | None, first: bool) -> bool:
+        """Write ``data``; _NotSent if it was the reused connection's first write and the
+        connection was closed. False once a write went out (none after it is first)."""
+        if data and not wire.write(bytes(data)) and first:
+            raise _NotSent
+        await wire.drain(timeout)
+        return False
+
+    async def aclose(self) -> None:
+        self._pool.close_all()
+
+
+async def _next_event(wire: Wire, read_timeout: float | None) -> Any:
+    """h11's next event of the response, reading as it needs; httpx's exceptions."""
+    conn = wire.h11
+    while True:
+        try:
+            event = conn.next_event()
+        except h11.RemoteProtocolError as exc:
+            raise httpx.RemoteProtocolError(str(exc)) from None
+        if event is not h11.NEED_DATA:
+            if event is h11.PAUSED or isinstance(event, h11.ConnectionClosed):
+                raise httpx.RemoteProtocolError("the server closed the connection mid-response")
+            return event
+        data = await wire.read(read_timeout)
+        if not data and conn.their_state is h11.SEND_RESPONSE:
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+        try:
+            conn.receive_data(data)
+        except RuntimeError:  # receive_data after the end of the connection
+            raise httpx.RemoteProtocolError(
+                "the server closed the connection mid-response") from None
+
+
+class _Body(httpx.AsyncByteStream):
+    """A response's body as it arrives. Read to its end and closed, its connection goes back
+    to the pool; closed before (or failed, or cancelled), its connection is closed."""
+
+    def __init__(self, pool: _Pool, wire: Wire, request: httpx.Request,
+                 read_timeout: float | None, trace: Trace | None) -> None:
+        self._pool = pool
+        self._wire = wire
+        self._request = request
+        self._read_timeout = read_timeout
+        self._trace = trace
+        self._closed = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._closed:
+            raise httpx.StreamClosed()
+        try:
+            async with _traced(self._trace, "http11.receive_response_body",
+                               {"request": self._request}):
+                while True:
+                    event = await _next_event(self._wire, self._read_timeout)
+                    if isinstance(event, h11.Data):
+                        yield bytes(event.data)
+                    elif isinstance(event, h11.EndOfMessage):
+                        break
+        except BaseException:
+            self._close(keep=False)  # no await: this may be a cancellation
+            raise
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        conn = self._wire.h11
+        done = conn.our_state is h11.DONE and conn.their_state is h11.DONE
+        async with _traced(self._trace, "http11.response_closed", {"request": self._request}):
+            self._close(keep=done)
+
+    def _close(self, *, keep: bool) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        wire = self._wire
+        if keep and not wire.closed:
+            wire.h11.start_next_cycle()
+            if not wire.h11.trailing_data[0]:  # nothing the server sent past the response
+                self._pool.release(wire)
+                return
+        wire.close()
+
+
+class _traced:
+    """httpcore's `Trace`: ``name.started`` before the step, then ``name.complete`` (with
+    ``return_value`` if the step set one in the dict it is given) or ``name.failed``."""
+
+    __slots__ = ("_trace", "_name", "_info", "_out")
+
+    def __init__(self, trace: Trace | None, name: str, info: dict[str, Any]) -> None:
+        self._trace = trace
+        self._name = name
+        self._info = info
+        self._out: dict[str, Any] = {"return_value": None}
+
+    async def __aenter__(self) -> dict[str, Any]:
+        if self._trace is not None:
+            await self._trace(self._name + ".started", self._info)
+        return self._out
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self._trace is None:
+            return
+        if exc is None:
+            await self._trace(self._name + ".complete", self._out)
+        elif not isinstance(exc, asyncio.CancelledError | GeneratorExit):
+            await self._trace(self._name + ".failed", {"exception": exc})
