@@ -282,7 +282,8 @@ def parse_chat_request(body: bytes, models: tuple[str, ...], max_text_chars: int
     except ValidationError as exc:
         raise refusal_of(exc) from None
     if parsed.model not in models:
-        raise ApiError(400, f"unknown model {parsed.model!r}; this endpoint serves "
+        # 404, as OpenAI answers a model it does not serve (openai.NotFoundError)
+        raise ApiError(404, f"unknown model {parsed.model!r}; this endpoint serves "
                        f"{', '.join(models)}", code="model_not_found")
     client_tools, extras = _tools(parsed, reserved)
     history = _history(parsed)

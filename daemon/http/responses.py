@@ -83,7 +83,8 @@ def parse_responses_request(body: bytes, models: tuple[str, ...],
         raise ApiError(400, message, code="invalid_messages" if field == "input"
                        else "invalid_type") from None
     if parsed.model not in models:
-        raise ApiError(400, f"unknown model {parsed.model!r}; this endpoint serves "
+        # 404, as OpenAI answers a model it does not serve (openai.NotFoundError)
+        raise ApiError(404, f"unknown model {parsed.model!r}; this endpoint serves "
                        f"{', '.join(models)}", code="model_not_found")
     items = [InputMessage(role="user", content=parsed.input)] \
         if isinstance(parsed.input, str) else parsed.input

@@ -207,9 +207,11 @@ async def test_refusals_use_openais_error_envelope(served):
             model="tether", messages=[{"role": "user", "content": "x"}],
             functions=[{"name": "f", "parameters": {}}])
     assert "send `tools`" in exc.value.body["message"]
-    with pytest.raises(openai.BadRequestError):
+    # a model not served: 404 model_not_found, as OpenAI answers it
+    with pytest.raises(openai.NotFoundError) as exc:
         await api.chat.completions.create(model="gpt-none",
                                           messages=[{"role": "user", "content": "x"}])
+    assert exc.value.body["code"] == "model_not_found"
     with pytest.raises(openai.InternalServerError) as exc:
         await api.chat.completions.create(model="tether",
                                           messages=[{"role": "user", "content": "FAIL"}])

@@ -87,6 +87,9 @@ async def test_responses_created_continued_streamed_and_retrieved(served):
             await api.responses.create(model="tether", input="x", tools=[
                 {"type": "function", "name": "f", "parameters": {}}])
         assert "/v1/chat/completions" in exc.value.body["message"]
+        with pytest.raises(openai.NotFoundError) as exc:  # a model not served, as OpenAI
+            await api.responses.create(model="gpt-none", input="x")
+        assert exc.value.body["code"] == "model_not_found"
 
 
 async def test_a_background_response_is_cancelled_or_fetched_after_a_restart(served):
