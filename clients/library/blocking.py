@@ -32,7 +32,7 @@ from . import routing
 from .client import TetherClient
 from .discovery import live_descriptor
 from .nodes import MAX_FRAME_BYTES
-from .routing import CLOSE_TOO_BIG, ConnectionLost, Router, too_big
+from .routing import ConnectionLost, Router, send_failure
 
 __all__ = ["BlockingClient", "BlockingConnection", "run_sync"]
 
@@ -259,11 +259,7 @@ class BlockingConnection(Router):
                     raise TimeoutError(f"no reply to {method} within {timeout:g} s")
         except (OSError, ConnectionLost) as exc:
             self._lost()
-            if self.ws.close_code == CLOSE_TOO_BIG:
-                raise too_big(frame) from None
-            if isinstance(exc, ConnectionLost):
-                raise
-            raise ConnectionLost(f"connection to the owner closed: {exc}") from None
+            raise send_failure(exc, self.ws.close_code, frame) from None
         finally:
             self._waiting.discard(rid)
         return reply_result(self._replies.pop(rid))

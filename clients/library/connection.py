@@ -22,7 +22,7 @@ from tether.rpc.framing import decode_reply, encode_request
 from tether.rpc.protocol import PROTOCOL
 
 from . import routing
-from .routing import CLOSE_TOO_BIG, MAX_BUFFERED_EVENTS, ConnectionLost, Router, too_big
+from .routing import MAX_BUFFERED_EVENTS, ConnectionLost, Router, send_failure
 
 __all__ = ["Connection", "ConnectionLost", "Inbox", "MAX_BUFFERED_EVENTS",
            "ProtocolMismatchWarning", "warn_on_other_protocol"]
@@ -135,11 +135,7 @@ class Connection(Router):
             await self.ws.send(frame, text=True)
             reply = await (fut if timeout is None else asyncio.wait_for(fut, timeout))
         except (WebSocketException, OSError, ConnectionLost) as exc:
-            if self.ws.close_code == CLOSE_TOO_BIG:
-                raise too_big(frame) from None
-            if isinstance(exc, ConnectionLost):
-                raise
-            raise ConnectionLost(f"connection to the owner closed: {exc}") from None
+            raise send_failure(exc, self.ws.close_code, frame) from None
         finally:
             self._pending.pop(rid, None)
         return decode_reply(reply)

@@ -22,7 +22,7 @@ from tether.rpc.errors import InvalidParams
 from tether.rpc.protocol import EVENT_METHOD
 
 __all__ = ["CLOSE_TOO_BIG", "ConnectionLost", "Inbox", "MAX_BUFFERED_EVENTS", "Router",
-           "too_big"]
+           "send_failure", "too_big"]
 
 #: the close code of a peer that refused a frame as too big (RFC 6455 §7.4.1)
 CLOSE_TOO_BIG = 1009
@@ -38,6 +38,18 @@ MAX_BACKLOG_SESSIONS = 64
 
 class ConnectionLost(ConnectionError):
     """The connection to the owner closed (owner restarted or stopped, socket dropped)."""
+
+
+def send_failure(exc: BaseException, close_code: int | None,
+                 frame: str | bytes) -> Exception:
+    """What a request whose connection failed under it raises: ``too_big`` when the
+    owner closed on the frame itself (1009: sending it again cannot help), else
+    ``ConnectionLost``, which a caller may answer by resubmitting."""
+    if close_code == CLOSE_TOO_BIG:
+        return too_big(frame)
+    if isinstance(exc, ConnectionLost):
+        return exc
+    return ConnectionLost(f"connection to the owner closed: {exc}")
 
 
 def too_big(frame: str | bytes) -> InvalidParams:
