@@ -44,15 +44,15 @@ TARGETS: list[tuple[str, str, float]] = [
 SIZES: dict[str, dict[str, int]] = {
     "quick": dict(ping=200, ping_block=50, submit=60, retry=60, adm_clients=8, adm_each=10,
                   adm_rounds=2, turn_sessions=8, turn_each=3, viewers=4, events=120,
-                  oneshot=1, floor=2, long_turns=100,
+                  oneshot=1, floor=2, long_turns=100, fanout_runs=2,
                   http_sessions=4, http_each=3),
     "default": dict(ping=4000, ping_block=250, submit=1500, retry=1500, adm_clients=64,
                     adm_each=45, adm_rounds=3, turn_sessions=64, turn_each=16, viewers=100,
-                    events=2000, oneshot=8, floor=8, long_turns=1000,
+                    events=2000, oneshot=8, floor=8, long_turns=1000, fanout_runs=5,
                     http_sessions=16, http_each=25),
     "long": dict(ping=20000, ping_block=500, submit=6000, retry=6000, adm_clients=64,
                  adm_each=240, adm_rounds=6, turn_sessions=64, turn_each=60, viewers=100,
-                 events=10000, oneshot=25, floor=25, long_turns=5000,
+                 events=10000, oneshot=25, floor=25, long_turns=5000, fanout_runs=11,
                  http_sessions=16, http_each=45),
 }
 
@@ -148,7 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phases", metavar="LIST",
                         help="run only these phases (comma-separated; for profiling): ping, "
                              "submit, admissions, turns, fanout, http_turns, oneshot; "
-                             "long_session on request only; with --store: submit, admissions, turns, cross")
+                             "long_session and oneshot_fanout on request only; with --store: "
+                             "submit, admissions, turns, cross")
+    parser.add_argument("--hermes", metavar="PATH",
+                        help="with the oneshot_fanout phase: also time hermes-agent's "
+                             "`PATH -z` on the same fan-out prompt against the same model "
+                             "server, runs alternating")
     parser.add_argument("--serve-owner", metavar="HOME", help=argparse.SUPPRESS)
     parser.add_argument("--serve-echo", metavar="SOCK", help=argparse.SUPPRESS)
     parser.add_argument("--serve-model", metavar="PORTFILE", help=argparse.SUPPRESS)
@@ -169,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(tempfile.mkdtemp(prefix="tether-bench-") if temp else args.home).absolute()
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     procs = Processes(home)
-    bench = Bench(procs, SIZES[mode])
+    bench = Bench(procs, SIZES[mode], args.hermes)
     t0 = time.monotonic()
     try:
         try:

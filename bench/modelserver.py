@@ -27,6 +27,15 @@ __all__ = ["ANSWER", "serve_model", "serve_model_process"]
 ANSWER = "ok, the bench model answers at once"
 #: the context length ``GET /v1/models`` reports
 CONTEXT_LENGTH = 32768
+#: a prompt that starts with this fans out: the model's first answer delegates
+#: `FANOUT_TASKS` tasks (``delegate_task``), its answer after their results is
+#: `FANNED_OUT`; the helpers' own prompts get `ANSWER`
+FANOUT = "fan out:"
+FANOUT_TASKS = 3
+FANNED_OUT = "fanned out: the helpers answered"
+#: what the server has answered so far, by kind (``GET /v1/bench/counts``): a
+#: comparison checks that a fan-out really delegated and its helpers asked
+COUNTS = {"answers": 0, "delegations": 0, "fanned_out": 0}
 
 
 def _chunked(data: bytes) -> bytes:
@@ -52,14 +61,44 @@ def _head(status: str, ctype: str, length: int | None) -> bytes:
             + b"\r\n" + size + b"Connection: keep-alive\r\n\r\n")
 
 
+def _text(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(str(p.get("text") or "") for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
+def _reply(request: dict) -> str | dict:
+    """What the model says: a text, or (a dict) the ``delegate_task`` call's arguments."""
+    messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
+    first = next((_text(m) for m in messages if m.get("role") == "user"), "")
+    tools = {(t.get("function") or {}).get("name") for t in request.get("tools") or []
+             if isinstance(t, dict)}
+    if FANOUT not in first.lower() or "delegate_task" not in tools:
+        COUNTS["answers"] += 1
+        return ANSWER
+    if any(m.get("role") == "tool" for m in messages):
+        COUNTS["fanned_out"] += 1
+        return FANNED_OUT
+    COUNTS["delegations"] += 1
+    return {"tasks": [{"goal": f"part {i + 1} of {FANOUT_TASKS}: answer in one line"}
+                      for i in range(FANOUT_TASKS)]}
+
+
 async def _answer(request: dict, writer: asyncio.StreamWriter) -> None:
     model = str(request.get("model") or "bench-model")
     usage = _usage(request)
+    reply = _reply(request)
+    call = None if isinstance(reply, str) else {
+        "id": "call_bench", "type": "function",
+        "function": {"name": "delegate_task", "arguments": orjson.dumps(reply).decode()}}
+    finish = "stop" if call is None else "tool_calls"
     if not request.get("stream"):
+        message: dict = ({"role": "assistant", "content": reply} if call is None
+                         else {"role": "assistant", "content": None, "tool_calls": [call]})
         body = orjson.dumps({
             "id": "chatcmpl-bench", "object": "chat.completion", "model": model,
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": ANSWER}}],
+            "choices": [{"index": 0, "finish_reason": finish, "message": message}],
             "usage": usage})
         writer.write(_head("200 OK", "application/json", len(body)) + body)
         return
@@ -71,11 +110,13 @@ async def _answer(request: dict, writer: asyncio.StreamWriter) -> None:
 
     writer.write(_head("200 OK", "text/event-stream", None)
                  + chunk({"role": "assistant", "content": ""}))
-    words = ANSWER.split(" ")
-    for i, word in enumerate(words):
-        await asyncio.sleep(0)  # one write per token, as a server that generates them
-        writer.write(chunk({"content": word if i == 0 else " " + word}))
-    tail = chunk({}, "stop")
+    if call is not None:
+        writer.write(chunk({"tool_calls": [{"index": 0, **call}]}))
+    else:
+        for i, word in enumerate(str(reply).split(" ")):
+            await asyncio.sleep(0)  # one write per token, as a server that generates them
+            writer.write(chunk({"content": word if i == 0 else " " + word}))
+    tail = chunk({}, finish)
     if (request.get("stream_options") or {}).get("include_usage"):
         tail += _event({**base, "choices": [], "usage": usage})
     writer.write(tail + _chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n")
@@ -95,6 +136,9 @@ async def _connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
             body = await reader.readexactly(length) if length else b""
             if method == "POST" and path.endswith("/chat/completions"):
                 await _answer(orjson.loads(body), writer)
+            elif method == "GET" and path.endswith("/bench/counts"):
+                counts = orjson.dumps(COUNTS)
+                writer.write(_head("200 OK", "application/json", len(counts)) + counts)
             elif method == "GET" and path.endswith("/models"):
                 listed = orjson.dumps({"object": "list", "data": [
                     {"id": "bench-model", "object": "model", "owned_by": "bench",

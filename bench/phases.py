@@ -37,8 +37,11 @@ async def _ping(conn: Conn, _i: int) -> Any:
 class Bench:
     """The phases, run against ``procs`` (its owner already started) with ``sizes``."""
 
-    def __init__(self, procs: Processes, sizes: dict[str, int]) -> None:
+    def __init__(self, procs: Processes, sizes: dict[str, int],
+                 hermes: str | None = None) -> None:
         self.procs = procs
+        #: hermes-agent's ``hermes`` to compare the one-shot fan-out with (--hermes)
+        self.hermes = hermes
         self.home = procs.home
         self.sock = procs.sock
         self.echo_sock = procs.echo_sock
@@ -346,6 +349,11 @@ class Bench:
 
             progress(f"long session: {self.n['long_turns']} turns in one session")
             self.out["long_session"] = await long_session(self, self.n["long_turns"])
+        if phases is not None and "oneshot_fanout" in phases:  # on request: hermes is slow
+            from .versus import oneshot_fanout
+
+            self.out["oneshot_fanout"] = await oneshot_fanout(self, self.n["fanout_runs"],
+                                                              self.hermes)
         await self.admin.close()
         if phases is None or "oneshot" in phases:
             self.oneshot()
