@@ -27,6 +27,11 @@ bounds it, so the ratio holds on a noisy machine:
   ``python -c pass``;
 - ``owner_rss_mib``: VmRSS of the owner after the run.
 
+On request only: ``long_session`` (one session over many turns, longsession.py)
+and ``oneshot_fanout`` (a one-shot whose prompt fans out to helpers, against
+the model server; with ``--hermes PATH`` hermes-agent's ``-z`` on the same
+prompt, alternating: versus.py).
+
 With ``--json`` the last line of stdout is one JSON object; otherwise a table
 with the targets. Progress goes to stderr. docs/performance.md records runs.
 
