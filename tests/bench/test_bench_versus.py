@@ -95,13 +95,18 @@ AGENT = textwrap.dedent("""\
     """)
 
 
-def test_the_comparison_times_both_alternating_and_reports_the_ratio(tmp_path):
+def _launcher(tmp_path, env=""):
+    """A `hermes` stand-in: AGENT run by this interpreter, with ``env`` set."""
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
     launcher = tmp_path / "hermes"
-    launcher.write_text(f"#!/bin/sh\nexec {sys.executable} {agent} \"$@\"\n")
+    launcher.write_text(f"#!/bin/sh\n{env} exec {sys.executable} {agent} \"$@\"\n")
     launcher.chmod(0o755)
-    _, proc = _bench(tmp_path, "--hermes", str(launcher))
+    return launcher
+
+
+def test_the_comparison_times_both_alternating_and_reports_the_ratio(tmp_path):
+    _, proc = _bench(tmp_path, "--hermes", str(_launcher(tmp_path)))
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     data = orjson.loads(proc.stdout.decode().strip().splitlines()[-1])["oneshot_fanout"]
     assert data["hermes_ms"]["p50"] > 0 and data["tether_ms"]["p50"] > 0
@@ -111,11 +116,7 @@ def test_the_comparison_times_both_alternating_and_reports_the_ratio(tmp_path):
 
 
 def test_a_run_that_does_not_fan_out_is_not_a_figure(tmp_path):
-    agent = tmp_path / "agent.py"
-    agent.write_text(AGENT)
-    launcher = tmp_path / "hermes"
-    launcher.write_text(f"#!/bin/sh\nSKIP_FANOUT=1 exec {sys.executable} {agent} \"$@\"\n")
-    launcher.chmod(0o755)
+    launcher = _launcher(tmp_path, "SKIP_FANOUT=1")
     _, proc = _bench(tmp_path, "--hermes", str(launcher))
     assert proc.returncode == 1
     assert "did not fan out as asked" in proc.stderr.decode()
