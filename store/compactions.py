@@ -16,7 +16,7 @@ import orjson
 from .conn import Conn
 from .messages import MESSAGE_COLUMNS, message_of
 
-__all__ = ["insert", "latest", "current", "list_for", "COLUMNS"]
+__all__ = ["insert", "latest", "current", "since", "list_for", "COLUMNS"]
 
 COLUMNS = ("compaction_id", "session_id", "first_index", "end_index", "summary", "model",
            "tokens_before", "tokens_after", "kind", "focus", "usage_json", "created_at")
@@ -43,26 +43,44 @@ def latest(conn: Conn, session_id: str) -> dict[str, Any] | None:
     return None if row is None else _row(row)
 
 
-_LATEST_END = ("SELECT end_index FROM compactions WHERE session_id = ? "
-               "ORDER BY end_index DESC, created_at DESC LIMIT 1")
+_LATEST = ("SELECT {} FROM compactions WHERE session_id = ? "
+           "ORDER BY end_index DESC, created_at DESC LIMIT 1")
 
 
-def current(conn: Conn, session_id: str) -> tuple[list[dict[str, Any]], str | None]:
+def current(conn: Conn, session_id: str) -> tuple[list[dict[str, Any]], str | None, str | None]:
     """What a turn reads of its transcript, in one statement (one snapshot): the
-    messages from the latest compaction's ``end_index`` on, with ``index``, and that
-    compaction's summary (None: never compacted). The summary comes as a first
-    row of its own, the messages after it."""
+    messages from the latest compaction's ``end_index`` on, with ``index``, that
+    compaction's summary and its id (None, None: never compacted). The summary
+    comes as a first row of its own, the messages after it."""
     columns = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS[1:])
     nulls = ", ".join(f"NULL AS {c}" for c in MESSAGE_COLUMNS[1:])
     rows = conn.execute(
-        f"SELECT 0 AS part, c.end_index AS idx, c.summary, {nulls} FROM ("
-        f"SELECT end_index, summary FROM compactions WHERE session_id = ? "
-        f"ORDER BY end_index DESC, created_at DESC LIMIT 1) c "
-        f"UNION ALL SELECT 1 AS part, m.idx, NULL AS summary, {columns} FROM messages m "
-        f"WHERE m.session_id = ? AND m.idx >= COALESCE(({_LATEST_END}), 0) "
+        f"SELECT 0 AS part, c.end_index AS idx, c.summary, c.compaction_id AS mark, {nulls} "
+        f"FROM ({_LATEST.format('end_index, summary, compaction_id')}) c "
+        f"UNION ALL SELECT 1 AS part, m.idx, NULL AS summary, NULL AS mark, {columns} "
+        f"FROM messages m WHERE m.session_id = ? "
+        f"AND m.idx >= COALESCE(({_LATEST.format('end_index')}), 0) "
         f"ORDER BY part, idx", (session_id, session_id, session_id)).fetchall()
-    summary = rows[0]["summary"] if rows and rows[0]["part"] == 0 else None
-    return [message_of(r, True) for r in rows if r["part"] == 1], summary
+    compacted = bool(rows) and rows[0]["part"] == 0
+    return ([message_of(r, True) for r in rows if r["part"] == 1],
+            rows[0]["summary"] if compacted else None, rows[0]["mark"] if compacted else None)
+
+
+def since(conn: Conn, session_id: str, index: int,
+          most: int) -> tuple[str | None, list[dict[str, Any]]] | None:
+    """What a transcript gained from position ``index`` on, in one statement: (the
+    latest compaction's id, None if none; the messages from ``index`` on, with
+    ``index``). None if there are more than ``most`` of them."""
+    columns = ", ".join(f"m.{c}" for c in MESSAGE_COLUMNS[1:])
+    nulls = ", ".join(f"NULL AS {c}" for c in MESSAGE_COLUMNS[1:])
+    rows = conn.execute(
+        f"SELECT 0 AS part, 0 AS idx, ({_LATEST.format('compaction_id')}) AS mark, {nulls} "
+        f"UNION ALL SELECT * FROM (SELECT 1 AS part, m.idx, NULL AS mark, {columns} "
+        f"FROM messages m WHERE m.session_id = ? AND m.idx >= ? ORDER BY m.idx LIMIT ?) t "
+        f"ORDER BY part, idx", (session_id, session_id, index, most + 1)).fetchall()
+    if len(rows) > most + 1:
+        return None
+    return rows[0]["mark"], [message_of(r, True) for r in rows[1:]]
 
 
 def list_for(conn: Conn, session_id: str) -> list[dict[str, Any]]:

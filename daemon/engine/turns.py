@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from tether.store import StorageError, compactions
+from tether.store import StorageError
 
 from ..config.core import Config
 from ..config.turn import ResolveError, resolve_turn
@@ -34,6 +34,7 @@ from ..runtime.supervisor import Supervisor
 from .agent import AgentResult
 from .compaction import CompactionFailed, Compactor, Target
 from .core import AgentRun, Engine
+from .recall import Recall
 from .sink import EventSink
 from .transcript import client_request, turn_messages
 
@@ -75,6 +76,7 @@ class TurnRunner:
         self._epoch = epoch
         self.prices = Prices(config.model.prices)
         self.compactor = Compactor(journal)
+        self.recall = Recall(journal.db)
         self.running: dict[str, _Running] = {}  # by session_id
 
     # -- scheduling -------------------------------------------------------
@@ -272,14 +274,12 @@ class TurnRunner:
         # (those run on the event loop). Reads keep working while writes fail; a store
         # that blinks (a restart, a lost connection) is ridden out, up to
         # store.outage_seconds.
-        def read(c: Any) -> tuple[list[dict[str, Any]], str | None]:
-            # a turn reads from its latest compaction on: its cost does not grow with
-            # the session's age (docs/long-sessions.md); one statement
-            return compactions.current(c, sid)
-
+        # a turn reads from its latest compaction on, so its cost does not grow with
+        # the session's age (docs/long-sessions.md), and only what was added since the
+        # session's last turn when that one's is still kept (recall.py); one statement
         try:
             history, summary = await ride_out(
-                self._journal, lambda: self._journal.db.read(read, single=True),
+                self._journal, lambda: self.recall.transcript(sid),
                 f"read the transcript of {sid}", give_up=lambda: self._supervisor.draining)
         except StorageError as exc:
             # started but cannot see its transcript: end it failed rather than leave it
