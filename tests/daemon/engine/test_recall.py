@@ -132,3 +132,16 @@ async def test_much_added_or_nothing_kept_reads_the_whole(db, calls, monkeypatch
     calls.clear()
     await recall.transcript(SID)
     assert calls == ["current"]
+
+
+async def test_what_it_keeps_is_bounded_by_its_text_too(db, calls):
+    await new_session(db)
+    recall = Recall(db, chars=10)
+    await say(db, "12345", "67890")
+    await recall.transcript(SID)
+    await say(db, "x")  # 11 characters now: more than it may keep
+    rows, _ = await recall.transcript(SID)
+    assert texts(rows) == ["12345", "67890", "x"]
+    calls.clear()
+    rows, _ = await recall.transcript(SID)
+    assert texts(rows) == ["12345", "67890", "x"] and calls == ["current"]
