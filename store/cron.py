@@ -100,16 +100,14 @@ def update_job(conn: Conn, job_id: str, changes: dict[str, Any]) -> None:
                  (*(values[c] for c in cols), job_id))
 
 
-def set_next_run(conn: Conn, job_id: str, next_run_at: float | None,
-                 expected: float | None) -> bool:
-    """Advance ``next_run_at`` only if it still is ``expected`` (a concurrent update
-    of the job wins); True if it was advanced."""
-    if expected is None:
-        cur = conn.execute("UPDATE cron_jobs SET next_run_at = ? WHERE job_id = ? "
-                           "AND next_run_at IS NULL", (next_run_at, job_id))
-    else:
-        cur = conn.execute("UPDATE cron_jobs SET next_run_at = ? WHERE job_id = ? "
-                           "AND next_run_at = ?", (next_run_at, job_id, expected))
+def set_next_run(conn: Conn, job_id: str, next_run_at: float | None, *, expected: float,
+                 updated_at: float) -> bool:
+    """Advance ``next_run_at`` only if the job is still as it was read: enabled, its
+    next time still ``expected`` and ``updated_at`` unchanged (a pause, an edit or a
+    removal that committed meanwhile wins); True if it was advanced."""
+    cur = conn.execute("UPDATE cron_jobs SET next_run_at = ? WHERE job_id = ? AND enabled = 1 "
+                       "AND next_run_at = ? AND updated_at = ?",
+                       (next_run_at, job_id, expected, updated_at))
     return cur.rowcount == 1
 
 

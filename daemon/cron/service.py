@@ -10,6 +10,12 @@ run admitted, and recovery treats its admission like any other (a started one
 becomes ``unknown`` and is never re-run). The run row is unique on (job,
 scheduled_for), so no restart or race can make a second run for one time.
 
+A fire acts on the job as it read it, before its transaction: the job's next time
+advances only if the job is still that (enabled, not edited since), else the
+whole transaction is rolled back and the job is looked at again. So once a pause
+has committed, no fire of the job as it was before commits after it, and the job
+an edit made is the one that fires.
+
 The loop wakes at the earliest ``next_run_at`` of the enabled jobs, or when a
 job changes (``wake``), or when a run ends (a ``queue`` job may be waiting
 for it): there is no periodic tick.
@@ -61,8 +67,8 @@ class Admit(Protocol):
 
 
 class _Taken(Exception):
-    """The run's time already has a row, or the job changed under the fire:
-    the whole transaction is rolled back."""
+    """The run's time already has a row, or the job changed under the fire (paused,
+    edited or removed since it was read): the whole transaction is rolled back."""
 
 
 def new_run_id() -> str:
@@ -195,7 +201,8 @@ class CronService:
             log.info(fields("cron.skip", job=job["name"], scheduled_for=iso(skip.scheduled_for),
                             reason=skip.reason, times=skip.count if skip.count > 1 else None))
         if not cron_rows.set_next_run(tx.conn, job["job_id"], plan.next_run_at,
-                                      expected=job["next_run_at"]):
+                                      expected=job["next_run_at"],
+                                      updated_at=job["updated_at"]):
             raise _Taken
         cron_rows.trim_runs(tx.conn, job["job_id"], self._config.cron.max_runs_kept)
 
