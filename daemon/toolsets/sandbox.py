@@ -21,7 +21,10 @@ system). ``Sandbox`` turns one command into the argv that runs it:
   and a directory of the server's own (``<home>/mcp-state/NAME``, its HOME)
   bound read-write over the covered home;
 - outside (``none``: ``sandbox.mode: off``, no sandbox could be made, or an
-  approved escalation): ``/bin/sh -c`` as the owner's user.
+  approved escalation): ``/bin/sh -c`` as the owner's user;
+- for an editor's terminal (``editor_argv``): the same sandbox as a command's,
+  with everything the owner gives its own commands besides the argv put into it:
+  the environment set inside (``--clearenv``, ``--setenv``) and stdin closed.
 
 Either way the environment is the allowlist of env.py. Killing the process
 group of ``bwrap`` ends the pid namespace, so every descendant of a sandboxed
