@@ -26,7 +26,9 @@ notices, answered with terminal.respond), each waited for a bounded time:
 - ``wait_for_exit`` (at most the command's timeout; then ``kill``), ``output``,
   ``release``. The connection gone or the editor failing meanwhile: the failure is
   reported with the output seen so far, and what is left of the command is ended.
-- a turn stopped meanwhile: ``kill`` and ``release``, and the token's processes ended.
+- a turn stopped meanwhile: the token's processes ended, ``kill`` and ``release``
+  (stopped before the editor said it made the terminal: the processes ended; the
+  adapter ends a terminal whose making nobody waits for any more).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import contextlib
 import logging
 import signal
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tether.rpc.envelope import terminal_request
@@ -82,7 +84,6 @@ class _Run:
     limit: int
     head: str = ""  # the start of its output, read while it ran (untruncated)
     exit: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)
 
 
 def _exit_code(status: dict[str, Any] | None) -> int | None:
@@ -136,9 +137,13 @@ class EditorTerminals(Offers):
         editor's terminal, within ``timeout`` seconds, its output capped to ``limit``
         characters. None: the editor did not take it and nothing started (run it
         here)."""
-        created = await self.ask(session_id, admission_id, "create", {
-            "call_id": call_id, "command": argv[0], "args": list(argv[1:]), "env": env,
-            "cwd": cwd, "output_byte_limit": limit * BYTES_PER_CHAR}, self.timeout)
+        try:
+            created = await self.ask(session_id, admission_id, "create", {
+                "call_id": call_id, "command": argv[0], "args": list(argv[1:]), "env": env,
+                "cwd": cwd, "output_byte_limit": limit * BYTES_PER_CHAR}, self.timeout)
+        except asyncio.CancelledError:
+            kill_marked(token)  # the turn stops while the editor may be starting it
+            raise
         why = self._failed(created, "start the command")
         if why is None:
             run = _Run(session_id, admission_id, created.answer["terminal_id"], token, limit)
