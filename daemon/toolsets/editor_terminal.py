@@ -23,9 +23,10 @@ notices, answered with terminal.respond), each waited for a bounded time:
 - ``output``, polled while the command runs until the start of its output is held
   (the editor keeps only the end, ``output_byte_limit``), so the model sees the
   start and the end as for a command the owner ran (output.cap);
-- ``wait_for_exit`` (at most the command's timeout; then ``kill``), ``output``,
-  ``release``. The connection gone or the editor failing meanwhile: the failure is
-  reported with the output seen so far, and what is left of the command is ended.
+- ``wait_for_exit`` (at most the command's timeout; then ``kill`` and
+  ``wait_for_exit`` again), ``output``, ``release``. The connection gone or the
+  editor failing meanwhile: the failure is reported with the output seen so far,
+  and what is left of the command is ended.
 - a turn stopped meanwhile: the token's processes ended, ``kill`` and ``release``
   (stopped before the editor said it made the terminal: the processes ended; the
   adapter ends a terminal whose making nobody waits for any more).
@@ -195,8 +196,13 @@ class EditorTerminals(Offers):
             run.exit = waited.answer.get("exit_status")
         if timed_out:
             killed = await self._ask(run, "kill")
+            kill_marked(run.token)  # whatever the editor's kill does, it ends now
             if (why := self._failed(killed, "kill the command")) is not None:
-                log.info("%s; its processes are ended here", why)
+                log.info("%s; its processes were ended here", why)
+            else:  # how it ended
+                ended = await self._ask(run, "wait_for_exit")
+                if ended.answered and ended.answer.get("error") is None:
+                    run.exit = ended.answer.get("exit_status")
         out = await self._ask(run, "output")
         await self._ask(run, "release")
         if timed_out or error is not None or not out.answered:

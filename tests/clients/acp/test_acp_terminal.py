@@ -183,7 +183,7 @@ async def test_a_stopped_turn_and_a_timeout_end_the_editor_s_command(tmp_path, r
     assert timed["exit_code"] is not None and timed["exit_code"] < 0  # ended by a signal
     assert timeout_took < 20
     [deaf_result] = tool_results(model, "deaf")
-    assert deaf_result["timed_out"] is True
+    assert deaf_result["timed_out"] is True and deaf_result["exit_code"] is not None
 
 
 async def test_an_editor_that_fails_never_gets_a_command_run_twice(tmp_path, reap_owners):
