@@ -75,6 +75,7 @@ from .runtime.supervisor import Supervisor
 from .sessions.history import History, history_handlers
 from .sessions.service import SessionService
 from .toolsets.editor import EditorFiles
+from .toolsets.editor_terminal import EditorTerminals
 from .toolsets.files import file_tools
 from .toolsets.processes import ProcessTable
 from .toolsets.sandbox import Sandbox, probe, store_credentials
@@ -293,9 +294,12 @@ def _wire(home: Home, config: Config, store: StoreConfig, db: Any, epoch: int,
     tools.add(delegate_task_tool(children, background, config.delegation))
     processes = ProcessTable(journal, supervisor, admissions.admit, config.tools,
                              sandbox, epoch=epoch)
-    tools.add(terminal_tool(processes, config.tools))
+    # an editor's adapter executes file reads and writes (fs.offer) and sandboxed
+    # commands (terminal.offer) of the sessions it opened
+    editor = EditorFiles(config.tools.editor_fs_timeout_seconds)
+    terminals = EditorTerminals(config.tools.editor_fs_timeout_seconds)
+    tools.add(terminal_tool(processes, config.tools, terminals))
     tools.add(process_tool(processes))
-    editor = EditorFiles(config.tools.editor_fs_timeout_seconds)  # fs.offer: an editor
     for tool in file_tools(config.tools, home=str(home.root), editor=editor):  # home refused
         tools.add(tool)
     mcp = McpManager(config.mcp, env=os.environ, logs=home.logs,
@@ -316,7 +320,7 @@ def _wire(home: Home, config: Config, store: StoreConfig, db: Any, epoch: int,
                                            turns.compactor)),
                   approval_handlers(approvals),
                   mcp_handlers(mcp, partial(session_exists, db)),
-                  fs_handlers(editor, partial(session_exists, db)),
+                  fs_handlers(editor, terminals, partial(session_exists, db)),
                   partial(register_token_methods, tokens=tokens),
                   partial(register_listen_method, listener=lambda: port[0],
                           draining=lambda: supervisor.draining)])

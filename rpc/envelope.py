@@ -21,6 +21,7 @@ __all__ = [
     "REPLAY_GAP",
     "event_envelope",
     "fs_request",
+    "terminal_request",
     "is_replay_gap",
     "replay_gap",
 ]
@@ -51,11 +52,13 @@ EVENT_TYPES: tuple[str, ...] = (
     "model.retry",
     "session.compacted",
     "fs.request",
+    "terminal.request",
 )
 
 #: a notice goes to one viewer and is never stored: its ``seq`` is null (the replay
-#: gap; ``fs.request``, a file tool asking the editor that offered: docs/protocol.md)
-NOTICE_TYPES: frozenset[str] = frozenset({REPLAY_GAP, "fs.request"})
+#: gap; ``fs.request`` and ``terminal.request``, a tool asking the editor that
+#: offered: docs/protocol.md)
+NOTICE_TYPES: frozenset[str] = frozenset({REPLAY_GAP, "fs.request", "terminal.request"})
 
 #: replay_gap reasons: the owner unsubscribed a viewer whose event queue was full
 GAP_VIEWER_QUEUE_OVERFLOW = "viewer_queue_overflow"
@@ -107,3 +110,12 @@ def fs_request(session_id: str, admission_id: str | None, payload: dict[str, Any
     that offered (fs.offer) to read or write a file; like the gap, no seq of its own."""
     return {"session_id": session_id, "seq": None, "type": "fs.request", "payload": payload,
             "admission_id": admission_id}
+
+
+def terminal_request(session_id: str, admission_id: str | None,
+                     payload: dict[str, Any]) -> dict[str, Any]:
+    """The ``terminal.request`` notice: the terminal tool of ``admission_id``'s turn asks
+    the viewer that offered (terminal.offer) to do one step of running a sandboxed
+    command in its editor's terminal; like the gap, no seq of its own."""
+    return {"session_id": session_id, "seq": None, "type": "terminal.request",
+            "payload": payload, "admission_id": admission_id}

@@ -86,6 +86,12 @@ from .models_sessions import (
     SessionRenameParams,
     SessionRenameResult,
 )
+from .models_terminal import (
+    TerminalOfferParams,
+    TerminalOfferResult,
+    TerminalRespondParams,
+    TerminalRespondResult,
+)
 from .models_tokens import (
     ListenTcpParams,
     ListenTcpResult,
@@ -280,6 +286,12 @@ METHODS: dict[str, Method] = _table(
     Method("fs.respond", FsRespondParams, FsRespondResult,
            "Answer an fs.request sent to this connection: text read, write done, or error "
            "(the tool then uses the disk); an unknown or expired request is not_found."),
+    Method("terminal.offer", TerminalOfferParams, TerminalOfferResult,
+           "This connection runs a session's sandboxed commands in its editor's terminals "
+           "while it lives; the newest offer wins; Unix socket only."),
+    Method("terminal.respond", TerminalRespondParams, TerminalRespondResult,
+           "Answer a terminal.request sent to this connection (what its op gives, or "
+           "error); an unknown or expired request is not_found."),
     Method("mcp.resources", McpResourcesParams, McpResourcesResult,
            "Start one MCP server if it is not running, and list its resources and prompts."),
     Method(

@@ -19,7 +19,7 @@ from pydantic import Field, StringConstraints, model_validator
 
 from .models_base import Model
 from .models_mcp import McpServerInfo
-from .models_usage import SessionUsage
+from .models_usage import ContextFill, SessionUsage
 from .protocol import MAX_ATTACHMENTS, MAX_ID_CHARS, MAX_SEQ, MAX_TEXT_CHARS
 
 __all__ = ["TURN_OPTION_FIELDS", "Attachment", "Event", "EventsSinceResult", "InterruptResult",
@@ -243,6 +243,8 @@ class SessionInfo(Model):
     created_at: Timestamp
     parent_session_id: str | None = None
     usage: SessionUsage | None = None
+    #: the context window's fill the latest turn that asked a model left (null: none yet)
+    context: ContextFill | None = None
     #: a fork's origin: the session and the seq it was forked at (session.fork)
     forked_from: str | None = None
     forked_at_seq: int | None = None
@@ -292,7 +294,8 @@ class Event(Model):
     delegation.dispatched  delegation_id, tasks
     delegation.complete    delegation_id, state, admission_id (of the delivery),
                            results: [{task_index, status}]
-    message.complete       admission_id, outcome, text, error?, usage?, model?, cost_usd?
+    message.complete       admission_id, outcome, text, error?, usage?, model?, cost_usd?,
+                           context? (the context window's fill the turn left)
     approval.requested     approval_id, call_id, tool, kind, subject, why, cwd,
                            choices, expires_at
     approval.resolved      approval_id, status, decision, cause, reason
@@ -306,6 +309,9 @@ class Event(Model):
     session.compacted      compaction_id, first_index, end_index, summary, model, ...
     fs.request             request_id, op, path, content?, expires_at (a notice to the
                            viewer that made fs.offer; seq null, never stored)
+    terminal.request       request_id, op, call_id?, terminal_id?, command?, args?,
+                           env?, cwd?, output_byte_limit?, expires_at (a notice to the
+                           viewer that made terminal.offer; seq null, never stored)
     =====================  =========================================================
     """
 

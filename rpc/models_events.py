@@ -1,4 +1,5 @@
-"""The schema of every event type's payload, and of the JSON-RPC frames around them.
+"""The schema of every event type's payload, and of the ``event`` notification that
+carries one (the other JSON-RPC frames are in models_frames.py).
 
 ``models.Event`` keeps ``payload`` a free object so a client survives a newer
 owner's types; these models say what each type the owner sends carries. They
@@ -8,7 +9,7 @@ its events as plain dicts (envelope.py) and never pays for them.
 
 Payloads accept keys they do not list (``extra="allow"``): an owner may add a
 key to an event without breaking a client generated from an older schema.
-Envelopes and error data are closed where the owner's own code is the only writer.
+Envelopes are closed: the owner's own code is their only writer.
 """
 
 from __future__ import annotations
@@ -19,11 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 from .envelope import NOTICE_TYPES
 from .models import Outcome
-from .models_usage import SessionUsage
+from .models_usage import ContextFill, SessionUsage
 
-__all__ = ["EVENT_MODELS", "EVENT_PAYLOADS", "AnyEvent", "ErrorData", "ErrorObject",
-           "EventNotification", "FieldProblem", "JsonRpcError", "JsonRpcRequest",
-           "JsonRpcResult"]
+__all__ = ["EVENT_MODELS", "EVENT_PAYLOADS", "AnyEvent", "EventNotification"]
 
 
 
@@ -158,6 +157,8 @@ class MessageCompletePayload(Payload):
     model: str | None = Field(default=None, description="the model the turn asked")
     cost_usd: float | None = Field(default=None, description=(
         "the turn's cost in USD; null when the model has no known price"))
+    context: ContextFill | None = Field(default=None, description=(
+        "the context window's fill the turn left (sent when the turn asked a model)"))
 
 
 class ReplayGapPayload(Payload):
@@ -209,6 +210,25 @@ class FsRequestPayload(Payload):
     path: str
     content: str | None = Field(default=None, description="write: the whole new text")
     expires_at: float = Field(description="after this the tool uses the disk instead")
+
+
+class TerminalRequestPayload(Payload):
+    """A notice to one viewer, never stored: the terminal tool asks the connection that
+    offered (terminal.offer) to do one step of running a sandboxed command (already
+    approved, its argv the sandbox's) in an editor's terminal; terminal.respond."""
+
+    request_id: str
+    op: Literal["create", "output", "wait_for_exit", "kill", "release"]
+    call_id: str | None = Field(default=None, description=(
+        "create: the tool call whose card shows the terminal"))
+    terminal_id: str | None = Field(default=None, description="every op but create")
+    command: str | None = Field(default=None, description="create: the program (bwrap)")
+    args: list[str] | None = Field(default=None, description="create: its arguments")
+    env: dict[str, str] | None = Field(default=None, description="create: its environment")
+    cwd: str | None = Field(default=None, description="create: where it starts (absolute)")
+    output_byte_limit: int | None = Field(default=None, description=(
+        "create: the output the terminal keeps (its end)"))
+    expires_at: float = Field(description="after this the tool no longer waits for the answer")
 
 
 class ModelRetryPayload(Payload):
@@ -272,6 +292,7 @@ EVENT_PAYLOADS: dict[str, type[Payload]] = {
     "model.retry": ModelRetryPayload,
     "session.compacted": SessionCompactedPayload,
     "fs.request": FsRequestPayload,
+    "terminal.request": TerminalRequestPayload,
 }
 
 
@@ -315,80 +336,3 @@ class EventNotification(BaseModel):
     jsonrpc: Literal["2.0"]
     method: Literal["event"]
     params: AnyEvent
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class FieldProblem(BaseModel):
-    """One problem ``invalid_params`` found: the dotted path, a message, a type tag."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    loc: str
-    msg: str
-    type: str
-
-
-class ErrorData(BaseModel):
-    """An error's ``data``: ``reason`` and ``detail`` always; the rest by reason."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-
-    reason: str
-    detail: str
-    fields: list[FieldProblem] | None = Field(
-        default=None, description="invalid_params: every problem found (always sent with it)")
-    admission_id: str | None = Field(
-        default=None, description="admission_conflict: the admission the input id belongs to")
-    admission_ids: list[str] | None = Field(
-        default=None, description="unknown_outcome and friends: the admissions concerned")
-    limit: int | None = Field(default=None, description="overloaded, invalid_request: the bound")
-    storage_reason: str | None = Field(
-        default=None, description="storage_unavailable: full, locked, readonly, io, constraint")
-    error_id: str | None = Field(
-        default=None, description="internal_error: the id to find in the owner's log")
-    session_id: str | None = Field(default=None, description="not_found: the session asked for")
-    method: str | None = Field(default=None, description="method_not_found: the name asked for")
-    last_seq: int | None = Field(
-        default=None, description="invalid_params for after_seq: the session's last seq")
-    problem: str | None = Field(
-        default=None, description="parse_error: lone_surrogate when the text was not Unicode")
-
-
-class ErrorObject(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    code: int
-    message: str
-    data: ErrorData
-
-
-RequestId = str | int | None
-
-
-class JsonRpcRequest(BaseModel):
-    """A request a client sends (a notification has no ``id``)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    jsonrpc: Literal["2.0"]
-    id: str | int | None = None
-    method: str
-    params: dict[str, Any] | None = None
-
-
-class JsonRpcResult(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    jsonrpc: Literal["2.0"]
-    id: RequestId
-    result: dict[str, Any]
-
-
-class JsonRpcError(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    jsonrpc: Literal["2.0"]
-    id: RequestId
-    error: ErrorObject

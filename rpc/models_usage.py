@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["SessionUsage"]
+__all__ = ["ContextFill", "SessionUsage"]
 
 
 class SessionUsage(BaseModel):
@@ -28,3 +28,17 @@ class SessionUsage(BaseModel):
     cost_usd: float | None
     by_model: dict[str, dict[str, int]] = Field(description=(
         "the same counters (and requests) per model name"))
+
+
+class ContextFill(BaseModel):
+    """How full the model's context window is after a turn: the tokens the session's
+    next request starts from (``used``) of the model's window (``window``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    used: int = Field(description=(
+        "the last model request's prompt tokens plus its answer's (reasoning left "
+        "out), as the model server reported them; else tether's own count"))
+    window: int = Field(description="the model's context window, in tokens")
+    estimated: bool = Field(description=(
+        "true when used is tether's count (the server reported no usage)"))

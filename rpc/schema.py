@@ -22,17 +22,8 @@ from pydantic.json_schema import models_json_schema
 from .envelope import EVENT_TYPES, NOTICE_TYPES
 from .errors import ERRORS
 from .methods import METHODS
-from .models_events import (
-    EVENT_MODELS,
-    EVENT_PAYLOADS,
-    AnyEvent,
-    ErrorData,
-    EventNotification,
-    FieldProblem,
-    JsonRpcError,
-    JsonRpcRequest,
-    JsonRpcResult,
-)
+from .models_events import EVENT_MODELS, EVENT_PAYLOADS, AnyEvent, EventNotification
+from .models_frames import ErrorData, FieldProblem, JsonRpcError, JsonRpcRequest, JsonRpcResult
 from .names import PROVIDER_NAMES, TOOLSETS
 from .protocol import EVENT_METHOD, PROTOCOL
 
@@ -54,6 +45,10 @@ SOMETIMES_ABSENT: frozenset[tuple[str, str]] = frozenset({
     ("SubagentStartPayload", "delegation_id"),
     ("SubagentCompletePayload", "delegation_id"),
     ("FsRequestPayload", "content"),  # a write's only
+    # each op of a terminal.request carries only its own keys
+    *(("TerminalRequestPayload", k) for k in ("call_id", "terminal_id", "command", "args",
+                                              "env", "cwd", "output_byte_limit")),
+    ("MessageCompletePayload", "context"),  # a turn that asked a model
     # long sessions: totals only on the session.info that ends a turn; a turn's
     # usage, model and cost only when it asked a model
     ("SessionInfoPayload", "usage"),
@@ -117,7 +112,7 @@ def protocol_schema() -> dict[str, Any]:
     defs["Event"] = {
         "title": "Event",
         "description": "One entry of a session's durable event log (never a notice: the "
-                       "replay gap, fs.request).",
+                       "replay gap, fs.request, terminal.request).",
         "oneOf": [ref(m, "serialization") for t, m in EVENT_MODELS.items()
                   if t not in NOTICE_TYPES],
         "discriminator": {"propertyName": "type"},

@@ -6,7 +6,8 @@ from typing import Any
 
 from .conn import Conn, send, serialise_session
 
-__all__ = ["append", "append_later", "since", "last_seq", "payloads_of_type", "of_admission"]
+__all__ = ["append", "append_later", "since", "last_seq", "payloads_of_type", "of_admission",
+           "newest_of_types"]
 
 
 def append(conn: Conn, session_id: str, type_: str, payload_json: str,
@@ -78,6 +79,17 @@ def payloads_of_type(conn: Conn, session_id: str, type_: str) -> list[str]:
     rows = conn.execute("SELECT payload_json FROM events WHERE session_id = ? AND type = ? "
                         "ORDER BY seq", (session_id, type_))
     return [r[0] for r in rows]
+
+
+def newest_of_types(conn: Conn, session_id: str, types: tuple[str, ...],
+                    limit: int) -> list[tuple[str, str]]:
+    """(type, payload_json) of the session's newest ``limit`` events of ``types``,
+    newest first (read backwards along the session's seqs)."""
+    marks = ", ".join("?" * len(types))
+    rows = conn.execute(
+        f"SELECT type, payload_json FROM events WHERE session_id = ? AND type IN ({marks}) "
+        "ORDER BY seq DESC LIMIT ?", (session_id, *types, limit))
+    return [(r[0], r[1]) for r in rows]
 
 
 def of_admission(conn: Conn, session_id: str, admission_id: str,

@@ -6,6 +6,11 @@ editor, as one more viewer of the owner.
 - ``options``: the session settings an editor shows (config options, modes).
 - ``asking``: permission requests, withdrawn when an approval is answered elsewhere.
 - ``plan``: a turn's delegations as the editor's plan.
+- ``files``, ``terminals``: the editor's ``fs/*`` and ``terminal/*`` executing the
+  owner's checked file reads and writes and its sandboxed commands.
+- ``usage``: the context window's fill and the session's cost (``usage_update``).
+- ``servers``: the editor's MCP servers, given to its sessions (mcp.attach).
+- ``session``: what is kept for each session an editor has open.
 
 May import: the library (``tether.clients.library``), ``tether.rpc`` and the
 ``acp`` distribution; never the CLI or the terminal chat. The CLI imports it only

@@ -23,7 +23,10 @@ editor: close it mid-turn, the turn finishes in the owner; open it again
   (options.py): the editor may make this session's sandbox stricter,
   carried by each prompt.submit; approvals.mode is shown, not changeable;
 - the editor's ``fs/read_text_file`` / ``fs/write_text_file`` execute the file
-  tools' checked reads and writes of the sessions it opens (files.py).
+  tools' checked reads and writes of the sessions it opens (files.py), and its
+  ``terminal/*`` their sandboxed commands, shown in the tool calls (terminals.py);
+- the context window's fill and the session's cost → ``usage_update`` after each
+  turn and on ``session/load`` (usage.py).
 """
 
 from __future__ import annotations
@@ -31,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -49,7 +51,6 @@ from acp.schema import (
     PromptCapabilities,
     PromptResponse,
     SessionCapabilities,
-    SessionInfo,
     SessionListCapabilities,
     SetSessionConfigOptionResponse,
     SetSessionModeResponse,
@@ -62,14 +63,16 @@ from ..library.client import OwnerUnavailable, TetherClient
 from .asking import Asking
 from .files import EditorFiles
 from .options import APPROVALS, SANDBOX, Settings
+from .servers import attach_mcp
 from .session import OpenSession
+from .terminals import EditorTerminals
 from .updates import (
     call_id,
     error_for,
     event_updates,
     input_id_for,
-    mcp_specs,
     prompt_text,
+    session_page,
     transcript_updates,
     turn_usage,
 )
@@ -94,9 +97,11 @@ class TetherAgent:
         self._settings: Settings | None = None
         self._asking = Asking()
         self._files = EditorFiles()
+        self._terminals = EditorTerminals(self._show_terminal)
 
     def on_connect(self, conn: Any) -> None:
         self._editor = self._asking.editor = self._files.editor = conn
+        self._terminals.editor = conn
 
     def observe(self, event: Any) -> None:
         """Every message on the editor's connection passes here (run_agent's observer)."""
@@ -109,7 +114,7 @@ class TetherAgent:
                 # a viewer: an owner stopped on purpose (`tether stop`) stays stopped
                 self._tether.keep_owner_stopped = True
                 self._asking.tether = self._tether
-                self._files.tether = self._tether
+                self._files.tether = self._terminals.tether = self._tether
             except OwnerUnavailable as exc:
                 raise error_for(exc) from None
         return self._tether
@@ -126,6 +131,7 @@ class TetherAgent:
 
     async def close(self) -> None:
         self._files.close()
+        self._terminals.close()
         for s in self._sessions.values():
             if s.follower is not None:
                 s.follower.cancel()
@@ -138,6 +144,7 @@ class TetherAgent:
     async def initialize(self, protocol_version: int, client_capabilities: Any = None,
                          client_info: Any = None, **kwargs: Any) -> InitializeResponse:
         self._files.capabilities(client_capabilities)
+        self._terminals.capabilities(client_capabilities)
         return InitializeResponse(
             protocol_version=min(protocol_version, PROTOCOL_VERSION),
             agent_capabilities=AgentCapabilities(
@@ -157,30 +164,12 @@ class TetherAgent:
             snap = await client.create_session(source="acp", cwd=cwd)
         except RpcError as exc:
             raise error_for(exc) from None
-        await self._attach_mcp(snap["session_id"], mcp_servers)
+        await attach_mcp(client, snap["session_id"], mcp_servers)
         await self._open(snap["session_id"], cwd)
         settings = await self._owner_settings()
         return NewSessionResponse(session_id=snap["session_id"],
                                   config_options=settings.options(None),
                                   modes=settings.modes(None))
-
-    async def _attach_mcp(self, sid: str, servers: list[Any] | None) -> None:
-        """The editor's MCP servers, for this session's turns (mcp.attach). A server
-        the owner refuses is logged; the session works on without it."""
-        specs, skipped = mcp_specs(servers or [])
-        if skipped:
-            log.warning("MCP servers not attached (tether takes stdio and http): %s",
-                        ", ".join(skipped))
-        if not specs:
-            return
-        assert self._tether is not None
-        try:
-            out = await self._tether.call("mcp.attach", session_id=sid, servers=specs)
-        except RpcError as exc:
-            log.warning("the editor's MCP servers were not attached: %s", exc.detail)
-            return
-        log.info("MCP servers attached to %s: %s", sid,
-                 ", ".join(s["name"] for s in out["servers"]))
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
                            **kwargs: Any) -> LoadSessionResponse:
@@ -189,7 +178,7 @@ class TetherAgent:
             await self._forget(old)
         s = await self._open(session_id, cwd, replay=True)
         s.sandbox = old.sandbox if old is not None else None
-        await self._attach_mcp(session_id, mcp_servers)
+        await attach_mcp(await self._client(), session_id, mcp_servers)
         for prompt in (s.stream.snapshot or {}).get("approvals") or []:
             self._asking.ask(s.sid, s.cwd, prompt, s.calls)
         settings = await self._owner_settings()
@@ -203,12 +192,7 @@ class TetherAgent:
             page = await client.list_sessions(limit=100, cursor=cursor)
         except RpcError as exc:
             raise error_for(exc) from None
-        out = [SessionInfo(session_id=s["session_id"], cwd=s.get("cwd") or "",
-                           title=s.get("title"),
-                           updated_at=datetime.fromtimestamp(s["updated_at"], UTC).isoformat())
-               for s in page["sessions"]
-               if not s.get("parent_session_id") and (cwd is None or s.get("cwd") == cwd)]
-        return ListSessionsResponse(sessions=out, next_cursor=page.get("next_cursor"))
+        return session_page(page, cwd)
 
     async def _open(self, sid: str, cwd: str | None, *, replay: bool = False) -> OpenSession:
         """Follow a session's events from now on (after replaying its transcript)."""
@@ -216,7 +200,7 @@ class TetherAgent:
             return self._sessions[sid]
         client = await self._client()
         stream = client.events(sid)
-        stream.on_attach = partial(self._files.offer, sid)  # on every (re)subscription
+        stream.on_attach = partial(self._offer, sid)  # on every (re)subscription
         try:
             snap = await client.resilient(stream.open)
         except RpcError as exc:
@@ -224,11 +208,24 @@ class TetherAgent:
             raise error_for(exc) from None
         s = OpenSession(sid, snap["info"].get("cwd") or cwd, stream)
         self._sessions[sid] = s
-        if replay:
-            for update in transcript_updates(snap["messages"], s.cwd):
+        if replay:  # the transcript, then the context's fill and the cost
+            usage = s.meter.on_snapshot(snap["info"])
+            for update in [*transcript_updates(snap["messages"], s.cwd), *filter(None, [usage])]:
                 await self._editor.session_update(session_id=sid, update=update)
         s.follower = asyncio.create_task(self._follow(s))
         return s
+
+    async def _offer(self, sid: str) -> None:
+        """What the editor executes for the session: its files, its terminals."""
+        await self._files.offer(sid)
+        await self._terminals.offer(sid)
+
+    async def _show_terminal(self, sid: str, admission_id: Any, call: Any, tid: str) -> None:
+        """Embed the editor's terminal ``tid`` in the card of the call it runs for."""
+        s = self._sessions.get(sid)
+        if s is not None and isinstance(call, str) and \
+                (update := s.terminal(call_id(admission_id, call), tid)) is not None:
+            await self._editor.session_update(session_id=sid, update=update)
 
     async def _forget(self, s: OpenSession) -> None:
         if s.follower is not None:
@@ -254,11 +251,17 @@ class TetherAgent:
 
     async def _on_event(self, s: OpenSession, event: dict[str, Any]) -> None:
         kind, p = event.get("type"), event.get("payload") or {}
+        key = call_id(event.get("admission_id"), str(p.get("call_id")))
         if kind == "tool.start":
-            s.calls[call_id(event.get("admission_id"), p["call_id"])] = (
-                p.get("name", ""), p.get("arguments", ""))
-        for update in event_updates(event, s.cwd, s.own_inputs):
+            s.calls[key] = (p.get("name", ""), p.get("arguments", ""))
+            s.announced.add(key)  # before its update is made: see _show_terminal
+        for update in event_updates(event, s.cwd, s.own_inputs, s.terminals):
             await self._editor.session_update(session_id=s.sid, update=update)
+        if kind == "tool.complete":
+            s.announced.discard(key)
+            s.terminals.pop(key, None)
+        if (usage := s.meter.on_event(event)) is not None:
+            await self._editor.session_update(session_id=s.sid, update=usage)
         if (plan := s.plan.on_event(event)) is not None:
             await self._editor.session_update(session_id=s.sid, update=plan)
         if kind == "approval.requested":

@@ -7,8 +7,7 @@ is offered to the owner with fs.offer. The owner's file tools then send an
 ``fs.request`` notice for a read or write they have already checked and approved; it
 is asked of the editor and answered with fs.respond: the text read, the write done, or
 the editor's error (the tool then uses the disk, as it does when no answer comes in
-time). ``terminal/*`` is never used: a command the editor ran would run outside
-tether's sandbox.
+time). The editor's terminals are terminals.py's.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """What ``tether acp`` keeps for each session an editor has open: its event stream,
-the tool calls seen, the prompt running, and the delegation plan shown."""
+the tool calls seen (and the editor's terminals shown in them), the prompt running,
+the delegation plan shown, and the context window's fill."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import asyncio
 from typing import Any
 
 from .plan import DelegationPlan
+from .updates import terminal_shown
+from .usage import Meter
 
 __all__ = ["OpenSession"]
 
@@ -16,6 +19,10 @@ class OpenSession:
         self.sid, self.cwd, self.stream = sid, cwd, stream
         self.own_inputs: set[str] = set()
         self.calls: dict[str, tuple[str, str]] = {}  # ACP call id → (tool, arguments)
+        #: the editor's terminal a call's command runs in, by ACP call id; and the
+        #: calls already announced (a terminal made later is shown by an update)
+        self.terminals: dict[str, str] = {}
+        self.announced: set[str] = set()
         self.completed: dict[str, dict[str, Any]] = {}  # admission → message.complete
         self.arrived = asyncio.Event()
         self.running: str | None = None  # the admission of this editor's prompt
@@ -27,3 +34,10 @@ class OpenSession:
         #: the sandbox mode the editor chose for its prompts (None: the configured one)
         self.sandbox: str | None = None
         self.plan = DelegationPlan()
+        self.meter = Meter()
+
+    def terminal(self, key: str, terminal_id: str) -> Any | None:
+        """Hold the editor's terminal of the call ``key``: the update that shows it in
+        the call's card now, or None when the call's announcement will carry it."""
+        self.terminals[key] = terminal_id
+        return terminal_shown(key, terminal_id) if key in self.announced else None

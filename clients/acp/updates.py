@@ -10,18 +10,27 @@ touch (``locations``) and, for file edits, a diff the editor can show.
 from __future__ import annotations
 
 import os
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 import orjson
 from acp import RequestError, helpers
-from acp.schema import PermissionOption, ToolCallLocation, ToolCallUpdate, Usage
+from acp.schema import (
+    ListSessionsResponse,
+    PermissionOption,
+    SessionInfo,
+    ToolCallLocation,
+    ToolCallUpdate,
+    Usage,
+)
 
 from tether.rpc.errors import RpcError
 
 from ..library.client import OwnerUnavailable, new_input_id
 
-__all__ = ["input_id_for", "error_for", "event_updates", "transcript_updates", "call_id", "tool_update", "PERMISSION_OPTIONS",
-           "DECISIONS", "prompt_text", "mcp_specs", "turn_usage"]
+__all__ = ["input_id_for", "error_for", "event_updates", "transcript_updates", "call_id",
+           "tool_update", "terminal_shown", "PERMISSION_OPTIONS", "DECISIONS", "prompt_text",
+           "turn_usage", "session_page"]
 
 _KINDS = {"terminal": "execute", "process": "execute", "read_file": "read", "list_dir": "read",
           "write_file": "edit", "edit_file": "edit", "search_files": "search",
@@ -95,12 +104,20 @@ def _describe(name: str, args: dict[str, Any], cwd: str | None) -> dict[str, Any
     return out
 
 
-def _start(key: str, name: str, arguments: Any, cwd: str | None) -> Any:
+def _start(key: str, name: str, arguments: Any, cwd: str | None,
+           terminal: str | None = None) -> Any:
     args = _args(arguments)
     d = _describe(name, args, cwd)
+    content = [helpers.tool_terminal_ref(terminal)] if terminal else d["content"]
     return helpers.start_tool_call(key, d["title"], kind=d["kind"], status="in_progress",
-                                   content=d["content"], locations=d["locations"],
+                                   content=content, locations=d["locations"],
                                    raw_input=args)
+
+
+def terminal_shown(key: str, terminal: str) -> Any:
+    """The tool call ``key`` shows the editor's terminal ``terminal`` (its command runs
+    there: docs/acp.md, "The editor's terminals")."""
+    return helpers.update_tool_call(key, content=[helpers.tool_terminal_ref(terminal)])
 
 
 def tool_update(key: str, name: str, arguments: Any, cwd: str | None) -> ToolCallUpdate:
@@ -112,9 +129,14 @@ def tool_update(key: str, name: str, arguments: Any, cwd: str | None) -> ToolCal
                           raw_input=args)
 
 
-def _done(key: str, result: str, failed: bool) -> Any:
+def _done(key: str, result: str, failed: bool, in_terminal: bool = False) -> Any:
     text = result if len(result) <= 20_000 else result[:20_000] + "…"
-    return helpers.update_tool_call(key, status="failed" if failed else "completed",
+    status: Literal["completed", "failed"] = "failed" if failed else "completed"
+    if in_terminal:
+        # the card keeps the terminal, which shows the output (a released terminal
+        # must not be named again)
+        return helpers.update_tool_call(key, status=status, raw_output=text)
+    return helpers.update_tool_call(key, status=status,
                                     content=[helpers.tool_content(helpers.text_block(text))],
                                     raw_output=text)
 
@@ -127,9 +149,11 @@ def _result_failed(result: str) -> bool:
     return isinstance(value, dict) and "error" in value
 
 
-def event_updates(event: dict[str, Any], cwd: str | None, own_inputs: set[str]) -> list[Any]:
+def event_updates(event: dict[str, Any], cwd: str | None, own_inputs: set[str],
+                  terminals: dict[str, str] | None = None) -> list[Any]:
     """The updates of one live event (``own_inputs``: prompts this editor sent, whose
-    text it shows already)."""
+    text it shows already; ``terminals``: the editor's terminal of a call, by key)."""
+    terminals = terminals or {}
     kind, p = event.get("type"), event.get("payload") or {}
     aid = event.get("admission_id")
     if kind == "message.delta":
@@ -139,10 +163,12 @@ def event_updates(event: dict[str, Any], cwd: str | None, own_inputs: set[str]) 
     if kind == "message.start" and p.get("input_id") not in own_inputs:
         return [helpers.update_user_message_text(p.get("text", ""))]
     if kind == "tool.start":
-        return [_start(call_id(aid, p["call_id"]), p.get("name", ""), p.get("arguments"), cwd)]
+        key = call_id(aid, p["call_id"])
+        return [_start(key, p.get("name", ""), p.get("arguments"), cwd, terminals.get(key))]
     if kind == "tool.complete":
         failed = bool(p.get("error")) or _result_failed(p.get("result", ""))
-        return [_done(call_id(aid, p["call_id"]), p.get("result", ""), failed)]
+        key = call_id(aid, p["call_id"])
+        return [_done(key, p.get("result", ""), failed, key in terminals)]
     if kind == "tool.progress":
         total = f"/{p['total']:g}" if p.get("total") is not None else ""
         text = f"{p.get('message') or 'progress'} ({p.get('progress', 0):g}{total})"
@@ -206,37 +232,14 @@ def prompt_text(blocks: list[Any]) -> tuple[str, list[dict[str, str]]]:
     return "\n".join(parts), attachments
 
 
-def _server_name(name: str, taken: set[str]) -> str:
-    """An editor's server name as tether's (letters, digits, - and _; no __)."""
-    import re
-
-    base = re.sub(r"_{2,}", "_", re.sub(r"[^a-z0-9_-]+", "-", name.lower())).strip("-_")[:28]
-    base = base.strip("-_") or "editor"
-    out, n = base, 2
-    while out in taken:
-        out, n = f"{base}-{n}", n + 1
-    taken.add(out)
-    return out
-
-
-def mcp_specs(servers: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    """The MCP servers an editor passed (stdio, http) as mcp.attach specs, and the
-    names of those tether cannot attach (sse, acp)."""
-    specs: list[dict[str, Any]] = []
-    skipped: list[str] = []
-    taken: set[str] = set()
-    for s in servers:
-        kind = getattr(s, "type", None)
-        if kind is None and getattr(s, "command", None):
-            specs.append({"name": _server_name(s.name, taken), "command": s.command,
-                          "args": list(s.args or []),
-                          "env": {e.name: e.value for e in s.env or []}})
-        elif kind == "http":
-            specs.append({"name": _server_name(s.name, taken), "url": s.url,
-                          "headers": {h.name: h.value for h in s.headers or []}})
-        else:
-            skipped.append(f"{getattr(s, 'name', '?')} ({kind})")
-    return specs, skipped
+def session_page(page: dict[str, Any], cwd: str | None) -> ListSessionsResponse:
+    """A session.list page as session/list's: top-level sessions (of ``cwd`` if given)."""
+    out = [SessionInfo(session_id=s["session_id"], cwd=s.get("cwd") or "",
+                       title=s.get("title"),
+                       updated_at=datetime.fromtimestamp(s["updated_at"], UTC).isoformat())
+           for s in page["sessions"]
+           if not s.get("parent_session_id") and (cwd is None or s.get("cwd") == cwd)]
+    return ListSessionsResponse(sessions=out, next_cursor=page.get("next_cursor"))
 
 
 def input_id_for(session_id: str, message_id: Any) -> str:

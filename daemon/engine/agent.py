@@ -36,6 +36,8 @@ class AgentResult:
     error: str | None = None
     #: the client's tools the model called (exit_reason tool_calls): the client runs them
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    #: the usage of the last model request alone (what the context holds now)
+    last_usage: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -128,6 +130,7 @@ async def run_agent(*, provider: Provider, model: str, reasoning: str | None,
             break
         result.api_calls += 1
         _add_usage(result.usage, completion.usage)
+        result.last_usage = dict(completion.usage)
         assistant = _assistant_message(completion)
         messages.append(assistant)
         if not completion.tool_calls:

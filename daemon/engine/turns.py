@@ -200,13 +200,16 @@ class TurnRunner:
         # filled as the agent goes: a turn stopped halfway still counts what it spent
         progress = AgentResult(text="", exit_reason="interrupted", model="")
         outcome, error = "failed", None
+        budget: Any = None
+        msgs: list[dict[str, Any]] = []
         try:
             settings = resolve_turn(self._config, session["options"],
                                     payload.get(TURN_OPTION_KEY, {}))
             progress.model = settings.model
             msgs = turn_messages(history, session.get("cwd"), settings.ignore_rules, summary)
-            budget = await self._engine.budget(settings)
             request = client_request(payload)
+            # after settings and request: a budget set means _fill below may use them
+            budget = await self._engine.budget(settings)
             if self._config.model.compact == "auto" and budget.count(msgs, await self._engine.schemas(
                     settings, 0, sid, request.get("client_tools"))) > budget.limit:
                 record = await self._compact(sid, aid, settings, budget)
@@ -240,10 +243,24 @@ class TurnRunner:
         text = result.text if result is not None else "".join(sink.streamed)
         spent = result or (progress if progress.api_calls else None)
         calls = result.tool_calls if result is not None else None
+        context = None
+        if spent is not None and spent.api_calls and budget is not None:
+            # the context window's fill the turn leaves (viewers show it; ACP usage_update)
+            with contextlib.suppress(Exception):
+                context = await self._fill(budget, spent, msgs, settings, sid, request)
         await self._finish(sid, aid, Event.FINISH, outcome, text=text,
                            usage=spent.usage if spent else {}, error=error,
                            model=spent.model if spent else None,
-                           requests=spent.api_calls if spent else 0, tool_calls=calls)
+                           requests=spent.api_calls if spent else 0, tool_calls=calls,
+                           context=context)
+
+    async def _fill(self, budget: Any, spent: AgentResult, msgs: list[dict[str, Any]],
+                    settings: Any, sid: str, request: dict[str, Any]) -> dict[str, Any]:
+        """The context window's fill a turn leaves (Budget.fill); the tool schemas
+        are asked for only when the server reported no usage to go by."""
+        schemas = None if spent.last_usage.get("prompt_tokens") else \
+            await self._engine.schemas(settings, 0, sid, request.get("client_tools"))
+        return budget.fill(spent.last_usage, msgs, schemas)
 
     async def _compact(self, sid: str, aid: str, settings: Any, budget: Any) -> dict | None:
         """Auto-compaction before a turn's first request (compaction.py); a failure
@@ -294,7 +311,8 @@ class TurnRunner:
                       text: str = "", usage: dict[str, Any] | None = None,
                       error: str | None = None, model: str | None = None,
                       requests: int = 0,
-                      tool_calls: list[dict[str, Any]] | None = None) -> None:
+                      tool_calls: list[dict[str, Any]] | None = None,
+                      context: dict[str, Any] | None = None) -> None:
         if (run := self.running.get(sid)) is not None and run.admission_id == aid:
             # from here on a stop (interrupt, cancel) must not cut the retries short:
             # that would leave the admission started, and the next owner calls it unknown
@@ -309,6 +327,6 @@ class TurnRunner:
                 lambda tx: outcomes.settle(tx, self._scheduler, sid, aid, event, outcome,
                                            text=text, usage=usage, error=error, model=model,
                                            requests=requests, prices=self.prices,
-                                           tool_calls=tool_calls),
+                                           tool_calls=tool_calls, context=context),
                 f"the outcome of {aid} ({outcome})",
                 give_up=lambda n: sup.draining and n >= FINISH_ATTEMPTS_WHILE_DRAINING)

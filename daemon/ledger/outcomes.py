@@ -70,14 +70,16 @@ def start_payload(admission_id: str, row: dict[str, Any],
 def settle(tx: Tx, view: Scheduler, session_id: str, admission_id: str, event: Event,
            outcome: str, *, text: str = "", usage: dict[str, Any] | None = None,
            error: str | None = None, model: str | None = None, requests: int = 0,
-           prices: Prices | None = None, tool_calls: list[dict[str, Any]] | None = None) -> bool:
+           prices: Prices | None = None, tool_calls: list[dict[str, Any]] | None = None,
+           context: dict[str, Any] | None = None) -> bool:
     """→ terminal/``outcome`` by ``event``, announced with ``message.complete`` and
     ``session.info``; False (and nothing written) if the row's status does not
     allow ``event`` (it was settled already, say).
 
     A turn that asked a model (``model``) also adds its ``usage`` to the session's
     sums in the same commit: ``message.complete`` carries the turn's usage and
-    cost, ``session.info`` the session's totals (docs/long-sessions.md)."""
+    cost (and ``context``, the context window's fill it left), ``session.info`` the
+    session's totals (docs/long-sessions.md)."""
     if outcome not in outcomes(event):
         raise IllegalTransition(f"{event.value} cannot record {outcome!r}")
     usage = usage or {}
@@ -95,6 +97,8 @@ def settle(tx: Tx, view: Scheduler, session_id: str, admission_id: str, event: E
                                 "usage": usage, **extra}
     if error:
         complete["error"] = error
+    if context is not None and model is not None:
+        complete["context"] = context
     now_sums = None
     if model is not None:
         now_sums = sessions.add_usage(tx.conn, session_id, model, usage, requests, sums)

@@ -136,6 +136,19 @@ class Budget:
     def count(self, messages: list[dict[str, Any]], tools: list[dict] | None = None) -> int:
         return count_messages(messages, tools, self.tokenizer)
 
+    def fill(self, last: dict[str, int], messages: list[dict[str, Any]],
+             tools: list[dict] | None = None) -> dict[str, Any]:
+        """How full the window is after a run whose last request reported ``last``
+        (its usage) and whose messages are now ``messages`` (rpc ContextFill): that
+        request's prompt and answer as the server counted them (reasoning, which the
+        next request does not carry, left out); without a reported count, ours."""
+        if last.get("prompt_tokens"):
+            used = last["prompt_tokens"] + last.get("completion_tokens", 0) \
+                - last.get("reasoning_tokens", 0)
+            return {"used": max(used, 0), "window": self.context_window, "estimated": False}
+        return {"used": self.count(messages, tools), "window": self.context_window,
+                "estimated": True}
+
 
 def _cut_largest(messages: list[dict[str, Any]], tools: list[dict] | None, budget: Budget,
                  which: list[int]) -> int:

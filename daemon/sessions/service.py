@@ -45,6 +45,30 @@ RESUME_EVENTS_MAX = 10_000
 PAGE_BYTES = 1024 * 1024
 
 
+#: how many of a session's newest turn ends and compactions a snapshot looks through
+#: for the context window's fill (a turn that asked no model leaves none)
+CONTEXT_LOOKBACK = 20
+
+
+def context_fill(c: Conn, session_id: str) -> dict[str, Any] | None:
+    """The context window's fill the session's latest turn left (message.complete's
+    ``context``), lowered to a compaction's estimate when one came after it."""
+    compacted: int | None = None
+    for type_, raw in events.newest_of_types(c, session_id, ("message.complete",
+                                                             "session.compacted"),
+                                             CONTEXT_LOOKBACK):
+        p = orjson.loads(raw)
+        if type_ == "session.compacted":
+            if compacted is None and isinstance(p.get("tokens_after"), int):
+                compacted = p["tokens_after"]
+        elif isinstance(p.get("context"), dict):
+            fill = dict(p["context"])
+            if compacted is not None:
+                fill.update(used=compacted, estimated=True)
+            return fill
+    return None
+
+
 #: the columns of an approval prompt a snapshot shows (rpc ApprovalPrompt)
 APPROVAL_FIELDS = ("approval_id", "session_id", "admission_id", "call_id", "tool", "kind",
                    "subject", "why", "cwd", "status", "decision", "cause", "answered_by",
@@ -199,7 +223,7 @@ class SessionService:
                 pending.append({"receipt": ledger.receipt_from_row(a), "text": payload["text"]})
             snap = {
                 "session_id": session_id, "stored_session_id": session_id,
-                "info": _info(row, self._prices),
+                "info": {**_info(row, self._prices), "context": context_fill(c, session_id)},
                 "messages": messages.list_for(c, session_id), "pending": pending,
                 "last_seq": events.last_seq(c, session_id), "events": None,
                 # pending approval prompts: a viewer that attaches late can answer them

@@ -12,7 +12,12 @@
 - paths.py, beneath.py: where a file tool's path lands (beneath the session's
   cwd, never through a symlink out; the owner's home refused), and atomic writes;
 - lineage.py: which processes are the agent's (registered tool processes, their
-  sessions, the environment marker), for the peer check of daemon/transport/peers.py.
+  sessions, the environment marker), for the peer check of daemon/transport/peers.py;
+- editor.py: an editor's connection as executor (the offers and requests of
+  fs.offer and terminal.offer), and ``EditorFiles``, the file tools' reads and writes
+  by an editor; editor_terminal.py: ``EditorTerminals``, a sandboxed command run in an
+  editor's terminal.
 
-May import: config, runtime, ledger (late delivery), approvals, engine (what a tool is). Never delegation.
+May import: config, runtime, ledger (late delivery, a viewer's notices), approvals, engine (what
+a tool is). Never delegation.
 """

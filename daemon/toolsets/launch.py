@@ -27,8 +27,8 @@ from typing import Any
 
 from . import lineage
 
-__all__ = ["spawn", "collect", "end", "exited", "TOKEN_ENV", "KILL_GRACE_SECONDS",
-           "DRAIN_SECONDS"]
+__all__ = ["spawn", "collect", "end", "exited", "marked", "kill_marked", "TOKEN_ENV",
+           "KILL_GRACE_SECONDS", "DRAIN_SECONDS"]
 
 #: the variable whose value marks every process of one command
 TOKEN_ENV = "TETHER_COMMAND"
@@ -47,15 +47,30 @@ async def spawn(argv: list[str], cwd: str, env: Mapping[str, str], *,
     It is registered as a tool process (lineage.py) and marked in its environment,
     so what it starts cannot answer the owner's approval prompts; the caller
     unregisters it once it has ended."""
-    token = secrets.token_hex(8)
+    env, token = marked(env)
     proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env={**env, TOKEN_ENV: token, lineage.MARKER: "1"},
+        *argv, cwd=cwd, env=env,
         start_new_session=True,
         stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     _tokens[proc] = token
     lineage.register(proc.pid)  # lineage: the agent's process (peers.py refuses it)
     return proc
+
+
+def marked(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
+    """``env`` with a new token of one command's processes, and the marker of the
+    agent's processes (lineage.MARKER); and the token."""
+    token = secrets.token_hex(8)
+    return {**env, TOKEN_ENV: token, lineage.MARKER: "1"}, token
+
+
+def kill_marked(token: str) -> int:
+    """SIGKILL every process whose environment carries ``token``: what is left of a
+    command the owner did not start itself (an editor's terminal ran it). How many."""
+    found = _strays(-1, token)  # no process of its own to start from: the token alone
+    _kill_each(found)
+    return len(found)
 
 
 async def exited(proc: asyncio.subprocess.Process) -> int:

@@ -21,7 +21,10 @@ system). ``Sandbox`` turns one command into the argv that runs it:
   and a directory of the server's own (``<home>/mcp-state/NAME``, its HOME)
   bound read-write over the covered home;
 - outside (``none``: ``sandbox.mode: off``, no sandbox could be made, or an
-  approved escalation): ``/bin/sh -c`` as the owner's user.
+  approved escalation): ``/bin/sh -c`` as the owner's user;
+- for an editor's terminal (``editor_argv``): the same sandbox as a command's,
+  with everything the owner gives its own commands besides the argv put into it:
+  the environment set inside (``--clearenv``, ``--setenv``) and stdin closed.
 
 Either way the environment is the allowlist of env.py. Killing the process
 group of ``bwrap`` ends the pid namespace, so every descendant of a sandboxed
@@ -196,10 +199,29 @@ class Sandbox:
         shell = ["/bin/sh", "-c", command]
         if boundary == NONE:
             return shell
+        return [*self._bwrap(cwd, boundary, workspace), "--", *shell]
+
+    def editor_argv(self, command: str, cwd: str, boundary: str, *, workspace: str,
+                    env: Mapping[str, str]) -> list[str]:
+        """The argv that runs ``command`` as `argv` does within ``boundary`` (never
+        ``none``), for a process the owner does not start itself (an editor's
+        terminal): all of it is in the argv. The environment is ``env``, set inside
+        the sandbox (``--clearenv``: whatever environment the process that starts
+        bwrap has stays outside it), and standard input is closed, as the owner's own
+        commands have it (a terminal's would wait for a person)."""
+        if boundary == NONE:
+            raise ValueError("a command without a sandbox runs in the owner")
+        bwrap = self._bwrap(cwd, boundary, workspace)
+        setenv = [x for k, v in sorted(env.items()) for x in ("--setenv", k, v)]
+        return [bwrap[0], "--clearenv", *setenv, *bwrap[1:], "--",
+                "/bin/sh", "-c", 'exec /bin/sh -c "$1" </dev/null', "sh", command]
+
+    def _bwrap(self, cwd: str, boundary: str, workspace: str) -> list[str]:
+        """bwrap and its options for a command in ``cwd`` within ``boundary``."""
         if boundary not in ("workspace-write", "read-only") or self.probe.bwrap is None:
             raise ValueError(f"no sandbox {boundary!r} can be made here")
         return [self.probe.bwrap, *self._mounts(os.path.realpath(workspace), boundary),
-                "--chdir", os.path.realpath(cwd), "--", *shell]
+                "--chdir", os.path.realpath(cwd)]
 
     def serves(self) -> bool:
         """Whether long-running helpers (MCP stdio servers) run in a sandbox here."""

@@ -33,7 +33,8 @@ from ..config.core import ToolsConfig
 from ..engine.arguments import Arguments, ArgumentsOf, non_blank
 from ..engine.tools import Tool, ToolContext
 from . import lineage
-from .launch import collect, end, spawn
+from .editor_terminal import EditorTerminals
+from .launch import collect, end, marked, spawn
 from .output import Capture
 from .processes import KILL_SECONDS, Managed, ProcessTable
 from .sandbox import NONE, Sandbox, refusal
@@ -110,7 +111,11 @@ TERMINAL = ArgumentsOf(Terminal)
 TERMINAL_PARAMETERS = TERMINAL.schema
 
 
-def terminal_tool(table: ProcessTable, config: ToolsConfig) -> Tool:
+def terminal_tool(table: ProcessTable, config: ToolsConfig,
+                  editor: EditorTerminals | None = None) -> Tool:
+    """The terminal tool; ``editor``: the editors that offered to run a session's
+    sandboxed foreground commands in their terminals (editor_terminal.py)."""
+
     async def run(args: dict[str, Any], ctx: ToolContext) -> str:
         try:
             a = TERMINAL.parse(args)
@@ -151,8 +156,14 @@ def terminal_tool(table: ProcessTable, config: ToolsConfig) -> Tool:
                           "hint": "a notice arrives as a new turn when it ends" if notify
                           else "use process poll, log or wait to follow it",
                           "summary": f"started {p.process_id} in the background"})
-        out = await _foreground(sandbox, command, cwd, workspace, run_in, timeout,
-                                config.output_chars)
+        out = None
+        if editor is not None and run_in != NONE and editor.runs(ctx.session_id):
+            # only a sandboxed command goes to an editor's terminal: the same argv
+            out = await _in_editor(editor, ctx, sandbox, command, cwd, workspace, run_in,
+                                   timeout, config.output_chars)
+        if out is None:
+            out = await _foreground(sandbox, command, cwd, workspace, run_in, timeout,
+                                    config.output_chars)
         if "sandbox_refused" in out and not ctx.attended:
             out["sandbox_refused"] += (" (on this turn nobody can approve an escalation: it "
                                        "would be denied)")
@@ -199,7 +210,37 @@ async def _foreground(sandbox: Sandbox, command: str, cwd: str, workspace: str, 
         lineage.unregister(proc.pid)
         raise
     lineage.unregister(proc.pid)
-    output = capture.text()
+    return _result(sandbox, boundary, workspace, started, timeout, exit_code, capture.text(),
+                   timed_out)
+
+
+async def _in_editor(editor: EditorTerminals, ctx: ToolContext, sandbox: Sandbox,
+                     command: str, cwd: str, workspace: str, boundary: str, timeout: float,
+                     limit: int) -> dict[str, Any] | None:
+    """The result of ``command`` run in the session's editor's terminal, in the same
+    sandbox; None when the editor did not take it (nothing started: run it here)."""
+    env, token = marked(sandbox.env)
+    try:
+        argv = sandbox.editor_argv(command, cwd, boundary, workspace=workspace, env=env)
+    except ValueError:
+        return None
+    started = time.monotonic()
+    ran = await editor.run(ctx.session_id, ctx.admission_id, ctx.call_id, argv,
+                           os.path.realpath(cwd), env, token, timeout, limit)
+    if ran is None:
+        return None
+    out = _result(sandbox, boundary, workspace, started, timeout, ran.exit_code, ran.output,
+                  ran.timed_out)
+    if ran.error is not None:
+        out.pop("sandbox_refused", None)
+        out["error"] = ran.error
+        out["summary"] = "failed in the editor's terminal"
+    return out
+
+
+def _result(sandbox: Sandbox, boundary: str, workspace: str, started: float, timeout: float,
+            exit_code: int | None, output: str, timed_out: bool) -> dict[str, Any]:
+    """A foreground command's result, however it ran."""
     out: dict[str, Any] = {"exit_code": exit_code, "output": output,
                            "duration_seconds": round(time.monotonic() - started, 3),
                            "sandbox": boundary}

@@ -3,7 +3,8 @@
 An agent must not answer its own approval prompts, drop the rules a person set,
 mint tokens, schedule itself, start programs of its choosing as MCP servers,
 open the owner to the network or stop it: ``approval.respond``,
-``approval.rule_remove``, ``token.*``, ``cron.*``, ``mcp.attach``,
+``approval.rule_remove``, ``token.*``, ``cron.*``, ``mcp.attach``, ``fs.*`` and
+``terminal.*`` (an editor's executor),
 ``runtime.listen_tcp`` and ``runtime.shutdown`` are refused
 (``forbidden``) to a connection whose peer process is one of the owner's tool
 processes or came from one (toolsets/lineage.py), in every approvals mode.
@@ -32,7 +33,7 @@ __all__ = ["Peer", "PROTECTED", "unix_peer", "tcp_peer", "guard", "agent_reason"
 
 #: methods refused to the agent's own processes: exact names, and name prefixes
 PROTECTED = frozenset({"approval.respond", "approval.rule_remove", "mcp.attach",
-                       "fs.offer", "fs.respond",
+                       "fs.offer", "fs.respond", "terminal.offer", "terminal.respond",
                        "runtime.listen_tcp", "runtime.shutdown"})
 PROTECTED_PREFIXES = ("token.", "cron.")
 

@@ -43,7 +43,8 @@ PING_EVERY = 200  # exchanges between pings on a fresh connection
 REPLY_TIMEOUT = 15.0
 WRITERS = {"session.create", "token.create", "runtime.shutdown",
            "session.rename", "session.delete", "session.prune", "session.fork",
-           "session.compact", "cron.create", "mcp.attach", "runtime.listen_tcp", "fs.offer"}
+           "session.compact", "cron.create", "mcp.attach", "runtime.listen_tcp", "fs.offer",
+           "terminal.offer"}
 NEVER_FAKE = "ses_000000000000000000000000"  # a well-formed session id that does not exist
 ABSENT = object()  # "leave params out"
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from fakeprovider import Message, Status, text_reply, tool_call_reply
-from harness import until
+from harness import sandbox_missing, until
 from scene import owner_env
 
 jsonschema = pytest.importorskip("jsonschema")
@@ -45,6 +45,8 @@ def model(req: dict) -> Any:
         return tool_call_reply("mcp__demo__count", {"to": 2}, "m1")
     if users[-1] == "read through the editor":
         return tool_call_reply("read_file", {"path": "buffer.txt"}, "f1")
+    if users[-1] == "run in the editor's terminal":
+        return tool_call_reply("terminal", {"command": "echo in-a-terminal"}, "e1")
     if users[-1] == "run a command":
         return tool_call_reply("terminal", {"command": "touch schema-check"}, "t1")
     if users[-1] == "run in the background":
@@ -143,6 +145,17 @@ async def test_every_reply_and_event_of_real_traffic_validates(scene, tmp_path):
         await call("fs.respond", request_id=asked["payload"]["request_id"],
                    text="in the buffer\n")
         await peer.wait_terminal(sid, r["admission_id"])
+        # an editor's terminal: terminal.offer, the terminal.request notice (where a
+        # sandbox can be made), terminal.respond (refused: the owner runs it)
+        await call("terminal.offer", session_id=sid)
+        r = (await call("prompt.submit", session_id=sid, input_id="term",
+                        text="run in the editor's terminal", finite=True))["result"]
+        if sandbox_missing() is None:
+            asked = await peer.wait_event(lambda e: e["type"] == "terminal.request")
+            await call("terminal.respond", request_id=asked["payload"]["request_id"],
+                       error="no terminals here", refused=True)
+        await peer.wait_terminal(sid, r["admission_id"])
+        await call("terminal.offer", session_id=sid, run=False)
         # a transient model failure: model.retry
         r = (await call("prompt.submit", session_id=sid, input_id="flaky",
                         text="flaky", finite=True))["result"]

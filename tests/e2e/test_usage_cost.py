@@ -1,5 +1,6 @@
-"""Tokens and cost where people look (docs/long-sessions.md): each turn's usage in its
-receipt and ``message.complete``, the session's totals in ``session.info``, snapshots,
+"""Tokens and cost where people look (docs/long-sessions.md): each turn's usage (and the
+context window's fill it left) in its receipt and ``message.complete``, the session's
+totals in ``session.info``, snapshots,
 session.list and session.lookup, and in the CLI (`tether sessions`, `status --json`).
 
 The model is the scripted fake; it reports usage with cached and reasoning tokens
@@ -60,6 +61,10 @@ async def test_usage_and_cost_of_turns_and_sessions(scene) -> None:
 
         snap = await peer.result("session.resume", session_id=sid)
         assert snap["info"]["usage"]["total_tokens"] == 2400
+        # the context window's fill the turn left: its last request's prompt and
+        # answer, less the reasoning; the default window (no config, no table entry)
+        fill = {"used": 1000 + 200 - 50, "window": 32_768, "estimated": False}
+        assert complete["context"] == fill and snap["info"]["context"] == fill
 
         # a model no table prices: its cost is unknown, never a guess
         other = (await peer.result("session.create", model="mystery-model"))["session_id"]

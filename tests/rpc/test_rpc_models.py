@@ -158,6 +158,7 @@ def test_event_types_are_spec_section_6():
         "model.retry",
         "session.compacted",  # SPEC §13: long sessions
         "fs.request",  # issue 23: a notice to the editor that executes the file tools
+        "terminal.request",  # issue 23: ... and the sandboxed commands
     )
     for name in EVENT_TYPES:
         assert name in Event.__doc__

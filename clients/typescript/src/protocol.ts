@@ -5,9 +5,9 @@
 /**
  * One event: a union discriminated by ``type``
  */
-export type AnyEvent = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | ToolProgressEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | SessionReplayGapEvent | CronNoticeEvent | ModelRetryEvent | SessionCompactedEvent | FsRequestEvent)
+export type AnyEvent = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | ToolProgressEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | SessionReplayGapEvent | CronNoticeEvent | ModelRetryEvent | SessionCompactedEvent | FsRequestEvent | TerminalRequestEvent)
 /**
- * One entry of a session's durable event log (never a notice: the replay gap, fs.request).
+ * One entry of a session's durable event log (never a notice: the replay gap, fs.request, terminal.request).
  */
 export type Event = (SessionInfoEvent | MessageStartEvent | MessageDeltaEvent | ReasoningDeltaEvent | ToolStartEvent | ToolCompleteEvent | ToolProgressEvent | SubagentStartEvent | SubagentCompleteEvent | DelegationDispatchedEvent | DelegationCompleteEvent | MessageCompleteEvent | ApprovalRequestedEvent | ApprovalResolvedEvent | ProcessCompleteEvent | CronNoticeEvent | ModelRetryEvent | SessionCompactedEvent)
 /**
@@ -43,6 +43,7 @@ ApprovalRuleRemoveResult?: ApprovalRuleRemoveResult
 ApprovalRulesParams?: ApprovalRulesParams
 ApprovalRulesResult?: ApprovalRulesResult
 Attachment?: Attachment
+ContextFill?: ContextFill
 CronCreateParams?: CronCreateParams
 CronJob?: CronJob
 CronListParams?: CronListParams
@@ -171,6 +172,13 @@ SubagentCompletePayload?: SubagentCompletePayload
 SubagentStartEvent?: SubagentStartEvent
 SubagentStartPayload?: SubagentStartPayload
 TaskStatus?: TaskStatus
+TerminalExit?: TerminalExit
+TerminalOfferParams?: TerminalOfferParams
+TerminalOfferResult?: TerminalOfferResult
+TerminalRequestEvent?: TerminalRequestEvent
+TerminalRequestPayload?: TerminalRequestPayload
+TerminalRespondParams?: TerminalRespondParams
+TerminalRespondResult?: TerminalRespondResult
 TokenCreateParams?: TokenCreateParams
 TokenCreateResult?: TokenCreateResult
 TokenInfo?: TokenInfo
@@ -547,7 +555,29 @@ model?: (string | null)
  * the turn's cost in USD; null when the model has no known price
  */
 cost_usd?: (number | null)
+/**
+ * the context window's fill the turn left (sent when the turn asked a model)
+ */
+context?: (ContextFill | null)
 [k: string]: unknown | undefined
+}
+/**
+ * How full the model's context window is after a turn: the tokens the session's
+ * next request starts from (``used``) of the model's window (``window``).
+ */
+export interface ContextFill {
+/**
+ * the last model request's prompt tokens plus its answer's (reasoning left out), as the model server reported them; else tether's own count
+ */
+used: number
+/**
+ * the model's context window, in tokens
+ */
+window: number
+/**
+ * true when used is tether's count (the server reported no usage)
+ */
+estimated: boolean
 }
 /**
  * A tool call waits for a person's answer (approval.respond).
@@ -736,6 +766,62 @@ path: string
 content?: (string | null)
 /**
  * after this the tool uses the disk instead
+ */
+expires_at: number
+[k: string]: unknown | undefined
+}
+/**
+ * A notice to one viewer, never stored: the terminal tool asks the connection that
+ * offered (terminal.offer) to do one step of running a sandboxed command (already
+ * approved, its argv the sandbox's) in an editor's terminal; terminal.respond.
+ */
+export interface TerminalRequestEvent {
+session_id: string
+seq: null
+admission_id: (string | null)
+type: "terminal.request"
+payload: TerminalRequestPayload
+}
+/**
+ * A notice to one viewer, never stored: the terminal tool asks the connection that
+ * offered (terminal.offer) to do one step of running a sandboxed command (already
+ * approved, its argv the sandbox's) in an editor's terminal; terminal.respond.
+ */
+export interface TerminalRequestPayload {
+request_id: string
+op: ("create" | "output" | "wait_for_exit" | "kill" | "release")
+/**
+ * create: the tool call whose card shows the terminal
+ */
+call_id?: (string | null)
+/**
+ * every op but create
+ */
+terminal_id?: (string | null)
+/**
+ * create: the program (bwrap)
+ */
+command?: (string | null)
+/**
+ * create: its arguments
+ */
+args?: (string[] | null)
+/**
+ * create: its environment
+ */
+env?: ({
+[k: string]: string | undefined
+} | null)
+/**
+ * create: where it starts (absolute)
+ */
+cwd?: (string | null)
+/**
+ * create: the output the terminal keeps (its end)
+ */
+output_byte_limit?: (number | null)
+/**
+ * after this the tool no longer waits for the answer
  */
 expires_at: number
 [k: string]: unknown | undefined
@@ -1890,6 +1976,7 @@ toolsets: (string[] | null)
 created_at: number
 parent_session_id: (string | null)
 usage: (SessionUsage | null)
+context: (ContextFill | null)
 forked_from: (string | null)
 forked_at_seq: (number | null)
 }
@@ -2018,6 +2105,51 @@ last_seq?: (number | null)
  */
 problem?: (string | null)
 [k: string]: unknown | undefined
+}
+/**
+ * How a command in an editor's terminal ended: its exit code, or the signal that
+ * ended it (ACP's TerminalExitStatus).
+ */
+export interface TerminalExit {
+exit_code: (number | null)
+signal: (string | null)
+}
+/**
+ * This connection runs the sandboxed commands of ``session_id``'s terminal tool in
+ * its editor's terminals from now on; ``run`` false withdraws its offer.
+ */
+export interface TerminalOfferParams {
+session_id: string
+run?: boolean
+}
+/**
+ * Whether this connection's offer is the one now held for the session.
+ */
+export interface TerminalOfferResult {
+session_id: string
+run: boolean
+}
+/**
+ * The answer to one ``terminal.request``: what its ``op`` gives (``create``:
+ * ``terminal_id``; ``output``: ``output``, ``truncated`` and, once it ended,
+ * ``exit_status``; ``wait_for_exit``: ``exit_status``; ``kill``, ``release``:
+ * nothing), or ``error``. ``refused``: the editor answered the request with an error
+ * of its own, so it did not do it (a ``create`` refused started nothing).
+ */
+export interface TerminalRespondParams {
+request_id: string
+terminal_id?: (string | null)
+output?: (string | null)
+truncated?: (boolean | null)
+exit_status?: (TerminalExit | null)
+error?: (string | null)
+refused?: boolean
+}
+/**
+ * ``taken``: the tool got this answer (it was still waiting).
+ */
+export interface TerminalRespondResult {
+status: "taken"
 }
 export interface TokenCreateParams {
 label?: (string | null)
@@ -2180,6 +2312,10 @@ export interface Methods {
   "fs.offer": { params: FsOfferParams; result: FsOfferResult };
   /** Answer an fs.request sent to this connection: text read, write done, or error (the tool then uses the disk); an unknown or expired request is not_found. */
   "fs.respond": { params: FsRespondParams; result: FsRespondResult };
+  /** This connection runs a session's sandboxed commands in its editor's terminals while it lives; the newest offer wins; Unix socket only. */
+  "terminal.offer": { params: TerminalOfferParams; result: TerminalOfferResult };
+  /** Answer a terminal.request sent to this connection (what its op gives, or error); an unknown or expired request is not_found. */
+  "terminal.respond": { params: TerminalRespondParams; result: TerminalRespondResult };
   /** Start one MCP server if it is not running, and list its resources and prompts. */
   "mcp.resources": { params: McpResourcesParams; result: McpResourcesResult };
   /** Find sessions by id prefix, or the most recently active top-level one (last). */
@@ -2215,9 +2351,10 @@ export interface EventPayloads {
   "model.retry": ModelRetryPayload;
   "session.compacted": SessionCompactedPayload;
   "fs.request": FsRequestPayload;
+  "terminal.request": TerminalRequestPayload;
 }
 export type EventType = keyof EventPayloads;
-export const EVENT_TYPES: readonly EventType[] = ["session.info","message.start","message.delta","reasoning.delta","tool.start","tool.complete","tool.progress","subagent.start","subagent.complete","delegation.dispatched","delegation.complete","message.complete","approval.requested","approval.resolved","process.complete","session.replay_gap","cron.notice","model.retry","session.compacted","fs.request"];
+export const EVENT_TYPES: readonly EventType[] = ["session.info","message.start","message.delta","reasoning.delta","tool.start","tool.complete","tool.progress","subagent.start","subagent.complete","delegation.dispatched","delegation.complete","message.complete","approval.requested","approval.resolved","process.complete","session.replay_gap","cron.notice","model.retry","session.compacted","fs.request","terminal.request"];
 
 /** Error reason -> its data; the code of each is in ERROR_CODES. */
 export interface ErrorDataByReason {

@@ -75,6 +75,20 @@ def test_a_request_that_fits_is_left_alone() -> None:
     assert msgs == before
 
 
+def test_the_fill_is_the_last_request_s_tokens_or_our_count() -> None:
+    budget = Budget(50_000, 0.8)
+    msgs = _chat(2, 10)
+    # the server's count: prompt and answer, less the reasoning the next request drops
+    reported = budget.fill({"prompt_tokens": 900, "completion_tokens": 120,
+                            "reasoning_tokens": 20}, msgs)
+    assert reported == {"used": 1000, "window": 50_000, "estimated": False}
+    # nothing reported: what the messages and tools count
+    tools = [{"type": "function", "function": {"name": "t", "parameters": {}}}]
+    ours = budget.fill({}, msgs, tools)
+    assert ours == {"used": budget.count(msgs, tools), "window": 50_000, "estimated": True}
+    assert ours["used"] > budget.fill({}, msgs)["used"] > 0
+
+
 def test_split_point_keeps_whole_turns() -> None:
     rows = [{"role": r, "content": "y" * 400, "admission_id": f"a{n}"}
             for n in range(6) for r in ("user", "assistant")]

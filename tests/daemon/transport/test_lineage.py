@@ -115,7 +115,8 @@ def test_the_guard_refuses_only_protected_methods_of_the_agents_processes():
         lineage.register(tool.pid)
         agent = peers.Peer(pid=tool.pid, started=lineage.start_time(tool.pid))
         for method in ("approval.respond", "token.create", "token.list", "cron.create",
-                       "cron.run", "mcp.attach", "fs.offer", "fs.respond"):
+                       "cron.run", "mcp.attach", "fs.offer", "fs.respond", "terminal.offer",
+                       "terminal.respond"):
             err = peers.guard(method, Call(agent))
             assert isinstance(err, Forbidden) and err.reason == "forbidden", method
             assert "agent" in err.detail
