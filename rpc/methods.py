@@ -35,7 +35,7 @@ from .models import (
     TokenCreateParams,
     TokenCreateResult,
 )
-from .models_approvals import (
+from .models.approvals import (
     ApprovalListParams,
     ApprovalListResult,
     ApprovalRespondParams,
@@ -45,7 +45,7 @@ from .models_approvals import (
     ApprovalRulesParams,
     ApprovalRulesResult,
 )
-from .models_cron import (
+from .models.cron import (
     CronCreateParams,
     CronJob,
     CronListParams,
@@ -57,8 +57,8 @@ from .models_cron import (
     CronRunsResult,
     CronUpdateParams,
 )
-from .models_fs import FsOfferParams, FsOfferResult, FsRespondParams, FsRespondResult
-from .models_history import (
+from .models.fs import FsOfferParams, FsOfferResult, FsRespondParams, FsRespondResult
+from .models.history import (
     SessionCompactParams,
     SessionCompactResult,
     SessionExportParams,
@@ -66,7 +66,7 @@ from .models_history import (
     SessionForkParams,
     SessionForkResult,
 )
-from .models_mcp import (
+from .models.mcp import (
     McpAttachParams,
     McpAttachResult,
     McpListParams,
@@ -76,7 +76,7 @@ from .models_mcp import (
     McpServerInfo,
     McpToolsParams,
 )
-from .models_sessions import (
+from .models.sessions import (
     SessionDeleteParams,
     SessionDeleteResult,
     SessionLookupParams,
@@ -86,13 +86,13 @@ from .models_sessions import (
     SessionRenameParams,
     SessionRenameResult,
 )
-from .models_terminal import (
+from .models.terminal import (
     TerminalOfferParams,
     TerminalOfferResult,
     TerminalRespondParams,
     TerminalRespondResult,
 )
-from .models_tokens import (
+from .models.tokens import (
     ListenTcpParams,
     ListenTcpResult,
     TokenListParams,

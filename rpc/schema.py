@@ -22,8 +22,8 @@ from pydantic.json_schema import models_json_schema
 from .envelope import EVENT_TYPES, NOTICE_TYPES
 from .errors import ERRORS
 from .methods import METHODS
-from .models_events import EVENT_MODELS, EVENT_PAYLOADS, AnyEvent, EventNotification
-from .models_frames import ErrorData, FieldProblem, JsonRpcError, JsonRpcRequest, JsonRpcResult
+from .models.events import EVENT_MODELS, EVENT_PAYLOADS, AnyEvent, EventNotification
+from .models.frames import ErrorData, FieldProblem, JsonRpcError, JsonRpcRequest, JsonRpcResult
 from .names import PROVIDER_NAMES, TOOLSETS
 from .protocol import EVENT_METHOD, PROTOCOL
 

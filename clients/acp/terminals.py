@@ -31,7 +31,7 @@ from acp import RequestError
 from acp.schema import EnvVariable
 
 from tether.rpc.errors import RpcError
-from tether.rpc.models_terminal import TERMINAL_OUTPUT_MAX_CHARS
+from tether.rpc.models.terminal import TERMINAL_OUTPUT_MAX_CHARS
 
 from ..library.client import TetherClient
 

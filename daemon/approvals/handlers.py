@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from tether.rpc import models_approvals as m
 from tether.rpc.dispatch import Dispatcher
+from tether.rpc.models import approvals as m
 
 from .service import ApprovalService
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tether.rpc import models_cron as mc
 from tether.rpc.dispatch import Dispatcher
+from tether.rpc.models import cron as mc
 
 from .jobs import CronJobs
 from .service import CronService

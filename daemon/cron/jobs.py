@@ -16,7 +16,7 @@ from typing import Any
 
 from tether.rpc.errors import InvalidParams, NotFound, Overloaded
 from tether.rpc.models import TURN_OPTION_FIELDS
-from tether.rpc.models_cron import CronCreateParams, CronUpdateParams
+from tether.rpc.models.cron import CronCreateParams, CronUpdateParams
 from tether.store import cron as cron_rows
 from tether.store.conn import Conn
 

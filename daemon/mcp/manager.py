@@ -231,7 +231,7 @@ class McpManager:
 def mcp_handlers(manager: McpManager, session_exists: Callable[[str], Awaitable[bool]],
                  ) -> Callable[[Dispatcher], None]:
     """What registers mcp.list, mcp.tools, mcp.resources and mcp.attach on a dispatcher."""
-    from tether.rpc import models_mcp as m
+    from tether.rpc.models import mcp as m
 
     def register(d: Dispatcher) -> None:
         @d.register("mcp.list")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.rpc.models_history import EXPORT_FORMAT
+from tether.rpc.models.history import EXPORT_FORMAT
 
 from ..model.usage import Prices, totals
 

@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tether.rpc import models_history as mh
 from tether.rpc.dispatch import Dispatcher
 from tether.rpc.errors import InvalidParams, NotFound
+from tether.rpc.models import history as mh
 from tether.store import compactions, events, messages, sessions
 from tether.store import history as rows
 from tether.store.conn import Conn

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tether.rpc import models_fs as m
-from tether.rpc import models_terminal as mt
 from tether.rpc.dispatch import Dispatcher
 from tether.rpc.errors import InvalidParams, NotFound
+from tether.rpc.models import fs as m
+from tether.rpc.models import terminal as mt
 
 from ..toolsets.editor import EditorFiles, Offers
 from ..toolsets.editor_terminal import EditorTerminals

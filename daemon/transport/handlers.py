@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.rpc import models as m
-from tether.rpc import models_sessions as ms
 from tether.rpc.dispatch import Dispatcher
 from tether.rpc.errors import InvalidParams, NotFound, RpcError, StorageUnavailable
+from tether.rpc.models import sessions as ms
 from tether.rpc.names import PROVIDER_NAMES
 from tether.rpc.protocol import PROTOCOL
 from tether.store import StorageError, Store

@@ -11,7 +11,7 @@ from typing import Any
 
 from tether.rpc.dispatch import Dispatcher
 from tether.rpc.errors import InvalidParams
-from tether.rpc.models_tokens import ListenTcpParams
+from tether.rpc.models.tokens import ListenTcpParams
 
 from .server import Call, Listeners, tcp_address
 

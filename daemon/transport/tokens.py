@@ -17,7 +17,7 @@ from typing import Any
 
 from tether.rpc.dispatch import Dispatcher
 from tether.rpc.errors import InvalidParams, NotFound
-from tether.rpc.models_tokens import TokenListParams, TokenRevokeParams
+from tether.rpc.models.tokens import TokenListParams, TokenRevokeParams
 from tether.store import Store
 from tether.store import tokens as token_rows
 

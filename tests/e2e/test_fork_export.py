@@ -17,7 +17,7 @@ from harness import Peer
 from scene import Scene
 from toolscript import ScriptedModel
 
-from tether.rpc.models_history import ExportDocument
+from tether.rpc.models.history import ExportDocument
 
 NOTES = "first line\n```python\nprint('fenced')\n```\nlast line"
 TOUCH = "touch made-by-agent"

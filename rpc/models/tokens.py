@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import StringConstraints
 
-from .models import Model
+from .core import Model
 
 __all__ = ["TokenInfo", "TokenListParams", "TokenListResult", "TokenRevokeParams",
            "TokenRevokeResult", "ListenTcpParams", "ListenTcpResult"]

@@ -1,5 +1,5 @@
 """Wire models of the editor as executor of the file tools: fs.offer and fs.respond
-(the ``fs.request`` notice they answer is in models_events; docs/acp.md, "The editor's buffers")."""
+(the ``fs.request`` notice they answer is in events.py; docs/acp.md, "The editor's buffers")."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from .models import Id
-from .models_base import Model
+from .base import Model
+from .core import Id
 
 __all__ = ["FS_TEXT_MAX_CHARS", "FsOfferParams", "FsOfferResult", "FsRespondParams",
            "FsRespondResult"]

@@ -12,8 +12,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
-from .models import Model, Outcome, Status, Timestamp, TurnOptions, TurnResult
-from .protocol import MAX_TEXT_CHARS
+from ..protocol import MAX_TEXT_CHARS
+from .core import Model, Outcome, Status, Timestamp, TurnOptions, TurnResult
 
 __all__ = [
     "CronCreateParams", "CronUpdateParams", "CronNameParams", "CronListParams",

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
-from .models_base import Model
+from .base import Model
 
 __all__ = ["McpToolInfo", "McpServerInfo", "McpListParams", "McpListResult", "McpToolsParams",
            "McpServerSpec", "McpAttachParams", "McpAttachResult", "McpResourcesParams",

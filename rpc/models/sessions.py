@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from .models import Id, Model, SessionSummary
+from .core import Id, Model, SessionSummary
 
 __all__ = [
     "MessageStartPayload",

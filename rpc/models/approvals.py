@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .models import ApprovalPrompt, Id, Model, Timestamp
+from .core import ApprovalPrompt, Id, Model, Timestamp
 
 __all__ = ["ApprovalRespondParams", "ApprovalRespondResult", "ApprovalListParams",
            "ApprovalListResult", "ApprovalRule", "ApprovalRulesParams", "ApprovalRulesResult",

@@ -17,10 +17,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from .models_base import Model
-from .models_mcp import McpServerInfo
-from .models_usage import ContextFill, SessionUsage
-from .protocol import MAX_ATTACHMENTS, MAX_ID_CHARS, MAX_SEQ, MAX_TEXT_CHARS
+from ..protocol import MAX_ATTACHMENTS, MAX_ID_CHARS, MAX_SEQ, MAX_TEXT_CHARS
+from .base import Model
+from .mcp import McpServerInfo
+from .usage import ContextFill, SessionUsage
 
 __all__ = ["TURN_OPTION_FIELDS", "Attachment", "Event", "EventsSinceResult", "InterruptResult",
            "Model", "OkResult", "PendingAdmission", "PingParams", "PingResult",
@@ -281,7 +281,7 @@ class Event(Model):
                            awaiting_approval?: approval_id | null
     message.start          admission_id, input_id, principal, text (the prompt,
                            first 4000 characters), text_truncated? (true when cut);
-                           see models_sessions.MessageStartPayload
+                           see events.MessageStartPayload
     message.delta          text
     reasoning.delta        text
     tool.start             call_id, name, arguments, subject? (command or path)

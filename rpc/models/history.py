@@ -11,9 +11,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from .models import Id, Model, Outcome, TranscriptMessage
-from .models_usage import SessionUsage
-from .protocol import MAX_SEQ
+from ..protocol import MAX_SEQ
+from .core import Id, Model, Outcome, TranscriptMessage
+from .usage import SessionUsage
 
 __all__ = ["EXPORT_FORMAT", "ExportApproval", "ExportCompaction", "ExportDelegation",
            "ExportDocument", "ExportMessage", "ExportSession", "ExportToolCall", "ExportTurn",

@@ -1,6 +1,6 @@
 """Wire models of the editor's terminals as executor of the terminal tool's sandboxed
 commands: terminal.offer and terminal.respond (the ``terminal.request`` notice they
-answer is in models_events; docs/acp.md, "The editor's terminals")."""
+answer is in events.py; docs/acp.md, "The editor's terminals")."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from .models import Id
-from .models_base import Model
+from .base import Model
+from .core import Id
 
 __all__ = ["TERMINAL_OUTPUT_MAX_CHARS", "TerminalExit", "TerminalOfferParams",
            "TerminalOfferResult", "TerminalRespondParams", "TerminalRespondResult"]

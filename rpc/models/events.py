@@ -1,5 +1,5 @@
 """The schema of every event type's payload, and of the ``event`` notification that
-carries one (the other JSON-RPC frames are in models_frames.py).
+carries one (the other JSON-RPC frames are in frames.py).
 
 ``models.Event`` keeps ``payload`` a free object so a client survives a newer
 owner's types; these models say what each type the owner sends carries. They
@@ -18,9 +18,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-from .envelope import NOTICE_TYPES
-from .models import Outcome
-from .models_usage import ContextFill, SessionUsage
+from ..envelope import NOTICE_TYPES
+from .core import Outcome
+from .usage import ContextFill, SessionUsage
 
 __all__ = ["EVENT_MODELS", "EVENT_PAYLOADS", "AnyEvent", "EventNotification"]
 
