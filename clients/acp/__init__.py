@@ -7,7 +7,8 @@ editor, as one more viewer of the owner.
 - ``asking``: permission requests, withdrawn when an approval is answered elsewhere.
 - ``plan``: a turn's delegations as the editor's plan.
 - ``files``, ``terminals``: the editor's ``fs/*`` and ``terminal/*`` executing the
-  owner's checked file reads and writes and its sandboxed commands.
+  owner's checked file reads and writes and its sandboxed commands; ``relay``:
+  what the two share (each request answered in a task of its own).
 - ``usage``: the context window's fill and the session's cost (``usage_update``).
 - ``servers``: the editor's MCP servers, given to its sessions (mcp.attach).
 - ``session``: what is kept for each session an editor has open.

@@ -21,21 +21,19 @@ from acp import RequestError
 
 from tether.rpc.errors import RpcError
 
-from ..library.client import TetherClient
+from .relay import Relay
 
 __all__ = ["EditorFiles"]
 
 log = logging.getLogger("tether.acp")
 
 
-class EditorFiles:
+class EditorFiles(Relay):
     """What the editor executes for the owner, and the answering of its requests."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.read = self.write = False
-        self.editor: Any = None
-        self.tether: TetherClient | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
 
     def capabilities(self, client_capabilities: Any) -> None:
         """Take the editor's ``initialize`` capabilities (``fs.readTextFile``, ...)."""
@@ -59,12 +57,6 @@ class EditorFiles:
             return
         log.info("the editor executes %s of %s", " and ".join(
             op for op in ("read", "write") if held.get(op)) or "nothing", session_id)
-
-    def on_request(self, event: dict[str, Any]) -> None:
-        """An ``fs.request`` notice (the connection's reader calls this: answer apart)."""
-        task = asyncio.create_task(self._answer(event))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def _answer(self, event: dict[str, Any]) -> None:
         p = event.get("payload") or {}
@@ -98,6 +90,3 @@ class EditorFiles:
         except ConnectionError:
             pass
 
-    def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()

@@ -33,7 +33,7 @@ from acp.schema import EnvVariable
 from tether.rpc.errors import RpcError
 from tether.rpc.models.terminal import TERMINAL_OUTPUT_MAX_CHARS
 
-from ..library.client import TetherClient
+from .relay import Relay
 
 __all__ = ["EditorTerminals"]
 
@@ -50,15 +50,13 @@ def _status(status: Any) -> dict[str, Any] | None:
             "signal": getattr(status, "signal", None)}
 
 
-class EditorTerminals:
+class EditorTerminals(Relay):
     """Whether the editor has terminals for the owner, and the answering of its requests."""
 
     def __init__(self, embed: Embed) -> None:
+        super().__init__()
         self.enabled = False
-        self.editor: Any = None
-        self.tether: TetherClient | None = None
         self._embed = embed
-        self._tasks: set[asyncio.Task[None]] = set()
 
     def capabilities(self, client_capabilities: Any) -> None:
         """Take the editor's ``initialize`` capabilities (``terminal``)."""
@@ -79,12 +77,6 @@ class EditorTerminals:
             return
         if held.get("run"):
             log.info("the editor's terminals run the sandboxed commands of %s", session_id)
-
-    def on_request(self, event: dict[str, Any]) -> None:
-        """A ``terminal.request`` notice (the connection's reader calls this: answer apart)."""
-        task = asyncio.create_task(self._answer(event))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def _answer(self, event: dict[str, Any]) -> None:
         p = event.get("payload") or {}
@@ -157,6 +149,3 @@ class EditorTerminals:
             except Exception as exc:  # noqa: BLE001 - the editor's to keep or not
                 log.info("terminal %s: %s", terminal_id, exc)
 
-    def close(self) -> None:
-        for task in self._tasks:
-            task.cancel()
