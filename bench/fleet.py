@@ -73,7 +73,7 @@ class _Tally:
 
     def __init__(self, nodes: int) -> None:
         self.wall = self.clients = self.busy = 0.0
-        self.trips = 0.0  # round trips to PostgreSQL, all nodes (store/pg.py counts them)
+        self.trips = 0.0  # round trips to PostgreSQL, all nodes (store/pg/db.py counts them)
         self.db = {"commits": 0.0, "rows": 0.0, "wal": 0.0}
         self.nodes = [0.0] * nodes
         self.pg: dict[str, float] | None = {"ours": 0.0, "all": 0.0}

@@ -41,8 +41,8 @@ import httpx
 
 from tether.rpc.protocol import PROTOCOL
 from tether.store import StorageError
-from tether.store import runtime as runtime_rows
-from tether.store import sessions as session_rows
+from tether.store.tables import runtime as runtime_rows
+from tether.store.tables import sessions as session_rows
 
 from .approvals.handlers import approval_handlers
 from .approvals.service import ApprovalService

@@ -2,7 +2,7 @@
 
 Query modules are written once, in the SQL both SQLite and PostgreSQL accept,
 with ``?`` placeholders; they take a `Conn`. On SQLite that is the
-``sqlite3.Connection`` itself; on PostgreSQL it is the adapter of pg.py, which
+``sqlite3.Connection`` itself; on PostgreSQL it is the adapter of pg/connection.py, which
 rewrites the placeholders and maps the driver's errors. A constraint a unit
 breaks is ``IntegrityError`` on both (the unit's own error: its caller handles
 it); every other failure leaves the store as a StorageError.
@@ -20,7 +20,7 @@ __all__ = ["Conn", "Cursor", "IntegrityError", "Store", "dialect", "send",
 
 T = TypeVar("T")
 
-#: a broken constraint, on either backend (pg.py raises it for the driver's own)
+#: a broken constraint, on either backend (pg/connection.py raises it for the driver's own)
 IntegrityError = sqlite3.IntegrityError
 
 
@@ -55,7 +55,7 @@ def send(conn: Conn, sql: str, parameters: Any = ()) -> Any:
     """Run a statement whose answer the unit does not need yet and whose failure
     would be a bug, not the unit's own (an INSERT under its session's lock): on
     PostgreSQL it rides in the writer's pipeline and nothing waits for it
-    (store/pg.py); on SQLite it is ``execute``. Its cursor: what it returns can be
+    (store/pg/db.py); on SQLite it is ``execute``. Its cursor: what it returns can be
     read once the transaction committed."""
     sender = getattr(conn, "send", None)
     if sender is not None:
@@ -76,8 +76,8 @@ def serialise_session(conn: Conn, session_id: str) -> None:
 
 
 class Store(Protocol):
-    """What the owner uses of a store, either one: db.py's `Database` (SQLite) or
-    pg.py's `PgDatabase` (PostgreSQL)."""
+    """What the owner uses of a store, either one: sqlite/db.py's `Database` (SQLite) or
+    pg/db.py's `PgDatabase` (PostgreSQL)."""
 
     dialect: str
     #: what the database is, for messages ("SQLite database /home/…/state.db")

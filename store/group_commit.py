@@ -1,4 +1,4 @@
-"""Group commit, written once for both writers (SQLite in db.py, PostgreSQL in pg_writer.py).
+"""Group commit, written once for both writers (SQLite in sqlite/db.py, PostgreSQL in pg/writer.py).
 
 `GroupCommit` owns the queue of units, the grouping rule, the order of a
 group's steps and what each caller is told. A database supplies a `Writer`,

@@ -1,7 +1,7 @@
 """One thread running calls in order, each result handed back to the event loop.
 
 Each writer's group commit has one (group_commit.py: SQLite's COMMIT, PostgreSQL's
-COMMIT and connecting); SQLite's reads run on another (db.py).
+COMMIT and connecting); SQLite's reads run on another (sqlite/db.py).
 """
 
 from __future__ import annotations

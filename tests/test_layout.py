@@ -223,7 +223,7 @@ CLIENT_LAYERS: dict[str, set[str]] = {
 }
 #: (importer, imported) pairs allowed only inside a function, never at import time
 CLIENT_LAZY_ONLY = {("cli", "acp")}
-#: most modules a daemon or clients folder may hold before it should be split
+#: most modules a folder of ours may hold before it should be split
 MAX_FOLDER_MODULES = 15
 
 
@@ -262,8 +262,9 @@ def test_the_layers_have_no_cycle_and_each_package_says_its_rule():
 
 
 def test_no_folder_holds_more_than_about_fifteen_modules():
-    for pkg in ("daemon", "clients"):
-        for folder in [ROOT / pkg, *(p for p in (ROOT / pkg).rglob("*") if p.is_dir())]:
+    for pkg in ("daemon", "clients", "rpc", "store", "bench"):
+        for folder in [ROOT / pkg, *(p for p in (ROOT / pkg).rglob("*")
+                                     if p.is_dir() and "node_modules" not in p.parts)]:
             modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
             assert len(modules) <= MAX_FOLDER_MODULES, f"{folder.relative_to(ROOT)}: {len(modules)}"
 
@@ -337,3 +338,22 @@ def test_each_client_package_says_its_rule():
         init = ROOT / "clients" / name / "__init__.py"
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
         assert "May import" in doc, f"clients/{name}/__init__.py does not say what it may import"
+
+
+#: the store's folders: the queries, and each database's writer and schema
+STORE_PARTS = ("tables", "sqlite", "pg")
+
+
+def test_the_store_parts_import_only_its_core_and_themselves():
+    graph = _module_graph()
+    for module, edges in graph.items():
+        parts = module.split(".")
+        if parts[0] != "store" or len(parts) < 2:
+            continue
+        own = parts[1] if parts[1] in STORE_PARTS else None
+        for target in edges:
+            t = target.split(".")
+            if t[0] != "store" or len(t) < 2 or t[1] not in STORE_PARTS or t[1] == own:
+                continue
+            # the package's own __init__ names the two databases; nothing else crosses
+            assert module == "store" and t[1] == "sqlite", f"{module} imports {target}"

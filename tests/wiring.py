@@ -22,7 +22,7 @@ from tether.daemon.model.provider import Provider
 from tether.daemon.runtime.home import Home
 from tether.daemon.services import Services, build_services
 from tether.store import Database
-from tether.store import sessions as session_rows
+from tether.store.tables import sessions as session_rows
 
 
 class Parts:

@@ -27,7 +27,7 @@ from typing import Any
 
 from tether.rpc.errors import InvalidParams, NotFound
 from tether.store import StorageError
-from tether.store import approvals as rows
+from tether.store.tables import approvals as rows
 
 from ..config.core import ApprovalsConfig
 from ..ledger.journal import Journal, Tx, ride_out

@@ -27,8 +27,9 @@ from typing import Any
 
 import orjson
 
-from tether.store import StorageError, admissions, sessions
-from tether.store import cron as cron_rows
+from tether.store import StorageError
+from tether.store.tables import admissions, sessions
+from tether.store.tables import cron as cron_rows
 
 from ..ledger.delivery import announce_once, claim, recover
 from ..ledger.journal import Journal, Tx

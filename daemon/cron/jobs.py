@@ -17,8 +17,8 @@ from typing import Any
 from tether.rpc.errors import InvalidParams, NotFound, Overloaded
 from tether.rpc.models import TURN_OPTION_FIELDS
 from tether.rpc.models.cron import CronCreateParams, CronUpdateParams
-from tether.store import cron as cron_rows
 from tether.store.conn import Conn
+from tether.store.tables import cron as cron_rows
 
 from ..config.core import Config
 from ..config.turn import check_turn_options

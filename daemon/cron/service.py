@@ -32,8 +32,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from tether.rpc.errors import InvalidParams, NotFound
-from tether.store import StorageError, admissions, sessions
-from tether.store import cron as cron_rows
+from tether.store import StorageError
+from tether.store.tables import admissions, sessions
+from tether.store.tables import cron as cron_rows
 
 from ..config.core import Config
 from ..ledger.activity import fields

@@ -21,8 +21,8 @@ from typing import Any
 
 import orjson
 
-from tether.store import delegations, events
 from tether.store.conn import Conn
+from tether.store.tables import delegations, events
 
 from ..config.core import Config
 from ..config.turn import TurnSettings, resolve_child

@@ -20,7 +20,8 @@ from typing import Any
 
 import orjson
 
-from tether.store import StorageError, delegations, sessions
+from tether.store import StorageError
+from tether.store.tables import delegations, sessions
 
 from ..config.core import Config
 from ..config.turn import ResolveError, TurnSettings, resolve_child

@@ -19,8 +19,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from tether.store import compactions, messages, sessions
 from tether.store.conn import Conn
+from tether.store.tables import compactions, messages, sessions
 
 from ..ledger.journal import Journal, Tx
 from ..model.budget import Budget, count_text, cut_text

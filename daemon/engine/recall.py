@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from tether.store import compactions
+from tether.store.tables import compactions
 
 __all__ = ["Recall", "KEPT_SESSIONS", "NEW_MOST"]
 

@@ -17,7 +17,8 @@ from typing import Any
 import orjson
 
 from tether.rpc.previews import preview
-from tether.store import StorageError, messages
+from tether.store import StorageError
+from tether.store.tables import messages
 
 from ..ledger.journal import Journal, Unit, outage_error, retry_delay
 

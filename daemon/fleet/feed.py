@@ -9,7 +9,7 @@ nothing here runs.
 
 Announce. A store unit that wrote events asks, through the journal's
 ``announce`` hook, for ``SELECT pg_notify(<channel>, '<node id> <sessions>')`` to
-run right before its group's COMMIT (``PgConn.before_commit``, store/pg_conn.py),
+run right before its group's COMMIT (``PgConn.before_commit``, store/pg/connection.py),
 naming the sessions it wrote events of. Every unit asks, but the request is
 folded per group (the sessions of all its units gathered into one payload, or
 "*" when they would not fit one), so a commit that wrote events sends one

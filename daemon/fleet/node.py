@@ -40,8 +40,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from tether.store import admissions
-from tether.store import fleet as fleet_rows
+from tether.store.tables import admissions
+from tether.store.tables import fleet as fleet_rows
 
 from ..ledger.journal import Fenced, Journal, Tx, Unit
 from ..ledger.placement import Recoverer

@@ -10,9 +10,9 @@ import time
 from typing import Any
 
 from tether.store import StorageError
-from tether.store import fleet as fleet_rows
 from tether.store.errors import translate
 from tether.store.pg import PgConn, row_factory
+from tether.store.tables import fleet as fleet_rows
 
 __all__ = ["NoFleet", "Unreadable", "read_nodes"]
 

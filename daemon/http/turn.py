@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from tether.rpc.errors import AdmissionConflict, InvalidParams, NotFound
-from tether.store import admissions, conversations, events, messages, sessions
+from tether.store.tables import admissions, conversations, events, messages, sessions
 
 from ..config.core import HttpConfig
 from ..ledger import rules as ledger

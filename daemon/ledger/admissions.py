@@ -27,8 +27,9 @@ from tether.rpc.errors import (
     UnknownExecution,
 )
 from tether.rpc.models import TURN_OPTION_FIELDS, PromptSubmitParams
-from tether.store import StorageError, admissions, sessions
+from tether.store import StorageError
 from tether.store.conn import Conn
+from tether.store.tables import admissions, sessions
 
 from ..config.core import DaemonConfig
 from ..config.turn import check_turn_options

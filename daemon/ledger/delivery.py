@@ -42,8 +42,9 @@ from typing import Any, Protocol
 
 import orjson
 
-from tether.store import StorageError, admissions
+from tether.store import StorageError
 from tether.store.conn import Conn
+from tether.store.tables import admissions
 
 from ..runtime.supervisor import Supervisor
 from .journal import Journal, Tx, Unit, never, until_stored

@@ -28,8 +28,8 @@ from typing import Any, TypeVar
 import orjson
 
 from tether.store import StorageError, Store
-from tether.store import events as event_rows
 from tether.store.conn import Conn, dialect
+from tether.store.tables import events as event_rows
 
 from . import activity
 from .events import EventBus, EventRecord
@@ -72,7 +72,7 @@ class Tx:
               admission_id: str | None = None) -> int | None:
         """Append an event to the session's log, in this transaction; its seq. On
         PostgreSQL the seq is learnt only after the commit (nothing waits for it
-        before: store/pg.py), so None, and the record is published with it then."""
+        before: store/pg/db.py), so None, and the record is published with it then."""
         payload_json = orjson.dumps(payload).decode()
         if self._later is not None:
             answer = event_rows.append_later(self.conn, session_id, type_, payload_json,

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from tether.store import admissions, messages, sessions
+from tether.store.tables import admissions, messages, sessions
 
 from ..model.usage import Prices, totals, turn_cost
 from .journal import Tx
@@ -33,7 +33,7 @@ def start(tx: Tx, view: Scheduler, session_id: str, admission_id: str,
     row = admissions.mark_started(tx.conn, admission_id, epoch, tx.now, sources(Event.START))
     session = session_row()
     if row is None:
-        # A retry of a start whose COMMIT answer was lost (store/pg.py) finds the row
+        # A retry of a start whose COMMIT answer was lost (store/pg/db.py) finds the row
         # started by this very owner: that start was stored, with its user message
         # and events; the turn is this one's to run, not to write again.
         row = admissions.get(tx.conn, admission_id)

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from tether.store import admissions, events
+from tether.store.tables import admissions, events
 
 from . import outcomes
 from .journal import Journal, Tx

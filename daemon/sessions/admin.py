@@ -18,8 +18,8 @@ import orjson
 
 from tether.rpc.errors import InvalidParams, NotFound
 from tether.rpc.names import AUTOMATED_SOURCES
-from tether.store import session_admin as rows
 from tether.store.conn import Conn
+from tether.store.tables import session_admin as rows
 
 from ..ledger.journal import Journal, Tx
 from ..ledger.scheduler import Scheduler

@@ -15,9 +15,9 @@ from typing import Any
 from tether.rpc.dispatch import Dispatcher
 from tether.rpc.errors import InvalidParams, NotFound
 from tether.rpc.models import history as mh
-from tether.store import compactions, events, messages, sessions
-from tether.store import history as rows
 from tether.store.conn import Conn
+from tether.store.tables import compactions, events, messages, sessions
+from tether.store.tables import history as rows
 
 from ..config.core import Config
 from ..config.turn import ResolveError, resolve_turn

@@ -23,9 +23,9 @@ from tether.rpc.errors import (
     RuntimeDraining,
 )
 from tether.rpc.models import TURN_OPTION_FIELDS, SessionCreateParams
-from tether.store import admissions, events, messages, sessions
-from tether.store import approvals as approval_rows
 from tether.store.conn import Conn
+from tether.store.tables import admissions, events, messages, sessions
+from tether.store.tables import approvals as approval_rows
 
 from ..config.turn import check_turn_options
 from ..ledger import rules as ledger

@@ -25,7 +25,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.store import processes as rows
+from tether.store.tables import processes as rows
 
 from ..config.core import ToolsConfig
 from ..ledger.delivery import Admit, LateDelivery, Letter

@@ -24,7 +24,7 @@ from tether.rpc.models import sessions as ms
 from tether.rpc.names import PROVIDER_NAMES
 from tether.rpc.protocol import PROTOCOL
 from tether.store import StorageError, Store
-from tether.store import tokens as token_rows
+from tether.store.tables import tokens as token_rows
 
 from ..config.turn import TOOLSETS
 from ..engine.turns import TurnRunner

@@ -19,7 +19,7 @@ from tether.rpc.dispatch import Dispatcher
 from tether.rpc.errors import InvalidParams, NotFound
 from tether.rpc.models.tokens import TokenListParams, TokenRevokeParams
 from tether.store import Store
-from tether.store import tokens as token_rows
+from tether.store.tables import tokens as token_rows
 
 from .handlers import token_hash
 from .server import Call

@@ -37,7 +37,7 @@ def test_quick_postgresql_bench_measures_one_node_and_three(tmp_path):
         figures = adm[layout]
         assert figures["rows"] == adm["n"], (layout, figures)  # every receipt is a row
         assert figures["per_s"] > 0 and figures["db_rows_each"] > 0
-        # an admission is at least the receipt check and its write (store/pg.py counts)
+        # an admission is at least the receipt check and its write (store/pg/db.py counts)
         assert figures["round_trips_each"] >= 1, (layout, figures)
         assert figures["cpu_us_each"]["nodes"] > 0 and figures["cpu_us_each"]["clients"] > 0
         turns = data["turns"][layout]

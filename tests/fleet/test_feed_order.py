@@ -22,10 +22,10 @@ from psycopg import sql
 from tether.daemon.fleet.feed import CHANNEL_SQL, Feed
 from tether.daemon.ledger.events import Viewer
 from tether.daemon.ledger.journal import Journal, Tx
-from tether.store import events as event_rows
-from tether.store import sessions as session_rows
 from tether.store.pg import PgDatabase
-from tether.store.pg_conn import GATHER_MAX_CHARS, gathered
+from tether.store.pg.connection import GATHER_MAX_CHARS, gathered
+from tether.store.tables import events as event_rows
+from tether.store.tables import sessions as session_rows
 
 
 @dataclass

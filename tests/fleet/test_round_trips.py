@@ -28,9 +28,9 @@ from tether.daemon.runtime.home import Home
 from tether.daemon.services import Services, build_services
 from tether.rpc.models import PromptSubmitParams
 from tether.store import StorageError
-from tether.store import fleet as fleet_rows
-from tether.store import sessions as session_rows
-from tether.store.pg_conn import round_trips
+from tether.store.pg.connection import round_trips
+from tether.store.tables import fleet as fleet_rows
+from tether.store.tables import sessions as session_rows
 
 #: an admission: the idempotency lookup, the unit's one wait (the bound, the insert
 #: and the lease take in one pipeline), the group's COMMIT
@@ -157,7 +157,7 @@ async def test_a_fence_that_refuses_a_unit_that_waits_fails_that_unit_alone(node
     """Here the fence refuses at its sixth use on the writer's connection, the use at
     which psycopg prepares it (recording its name as it sends it): before the
     writer made psycopg forget its prepared statements after a failure
-    (pg_conn.forget_prepared), the next unit's fence was told "prepared statement
+    (pg/connection.forget_prepared), the next unit's fence was told "prepared statement
     … does not exist"."""
     services, url = node
     placement = services.placement

@@ -1,4 +1,4 @@
-"""The group-commit writer and migrations of store/db.py.
+"""The group-commit writer of store/sqlite/db.py, and its migrations.
 
 Units run on the event loop; only COMMIT runs on the commit thread. To make
 grouping deterministic, ``ParkedCommit`` holds the commit of the group in flight
@@ -13,7 +13,8 @@ from contextlib import closing
 
 import pytest
 
-from tether.store import SCHEMA_VERSION, Database, StorageError, migrations
+from tether.store import SCHEMA_VERSION, Database, StorageError
+from tether.store.sqlite import migrations
 
 
 def make_table(conn):

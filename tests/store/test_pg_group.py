@@ -1,4 +1,4 @@
-"""The PostgreSQL writer's groups in pipeline mode (store/pg.py): a unit that fails
+"""The PostgreSQL writer's groups in pipeline mode (store/pg/db.py): a unit that fails
 rolls back alone, whatever was still unanswered when it failed; a big parameter
 leaves the pipeline and comes back; what needs no answer costs no round trip."""
 
@@ -15,9 +15,10 @@ import pytest
 
 from tether.daemon.ledger.events import EventBus
 from tether.daemon.ledger.journal import Journal
-from tether.store import StorageError, messages
-from tether.store import events as event_rows
+from tether.store import StorageError
 from tether.store.pg import PgDatabase
+from tether.store.tables import events as event_rows
+from tether.store.tables import messages
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ from contextlib import closing
 
 import pytest
 
-from tether.store import admissions, events, messages, runtime, sessions, tokens
-from tether.store.migrations import migrate
+from tether.store.sqlite.migrations import migrate
+from tether.store.tables import admissions, events, messages, runtime, sessions, tokens
 
 # the statuses each statement may start from (daemon/ledger/rules.py decides them)
 QUEUED = ("queued",)

@@ -1,5 +1,5 @@
 """SQLite's schema and PostgreSQL's are the same schema (store/migrations.py and
-store/pg_schema.py): the query modules run unchanged on both.
+store/pg/schema.py): the query modules run unchanged on both.
 
 Each database is migrated from empty and read back from its own catalogue —
 SQLite's PRAGMA table_info / index_list / index_info / foreign_key_list,
@@ -27,8 +27,8 @@ from typing import Any
 import pgstore
 import pytest
 
-from tether.store.migrations import migrate
-from tether.store.pg_schema import migrate_pg
+from tether.store.pg.schema import migrate_pg
+from tether.store.sqlite.migrations import migrate
 
 #: differences that are meant, each (kind, table, detail) with why
 ALLOWED: dict[tuple[str, ...], str] = {

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from tether.store import pg_schema
-from tether.store.migrations import migrate
-from tether.store.session_admin import _CHILD_TABLES, _PG_CHILD_TABLES
+from tether.store.pg import schema as pg_schema
+from tether.store.sqlite.migrations import migrate
+from tether.store.tables.session_admin import _CHILD_TABLES, _PG_CHILD_TABLES
 
 #: tables that keep a session's id on purpose after it is deleted
 HISTORY = {("cron_runs", "session_id")}

@@ -29,8 +29,8 @@ from tether.daemon.cron.service import CronService, request_id_of
 from tether.daemon.runtime.home import Home
 from tether.daemon.services import Services, build_services
 from tether.rpc.models.cron import CronCreateParams, CronUpdateParams
-from tether.store import cron as cron_rows
-from tether.store import fleet as fleet_rows
+from tether.store.tables import cron as cron_rows
+from tether.store.tables import fleet as fleet_rows
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

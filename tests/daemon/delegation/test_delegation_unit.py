@@ -10,7 +10,7 @@ import pytest
 from tether.daemon.config.core import Config, DelegationConfig
 from tether.daemon.config.turn import TurnSettings, resolve_child
 from tether.daemon.delegation.tasks import TaskSpec, child_toolsets, parse_tasks
-from tether.store import admissions, delegations, sessions
+from tether.store.tables import admissions, delegations, sessions
 
 # -- parse_tasks -------------------------------------------------------------------
 

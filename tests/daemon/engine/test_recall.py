@@ -12,9 +12,9 @@ import pytest
 
 from tether.daemon.engine import recall as recall_mod
 from tether.daemon.engine.recall import Recall
-from tether.store import compactions, messages
-from tether.store.db import Database
 from tether.store.pg import PgDatabase
+from tether.store.sqlite.db import Database
+from tether.store.tables import compactions, messages
 
 SID = "ses_recall"
 

@@ -18,7 +18,7 @@ from wiring import Parts
 
 from tether.bench import InstantProvider
 from tether.daemon.ledger import rules as ledger
-from tether.store import admissions as admission_rows
+from tether.store.tables import admissions as admission_rows
 
 SID = "ses_000000000000000000000001"
 

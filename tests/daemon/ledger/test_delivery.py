@@ -25,8 +25,8 @@ from tether.daemon.ledger.delivery import (
     recover,
 )
 from tether.daemon.ledger.rules import TURN_OPTION_KEY, canonical_payload, encode_payload
-from tether.store import admissions, events
-from tether.store import processes as rows
+from tether.store.tables import admissions, events
+from tether.store.tables import processes as rows
 
 SID = "ses_late"
 

@@ -9,8 +9,8 @@ import pytest
 from tether.daemon.ledger.events import EventBus, EventRecord, Viewer
 from tether.daemon.ledger.journal import Journal
 from tether.store import Database
-from tether.store import events as event_rows
-from tether.store import sessions as session_rows
+from tether.store.tables import events as event_rows
+from tether.store.tables import sessions as session_rows
 
 
 def ev(seq: int, session_id: str = "S", type_: str = "message.delta") -> EventRecord:

@@ -12,9 +12,9 @@ from tether.daemon.ledger import rules as ledger
 from tether.daemon.ledger.admissions import payload_of as stored_payload
 from tether.daemon.ledger.rules import CancelAction, Event, IllegalTransition, Status
 from tether.rpc.models import TURN_OPTION_FIELDS, PromptSubmitParams
-from tether.store import admissions as admission_rows
-from tether.store import sessions as session_rows
-from tether.store.migrations import migrate
+from tether.store.sqlite.migrations import migrate
+from tether.store.tables import admissions as admission_rows
+from tether.store.tables import sessions as session_rows
 
 NO_OPTIONS = dict.fromkeys(TURN_OPTION_FIELDS)
 

@@ -14,9 +14,9 @@ from faults import StorageFault
 
 from tether.bench import InstantProvider
 from tether.daemon.ledger import rules as ledger
-from tether.store import admissions as admission_rows
-from tether.store import events as event_rows
-from tether.store import messages as message_rows
+from tether.store.tables import admissions as admission_rows
+from tether.store.tables import events as event_rows
+from tether.store.tables import messages as message_rows
 
 SID = "ses_000000000000000000000002"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from .conn import Conn
+from ..conn import Conn
 
 __all__ = ["turn_end", "fork", "events_for_export", "DELTA_TYPES"]
 

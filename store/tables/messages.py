@@ -6,8 +6,8 @@ from typing import Any
 
 import orjson
 
+from ..conn import Conn, dialect, send, serialise_session
 from . import sessions
-from .conn import Conn, dialect, send, serialise_session
 
 __all__ = ["append", "list_for", "count", "tail", "message_of", "MESSAGE_COLUMNS"]
 
@@ -23,7 +23,7 @@ def append(conn: Conn, session_id: str, messages: list[dict[str, Any]],
     serialise_session(conn, session_id)
     if dialect(conn) == "postgresql":
         # each row numbered in its own INSERT, under the session's lock: nothing
-        # waits for an answer (store/pg.py's pipeline)
+        # waits for an answer (store/pg/db.py's pipeline)
         for m in messages:
             send(conn,
                  "INSERT INTO messages(session_id, idx, role, content, tool_calls_json, "

@@ -1,9 +1,9 @@
 """The store on PostgreSQL: the same units, the same promises, on a shared database.
 
-`PgDatabase` has the interface of db.py's `Database` (``write``, ``submit``,
+`PgDatabase` has the interface of sqlite/db.py's `Database` (``write``, ``submit``,
 ``read``, ``lookup``, ``close``), so the owner and the query modules do not
 know which one they run on. The group commit is group_commit.py's, shared with
-SQLite; pg_writer.py is PostgreSQL's part of it. What differs is where the work
+SQLite; writer.py is PostgreSQL's part of it. What differs is where the work
 runs:
 
 - Writes. Units are grouped as on SQLite (everything submitted while a group is
@@ -58,11 +58,11 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .errors import StorageError, translate
-from .group_commit import GroupCommit
-from .pg_conn import COUNTED, Answer, PgConn, PgRow, Trips, round_trips, row_factory
-from .pg_schema import migrate_pg
-from .pg_writer import PgWriter
+from ..errors import StorageError, translate
+from ..group_commit import GroupCommit
+from .connection import COUNTED, Answer, PgConn, PgRow, Trips, round_trips, row_factory
+from .schema import migrate_pg
+from .writer import PgWriter
 
 __all__ = ["PgDatabase", "PgConn", "PgRow", "Answer", "Trips", "round_trips", "row_factory"]
 

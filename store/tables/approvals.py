@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conn import Conn
+from ..conn import Conn
 
 __all__ = ["insert", "get", "resolve", "pending", "cancel_pending", "rules_for", "all_rules",
            "add_rule", "remove_rule"]

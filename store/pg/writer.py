@@ -2,7 +2,7 @@
 
 Connecting, BEGIN, a SAVEPOINT per unit, the statements a group sends once
 before COMMIT, COMMIT in pipeline mode, and settling a COMMIT whose answer was
-lost. pg.py's module docstring says what the writer promises; this module is
+lost. db.py's module docstring says what the writer promises; this module is
 how.
 """
 
@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .errors import StorageError, translate
-from .group_commit import GroupFailed
-from .pg_conn import PgConn, Trips, gathered
+from ..errors import StorageError, translate
+from ..group_commit import GroupFailed
+from .connection import PgConn, Trips, gathered
 
 __all__ = ["PgWriter"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conn import Conn, send, serialise_session
+from ..conn import Conn, send, serialise_session
 
 __all__ = ["append", "append_later", "since", "last_seq", "payloads_of_type", "of_admission",
            "newest_of_types"]

@@ -3,7 +3,7 @@ per token, and the session it names (docs/http.md)."""
 
 from __future__ import annotations
 
-from .conn import Conn
+from ..conn import Conn
 
 __all__ = ["get", "insert", "put"]
 

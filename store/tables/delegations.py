@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conn import Conn
+from ..conn import Conn
 
 __all__ = ["insert", "get", "finish", "mark_delivered", "undelivered", "record_progress",
            "running_before"]

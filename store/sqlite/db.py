@@ -42,10 +42,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .errors import StorageError, is_busy, translate
-from .group_commit import GroupCommit
+from ..errors import StorageError, is_busy, translate
+from ..group_commit import GroupCommit
+from ..worker import Worker
 from .migrations import migrate
-from .worker import Worker
 
 __all__ = ["Database", "StorageError"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conn import Conn
+from ..conn import Conn
 
 __all__ = ["consume_once", "insert", "list_all", "revoke", "valid", "valid_id"]
 

@@ -3,7 +3,7 @@
 `PgConn` wraps a psycopg connection so that the query modules, written once in
 the SQL both backends accept with ``?`` placeholders, run on it: placeholders
 are rewritten, booleans passed as integers, a broken constraint raised as
-``sqlite3.IntegrityError``. In pipeline mode (store/pg.py) a statement is sent
+``sqlite3.IntegrityError``. In pipeline mode (store/pg/db.py) a statement is sent
 without waiting and `Answer` waits when its answer is looked at. `Trips`
 counts the waits: `round_trips` is what ``tether bench --store`` reports.
 """

@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from .conn import Conn, send
+from ..conn import Conn, send
 
 __all__ = ["insert", "get", "get_later", "get_by_request", "list_page", "touch", "add_usage",
            "usage_later", "title_if_untitled"]

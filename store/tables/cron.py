@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from .conn import Conn
+from ..conn import Conn
 
 __all__ = [
     "JOB_COLUMNS", "insert_job", "get_job", "job_by_name", "list_jobs", "count_jobs",

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from .conn import Conn
+from ..conn import Conn
 from .messages import MESSAGE_COLUMNS, message_of
 
 __all__ = ["insert", "latest", "current", "since", "list_for", "COLUMNS"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .conn import Conn
+from ..conn import Conn
 
 __all__ = ["bump_epoch", "current_epoch"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .conn import Conn
+from ..conn import Conn
 
 __all__ = [
     "register", "heartbeat", "set_address", "set_state", "alive", "take", "take_admitted", "fence", "release_idle",
@@ -107,7 +107,7 @@ def take_admitted(conn: Conn, session_id: str, admission_id: str, epoch: int, no
     return generation
 
 
-#: fails (division by zero: pg_conn.REFUSED) unless the lease is held as asked
+#: fails (division by zero: pg.connection.REFUSED) unless the lease is held as asked
 _FENCE = ("SELECT 1 / COUNT(*) FROM (SELECT 1 FROM session_leases WHERE session_id = ? "
           "AND holder_epoch = ? AND generation = ? FOR SHARE) held")
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .conn import Conn, dialect
+from ..conn import Conn, dialect
 
 __all__ = [
     "COLUMNS", "Admitted", "admit", "insert_new", "find", "get", "mark_started", "finish",

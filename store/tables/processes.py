@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conn import Conn
+from ..conn import Conn
 
 __all__ = ["insert", "set_pid", "get", "finish", "mark_delivered", "running_before",
            "undelivered", "for_session"]
