@@ -216,7 +216,7 @@ class AdmissionService:
         """The admission with this identity, if any: a read by key, on the loop (a
         retry needs no thread hop and no writer round trip)."""
         return await self._journal.db.lookup(
-            lambda c: admissions.find(c, principal, session_id, request_id))
+            lambda c: admissions.find(c, principal, session_id, request_id), single=True)
 
     def _on_admitted(self, fut: asyncio.Future[Any], session_id: str,
                      admission_id: str) -> None:
@@ -235,7 +235,7 @@ class AdmissionService:
                 return row if row and row["target_session_id"] == session_id else None
             return admissions.find(c, "local", session_id, input_id or "")
 
-        row = await self._journal.db.lookup(read)
+        row = await self._journal.db.lookup(read, single=True)
         if row is None:
             which = f"admission {admission_id!r}" if admission_id else f"input_id {input_id!r}"
             raise NotFound(f"no {which} in session {session_id!r}")
