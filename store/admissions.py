@@ -81,6 +81,9 @@ class Admitted:
     #: the session had no title when its bound was read (PostgreSQL: not asked, so
     #: assumed; naming it there is a statement nothing waits for)
     untitled: bool = True
+    #: SQLite: the session's last event seq (0: none yet) as its bound was read, for
+    #: the unit's own event (PostgreSQL numbers events after the commit: None)
+    last_seq: int | None = None
 
 
 #: PostgreSQL: the session's bound and the insert in one statement, so an admission
@@ -125,21 +128,25 @@ def admit(conn: Conn, *, admission_id: str, target_session_id: str, principal_id
             return Admitted(bool(present), int(open_now), row)
 
         return answered
-    untitled, open_now = conn.execute(_BOUND, (target_session_id, target_session_id)).fetchone()
+    untitled, open_now, last_seq = conn.execute(
+        _BOUND, (target_session_id, target_session_id, target_session_id)).fetchone()
     if untitled is None or open_now >= limit:
         done = Admitted(untitled is not None, open_now, None)
     else:
         done = Admitted(True, open_now, insert_new(
             conn, admission_id=admission_id, target_session_id=target_session_id,
             principal_id=principal_id, request_id=request_id, payload_json=payload_json,
-            payload_digest=payload_digest, owner_epoch=owner_epoch, now=now), bool(untitled))
+            payload_digest=payload_digest, owner_epoch=owner_epoch, now=now), bool(untitled),
+            last_seq)
     return lambda: done
 
 
-#: SQLite: whether the session is untitled (NULL: no such session) and its open admissions
+#: SQLite: whether the session is untitled (NULL: no such session), its open
+#: admissions and its last event seq, in one statement
 _BOUND = ("SELECT (SELECT title IS NULL OR title = '' FROM sessions WHERE session_id = ?), "
           "(SELECT COUNT(*) FROM session_admissions WHERE target_session_id = ? "
-          "AND status != 'terminal')")
+          "AND status != 'terminal'), "
+          "(SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?)")
 
 
 def find(conn: Conn, principal_id: str, target_session_id: str,

@@ -181,6 +181,8 @@ class AdmissionService:
                 bound=None if internal else limit)
             placed = place(tx, session_id, admission_id)
             got = attempt()
+            if got.last_seq is not None:
+                tx.seen_last(session_id, got.last_seq)
             if not got.present:
                 raise NotFound(f"no session {session_id!r}", session_id=session_id)
             if got.row is None:

@@ -271,7 +271,7 @@ def test_open_count_is_none_without_the_session(conn):
     assert admissions.open_count(conn, "S") == 1
 
 
-def test_admit_says_whether_the_session_had_a_title(conn):
+def test_admit_says_whether_the_session_had_a_title_and_its_last_event(conn):
     def attempt(aid, sid="S", bound=None):
         return admissions.admit(
             conn, admission_id=aid, target_session_id=sid, principal_id="local",
@@ -283,9 +283,12 @@ def test_admit_says_whether_the_session_had_a_title(conn):
     new_session(conn, "S")
     first = attempt("a1")
     assert first.untitled and first.row["admission_id"] == "a1" and first.open == 0
+    assert first.last_seq == 0  # no event yet
     sessions.title_if_untitled(conn, "S", "named")
+    for _ in range(2):
+        events.append(conn, "S", "session.info", "{}", None, 1.0)
     second = attempt("a2")
-    assert not second.untitled and second.open == 1
+    assert not second.untitled and second.open == 1 and second.last_seq == 2
     new_session(conn, "E", title="")  # an empty title is no title
     assert attempt("a3", "E").untitled
     full = attempt("a4", bound=2)  # at its bound: nothing inserted, the count said
