@@ -149,15 +149,21 @@ class Dispatcher:
                     "escape): text must be valid Unicode, so encode strings whole and never "
                     "cut one within a surrogate pair", problem="lone_surrogate"))
             return encode_error(None, ParseError(f"frame is not valid JSON: {exc}"))
+        # JSON text can carry NUL only escaped: without "\u0000" in the frame no
+        # string of it holds one, and the params need no walk
+        nul = ("\\u0000" in frame) if type(frame) is str else (b"\\u0000" in frame)
         if type(msg) is dict:
-            return await self._guarded(msg, ctx)
+            try:
+                return await self._call(msg, ctx, nul)
+            except Exception:
+                return self._failed(msg)
         if type(msg) is list:
-            return await self._batch(msg, ctx)
+            return await self._batch(msg, ctx, nul)
         return encode_error(
             None, InvalidRequest("a frame must hold a request object or a batch array")
         )
 
-    async def _batch(self, msgs: list[Any], ctx: Any) -> bytes | None:
+    async def _batch(self, msgs: list[Any], ctx: Any, nul: bool) -> bytes | None:
         if not msgs:
             # "If the batch rpc call itself fails to be recognized as an valid JSON
             # or as an Array with at least one value, the response from the Server
@@ -172,7 +178,7 @@ class Dispatcher:
                 ),
             )
         # Members run concurrently, so a client that needs ordering must not batch.
-        replies = await asyncio.gather(*(self._member(m, ctx) for m in msgs))
+        replies = await asyncio.gather(*(self._member(m, ctx, nul) for m in msgs))
         parts = [r for r in replies if r is not None]
         if not parts:
             # "If there are no Response objects contained within the Response array
@@ -181,24 +187,25 @@ class Dispatcher:
             return None
         return b"[" + b",".join(parts) + b"]"
 
-    async def _member(self, msg: Any, ctx: Any) -> bytes | None:
+    async def _member(self, msg: Any, ctx: Any, nul: bool) -> bytes | None:
         if type(msg) is dict:
-            return await self._guarded(msg, ctx)
+            try:
+                return await self._call(msg, ctx, nul)
+            except Exception:
+                return self._failed(msg)
         return encode_error(None, InvalidRequest("a batch member must be a request object"))
 
-    async def _guarded(self, msg: dict[str, Any], ctx: Any) -> bytes | None:
-        """``_call``, where a failure outside the handler (the envelope, the guard, the
-        params' checks) is still answered: ``internal_error``, never silence."""
-        try:
-            return await self._call(msg, ctx)
-        except Exception:
-            rid = msg.get("id")
-            if "id" not in msg:
-                return None
-            return encode_error(rid if type(rid) is str or type(rid) is int else None,
-                                _logged_internal(str(msg.get("method"))[:_METHOD_ECHO_CHARS]))
+    @staticmethod
+    def _failed(msg: dict[str, Any]) -> bytes | None:
+        """The reply to a request whose envelope, guard or params' checks failed outside
+        the handler (call it inside the ``except``): ``internal_error``, never silence."""
+        if "id" not in msg:
+            return None
+        rid = msg.get("id")
+        return encode_error(rid if type(rid) is str or type(rid) is int else None,
+                            _logged_internal(str(msg.get("method"))[:_METHOD_ECHO_CHARS]))
 
-    async def _call(self, msg: dict[str, Any], ctx: Any) -> bytes | None:
+    async def _call(self, msg: dict[str, Any], ctx: Any, nul: bool) -> bytes | None:
         # Envelope. Invalid requests are answered even without an id: the spec's
         # own examples reply to them with id null.
         rid = msg.get("id")
@@ -242,7 +249,7 @@ class Dispatcher:
                     fields=[{"loc": "", "msg": "params must be an object",
                              "type": "dict_type"}])
             )
-        if (where := _nul_at(params)) is not None:
+        if nul and (where := _nul_at(params)) is not None:
             # stored text cannot hold NUL on every store (PostgreSQL refuses it): refused
             # here, for every method, before anything is recorded
             if notification:

@@ -95,6 +95,8 @@ class Store(Protocol):
         """``fn(conn)`` off the loop, in one snapshot; ``single``: ``fn`` runs one
         statement (consistent by itself: PostgreSQL wraps no transaction around it)."""
 
-    async def lookup(self, fn: Callable[[Any], T]) -> T: ...
+    async def lookup(self, fn: Callable[[Any], T], *, single: bool = False) -> T:
+        """``fn(conn)`` for a few rows by key; ``single``: ``fn`` runs one statement
+        (consistent by itself: SQLite wraps no transaction around it either)."""
 
     async def close(self) -> None: ...

@@ -135,19 +135,15 @@ class AdmissionService:
             if existing is None:
                 raise
             return self._receipt(_same(existing, ledger.digest(payload_json)))
-        title = title_of(p.text)
-
-        def name_it(tx: Tx) -> None:  # an untitled session is named by its first prompt
-            if title:
-                sessions.title_if_untitled(tx.conn, p.session_id, title)
-
+        # an untitled session is named by its first prompt
         return await self.admit("local", p.session_id, p.input_id, payload_json,
-                                extra_unit=name_it)
+                                title=title_of(p.text))
 
     async def admit(self, principal: str, session_id: str, request_id: str,
                     payload_json: str, extra_unit: Callable[[Tx], None] | None = None,
                     internal: bool = False,
-                    prepare: Callable[[Tx], None] | None = None) -> dict[str, Any]:
+                    prepare: Callable[[Tx], None] | None = None,
+                    title: str | None = None) -> dict[str, Any]:
         """Record (or find) the admission and return its receipt.
 
         ``extra_unit(tx)`` runs in the same transaction as a new row (delegation
@@ -155,6 +151,7 @@ class AdmissionService:
         owner's own producers) bypass draining and the per-session queue bound:
         a result that is already computed must not be dropped. ``prepare(tx)``
         runs first in that transaction (a cron fire creates the run's session there).
+        ``title`` names the session with a new row if it has no title yet.
         """
         digest = ledger.digest(payload_json)
         existing = await self._find(principal, session_id, request_id)
@@ -185,6 +182,8 @@ class AdmissionService:
                 bound=None if internal else limit)
             placed = place(tx, session_id, admission_id)
             got = attempt()
+            if got.last_seq is not None:
+                tx.seen_last(session_id, got.last_seq)
             if not got.present:
                 raise NotFound(f"no session {session_id!r}", session_id=session_id)
             if got.row is None:
@@ -196,6 +195,8 @@ class AdmissionService:
                 assert not internal and got.open >= limit
                 raise Overloaded(f"session {session_id} already has {limit} open admissions",
                                  limit=limit)
+            if title and got.untitled:
+                sessions.title_if_untitled(tx.conn, session_id, title)
             if extra_unit is not None:
                 extra_unit(tx)
             # last: nothing after it in this unit can fail (the group still can)
@@ -217,7 +218,7 @@ class AdmissionService:
         """The admission with this identity, if any: a read by key, on the loop (a
         retry needs no thread hop and no writer round trip)."""
         return await self._journal.db.lookup(
-            lambda c: admissions.find(c, principal, session_id, request_id))
+            lambda c: admissions.find(c, principal, session_id, request_id), single=True)
 
     def _on_admitted(self, fut: asyncio.Future[Any], session_id: str,
                      admission_id: str) -> None:
@@ -236,7 +237,7 @@ class AdmissionService:
                 return row if row and row["target_session_id"] == session_id else None
             return admissions.find(c, "local", session_id, input_id or "")
 
-        row = await self._journal.db.lookup(read)
+        row = await self._journal.db.lookup(read, single=True)
         if row is None:
             which = f"admission {admission_id!r}" if admission_id else f"input_id {input_id!r}"
             raise NotFound(f"no {which} in session {session_id!r}")

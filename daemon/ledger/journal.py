@@ -87,6 +87,11 @@ class Tx:
         self.events.append(EventRecord(session_id, seq, type_, payload, admission_id))
         return seq
 
+    def seen_last(self, session_id: str, seq: int) -> None:
+        """The session's last event seq, read in this unit before any event of it was
+        appended here: its next event needs no SELECT of its own."""
+        self._last.setdefault(session_id, seq)
+
     def numbered(self) -> None:
         """After the commit: give each event appended on PostgreSQL its number."""
         if self._later:

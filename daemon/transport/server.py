@@ -33,6 +33,7 @@ import asyncio
 import ipaddress
 import logging
 import os
+import struct
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -41,7 +42,6 @@ from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve, unix_serve
 from websockets.exceptions import ConnectionClosed
-from websockets.frames import Frame, Opcode
 from websockets.http11 import Request, Response
 from websockets.protocol import State
 from websockets.typing import Subprotocol
@@ -54,7 +54,7 @@ from ..ledger.events import EventBus, Viewer
 from .peers import Peer, tcp_peer, unix_peer
 
 __all__ = ["Call", "Listeners", "SUBPROTOCOL", "TOKEN_PREFIX", "parse_hostport", "tcp_address",
-           "ws_options"]
+           "text_frame", "ws_options"]
 
 log = logging.getLogger("tether.server")
 
@@ -91,6 +91,14 @@ def ws_options(max_frame_bytes: int) -> dict[str, Any]:
             "ping_timeout": 20, "close_timeout": 5, "max_queue": MAX_QUEUE}
 
 
+def text_frame(payload: bytes) -> bytes:
+    """``payload`` as one unmasked final text frame (RFC 6455 §5.2), as websockets frames it."""
+    n = len(payload)
+    head = bytes((0x81, n)) if n < 126 else struct.pack("!BBH", 0x81, 126, n) if n < 65536 \
+        else struct.pack("!BBQ", 0x81, 127, n)
+    return head + payload
+
+
 def parse_hostport(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
@@ -123,8 +131,6 @@ def _peer(conn: ServerConnection, transport: str) -> tuple[Peer, int | None]:
         return unix_peer(conn.transport.get_extra_info("socket"))
     return tcp_peer(conn.transport.get_extra_info("sockname"),
                     conn.transport.get_extra_info("peername")), None
-
-
 
 
 def own_origins(host: str, port: int) -> frozenset[str]:
@@ -295,7 +301,7 @@ class Listeners:
         """The text frame carrying ``payload``, built once per payload."""
         last, framed = self._last_framed
         if payload is not last:
-            framed = Frame(Opcode.TEXT, payload).serialize(mask=False, extensions=[])
+            framed = text_frame(payload)
             self._last_framed = (payload, framed)
         return framed
 

@@ -178,9 +178,10 @@ class PgDatabase:
             raise StorageError("database is closed", "closed")
         return await asyncio.to_thread(self._read, fn, not single)
 
-    async def lookup(self, fn: Callable[[Any], T]) -> T:
+    async def lookup(self, fn: Callable[[Any], T], *, single: bool = False) -> T:
         """``fn(conn)`` for a few rows by key: one statement, which sees a snapshot
-        of its own, so no transaction is wrapped around it (one round trip)."""
+        of its own, so no transaction is wrapped around it (one round trip), with
+        ``single`` or without."""
         if self._closed:
             raise StorageError("database is closed", "closed")
         return await asyncio.to_thread(self._read, fn, False)

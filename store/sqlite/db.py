@@ -252,16 +252,20 @@ class Database:
         value: T = await self._reader.run(lambda: self._snapshot(conn, fn))
         return value
 
-    async def lookup(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def lookup(self, fn: Callable[[sqlite3.Connection], T], *,
+                     single: bool = False) -> T:
         """``fn(conn)`` on the loop, for a few rows by key: no thread hop.
 
-        Falls back to ``read`` in the rare case SQLite answers busy.
-        Never for anything that may be large: that is ``read``.
+        ``single``: ``fn`` runs one statement, which SQLite runs in a read
+        transaction of its own, so none is wrapped around it (BEGIN and ROLLBACK
+        would be two statements more than the one asked). Falls back to ``read`` in
+        the rare case SQLite answers busy. Never for anything that may be large:
+        that is ``read``.
         """
         if self._closed:
             raise StorageError("database is closed", "closed")
         try:
-            return self._snapshot(self._looker, fn)
+            return fn(self._looker) if single else self._snapshot(self._looker, fn)
         except sqlite3.Error as exc:
             if not is_busy(exc):
                 raise translate(exc) from None

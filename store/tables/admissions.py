@@ -78,6 +78,12 @@ class Admitted:
     present: bool
     open: int
     row: dict[str, Any] | None
+    #: the session had no title when its bound was read (PostgreSQL: not asked, so
+    #: assumed; naming it there is a statement nothing waits for)
+    untitled: bool = True
+    #: SQLite: the session's last event seq (0: none yet) as its bound was read, for
+    #: the unit's own event (PostgreSQL numbers events after the commit: None)
+    last_seq: int | None = None
 
 
 #: PostgreSQL: the session's bound and the insert in one statement, so an admission
@@ -104,7 +110,8 @@ def admit(conn: Conn, *, admission_id: str, target_session_id: str, principal_id
     admissions already (None: no bound), or holds this identity; what happened is
     read when the returned function is called.
 
-    SQLite: `open_count`, then `insert_new` (two statements). PostgreSQL: one
+    SQLite: the bound (which also says whether the session has a title), then
+    `insert_new` (two statements). PostgreSQL: one
     statement, sent without waiting: it is answered together with whatever the unit
     sends next and then waits for (the fleet's lease take, fleet.take_admitted)."""
     limit = UNBOUNDED if bound is None else bound
@@ -121,15 +128,25 @@ def admit(conn: Conn, *, admission_id: str, target_session_id: str, principal_id
             return Admitted(bool(present), int(open_now), row)
 
         return answered
-    open_now = open_count(conn, target_session_id)
-    if open_now is None or open_now >= limit:
-        done = Admitted(open_now is not None, open_now or 0, None)
+    untitled, open_now, last_seq = conn.execute(
+        _BOUND, (target_session_id, target_session_id, target_session_id)).fetchone()
+    if untitled is None or open_now >= limit:
+        done = Admitted(untitled is not None, open_now, None)
     else:
         done = Admitted(True, open_now, insert_new(
             conn, admission_id=admission_id, target_session_id=target_session_id,
             principal_id=principal_id, request_id=request_id, payload_json=payload_json,
-            payload_digest=payload_digest, owner_epoch=owner_epoch, now=now))
+            payload_digest=payload_digest, owner_epoch=owner_epoch, now=now), bool(untitled),
+            last_seq)
     return lambda: done
+
+
+#: SQLite: whether the session is untitled (NULL: no such session), its open
+#: admissions and its last event seq, in one statement
+_BOUND = ("SELECT (SELECT title IS NULL OR title = '' FROM sessions WHERE session_id = ?), "
+          "(SELECT COUNT(*) FROM session_admissions WHERE target_session_id = ? "
+          "AND status != 'terminal'), "
+          "(SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?)")
 
 
 def find(conn: Conn, principal_id: str, target_session_id: str,

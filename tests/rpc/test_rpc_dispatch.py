@@ -633,6 +633,23 @@ async def test_nul_in_any_string_is_refused_before_the_handler(d, ctx, params, w
     assert ctx.calls == [("submit", "i", False)]
 
 
+@pytest.mark.parametrize("as_text", [True, False])
+async def test_an_escaped_backslash_before_u0000_is_text_and_a_nul_beside_it_is_not(
+        d, ctx, as_text):
+    # JSON text carries NUL only as the escape \u0000; the six characters \u0000 after an
+    # escaped backslash are text, on a text frame and on bytes alike
+    six = {"session_id": "s", "input_id": "i", "text": "a\\u0000b"}
+    frame = orjson.dumps(req("prompt.submit", six))
+    assert b"\\\\u0000" in frame
+    assert "result" in await call(d, ctx, frame.decode() if as_text else frame)
+    assert ctx.calls == [("submit", "i", False)]
+    both = {**six, "input_id": "j\u0000"}
+    frame = orjson.dumps(req("prompt.submit", both))
+    err = error_of(await call(d, ctx, frame.decode() if as_text else frame))
+    assert err["data"]["fields"][0]["loc"] == "input_id"
+    assert ctx.calls == [("submit", "i", False)]
+
+
 async def test_params_nested_to_the_parser_s_limit_are_answered_under_a_deep_stack(d, ctx):
     """The owner reads a frame several hundred calls down (websockets, tasks): params
     nested 1,020 deep (the parser stops at 1,024) must still be walked and answered."""

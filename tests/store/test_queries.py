@@ -269,3 +269,28 @@ def test_open_count_is_none_without_the_session(conn):
     admit(conn, "a2")
     admissions.finish(conn, "a2", "cancelled", None, 1.0, OPEN)
     assert admissions.open_count(conn, "S") == 1
+
+
+def test_admit_says_whether_the_session_had_a_title_and_its_last_event(conn):
+    def attempt(aid, sid="S", bound=None):
+        return admissions.admit(
+            conn, admission_id=aid, target_session_id=sid, principal_id="local",
+            request_id=aid, payload_json="{}", payload_digest="d", owner_epoch=1, now=1.0,
+            bound=bound)()
+
+    missing = attempt("a0")
+    assert (missing.present, missing.row) == (False, None)
+    new_session(conn, "S")
+    first = attempt("a1")
+    assert first.untitled and first.row["admission_id"] == "a1" and first.open == 0
+    assert first.last_seq == 0  # no event yet
+    sessions.title_if_untitled(conn, "S", "named")
+    for _ in range(2):
+        events.append(conn, "S", "session.info", "{}", None, 1.0)
+    second = attempt("a2")
+    assert not second.untitled and second.open == 1 and second.last_seq == 2
+    new_session(conn, "E", title="")  # an empty title is no title
+    assert attempt("a3", "E").untitled
+    full = attempt("a4", bound=2)  # at its bound: nothing inserted, the count said
+    assert (full.present, full.open, full.row) == (True, 2, None)
+    assert admissions.get(conn, "a4") is None

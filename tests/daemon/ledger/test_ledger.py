@@ -199,3 +199,24 @@ def test_the_store_changes_a_row_exactly_as_the_table_says(tmp_path: Path, statu
     after = _apply(conn, event, "adm_1")
     assert after == EXPECTED.get((status.value, event.value), status.value)
     conn.close()
+
+
+def test_a_unit_told_the_last_seq_numbers_its_events_after_it(tmp_path: Path):
+    from tether.daemon.ledger.journal import Tx
+    from tether.store import events as event_rows
+
+    conn = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+    migrate(conn)
+    session_rows.insert(conn, session_id="S", request_id=None, params_digest=None,
+                        parent_session_id=None, source="api", title=None, cwd=None,
+                        options={}, now=1.0)
+    for _ in range(3):
+        event_rows.append(conn, "S", "session.info", "{}", None, 1.0)
+    tx = Tx(conn, 2.0)
+    tx.seen_last("S", 3)
+    assert [tx.event("S", "session.info", {}), tx.event("S", "session.info", {})] == [4, 5]
+    # what was told before is kept: a later, stale answer does not move it back
+    tx.seen_last("S", 3)
+    assert tx.event("S", "session.info", {}) == 6
+    assert [r[0] for r in conn.execute("SELECT seq FROM events WHERE session_id = 'S' "
+                                       "ORDER BY seq")] == [1, 2, 3, 4, 5, 6]
