@@ -203,7 +203,7 @@ def test_the_store_changes_a_row_exactly_as_the_table_says(tmp_path: Path, statu
 
 def test_a_unit_told_the_last_seq_numbers_its_events_after_it(tmp_path: Path):
     from tether.daemon.ledger.journal import Tx
-    from tether.store import events as event_rows
+    from tether.store.tables import events as event_rows
 
     conn = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
     migrate(conn)
