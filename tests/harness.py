@@ -125,6 +125,24 @@ class OwnerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+            self._writer_gone()
+
+    def _writer_gone(self, timeout: float = 10.0) -> None:
+        """On PostgreSQL, wait until the killed owner's writer backend has ended: a
+        COMMIT the server had already received when the process died still lands,
+        and a test reading the ledger before then would miss it."""
+        if STORE_URL is None or "application_name=" in self.env.get("TETHER_STORE", ""):
+            return
+        import pgstore
+
+        assert self.proc is not None
+        name = f"tether-writer {self.proc.pid}"
+        deadline = time.monotonic() + timeout
+        while pgstore.rows(STORE_URL, "SELECT 1 FROM pg_stat_activity "
+                                      "WHERE application_name = ?", name):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{name} still has a backend")
+            time.sleep(0.02)
 
     def __enter__(self) -> OwnerProcess:
         return self.start()
