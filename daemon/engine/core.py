@@ -99,5 +99,5 @@ class Engine:
             tools=await self._tools.offered(settings.toolsets, run.depth, run.session_id),
             max_turns=settings.max_turns, sink=sink, tool_context=context, budget=budget,
             result=progress, client_tools=client_tools, extras=extras)
-        await sink.settle()
+        await sink.reported()
         return result

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -20,11 +20,13 @@ from tether.rpc.previews import preview
 from tether.store import StorageError
 from tether.store.tables import messages
 
-from ..ledger.journal import Journal, Unit, outage_error, retry_delay
+from ..ledger.journal import Journal, Tx, Unit, outage_error, retry_delay
 
 log = logging.getLogger("tether.sink")
 
-__all__ = ["EventSink", "DELTA_SECONDS", "DELTA_CHARS"]
+__all__ = ["EventSink", "Unfinished", "DELTA_SECONDS", "DELTA_CHARS"]
+
+T = TypeVar("T")
 
 #: tool results shown in tool.complete events are cut to this many characters
 EVENT_RESULT_CHARS = 2000
@@ -64,8 +66,13 @@ class EventSink:
     """
 
     def __init__(self, journal: Journal, session_id: str, admission_id: str | None, *,
-                 durable: bool = False, give_up: Callable[[], bool] = lambda: False) -> None:
+                 durable: bool = False, give_up: Callable[[], bool] = lambda: False,
+                 hold_answer: bool = False) -> None:
         self._journal = journal
+        # hold_answer: the final answer's transcript row is not written alone but with
+        # the turn's outcome, in one unit (`finish`); so is what is still unsent then
+        self._hold = hold_answer
+        self._held: list[dict[str, Any]] | None = None
         # durable: a write the store refuses is kept, in order, and written again
         # until the store takes it, with no deadline; the run does not wait for it
         # (a child's answer is its parent's result; see delegation/children.py)
@@ -88,15 +95,21 @@ class EventSink:
         self._stalled: asyncio.Future[None] | None = None  # durable writers wait on it
         self._idle = asyncio.Event()
         self._idle.set()
+        # set whenever a batch lands or a resend goes out (`_quiet` waits on it)
+        self._moved = asyncio.Event()
         self._error: BaseException | None = None  # first failed write
         self.streamed: list[str] = []  # every delta, for the final text of a failed stream
 
-    def _queue(self, fn: Unit[Any]) -> asyncio.Future[Any]:
+    def _queue(self, fn: Unit[Any], send: bool = True) -> asyncio.Future[Any]:
+        """Add ``fn`` to the backlog; with ``send``, send the backlog now if nothing
+        is in flight. A write that follows at once queues without sending, so the
+        two go in one batch (one commit)."""
         done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         done.add_done_callback(self._observed)
         self._backlog.append((fn, done))
         self._idle.clear()
-        self._send()
+        if send:
+            self._send()
         return done
 
     def _send(self) -> None:
@@ -124,6 +137,7 @@ class EventSink:
         asyncio.gather(*sent, return_exceptions=True).add_done_callback(self._landed)
 
     def _landed(self, gathered: asyncio.Future[list[Any]]) -> None:
+        self._moved.set()
         batch, self._inflight = self._inflight, []
         again: list[tuple[Unit[Any], asyncio.Future[Any]]] = []
         last: StorageError | None = None
@@ -162,6 +176,7 @@ class EventSink:
         self._resend = asyncio.get_running_loop().call_later(delay, self._resend_now)
 
     def _resend_now(self) -> None:
+        self._moved.set()
         self._resend = None
         self._send()
 
@@ -186,7 +201,9 @@ class EventSink:
         if done.done() and not done.cancelled() and done.exception() is not None:
             raise done.exception()  # type: ignore[misc]
 
-    def flush(self) -> None:
+    def flush(self, send: bool = True) -> None:
+        """Queue the coalesced deltas as one event; ``send=False`` when a write is
+        queued right after (it carries them along)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -196,7 +213,7 @@ class EventSink:
         self._buf.clear()
         self._chars = 0
         sid, aid = self.session_id, self.admission_id
-        self._queue(lambda tx: tx.event(sid, kind, {"text": text}, aid))
+        self._queue(lambda tx: tx.event(sid, kind, {"text": text}, aid), send)
 
     async def _buffer(self, kind: str, text: str) -> None:
         if not text:
@@ -219,14 +236,19 @@ class EventSink:
         await self._buffer("reasoning.delta", text)
 
     async def event(self, type_: str, payload: dict[str, Any]) -> None:
-        self.flush()
+        self.flush(send=False)
         sid, aid = self.session_id, self.admission_id
         await self._write(lambda tx: tx.event(sid, type_, payload, aid))
 
-    async def record(self, new: list[dict[str, Any]]) -> None:
-        self.flush()
+    async def record(self, new: list[dict[str, Any]], final: bool = False) -> None:
+        """Write transcript rows. ``final`` marks the answer that ends the run: a
+        sink that holds the answer keeps it for `finish` instead (not yet stored)."""
+        self.flush(send=False)
         sid, aid = self.session_id, self.admission_id
         rows = [{**m, "admission_id": aid} for m in new]
+        if final and self._hold:
+            self._held = (self._held or []) + rows
+            return
         await self._write(lambda tx: messages.append(tx.conn, sid, rows, tx.now))
 
     async def tool_start(self, call_id: str, name: str, arguments: str) -> None:
@@ -254,11 +276,88 @@ class EventSink:
 
     async def settle(self) -> None:
         """Flush and wait until every write was stored or failed; raises the first
-        failure (a durable sink waits until the store took every one)."""
-        self.flush()
+        failure (a durable sink waits until the store took every one). A held
+        answer is written now, as any other row."""
+        if self._held is not None:
+            rows, self._held = self._held, None
+            sid = self.session_id
+            self._queue(lambda tx: messages.append(tx.conn, sid, rows, tx.now), send=False)
+        self.flush(send=False)
+        self._send()
         await self._idle.wait()
         if self._error is not None:
             raise self._error
+
+    async def reported(self) -> None:
+        """Wait until what the run reported is stored, or held for the outcome;
+        raises the first failed write. A sink that holds the answer waits only for
+        the batch in flight: what is unsent goes with the outcome (`finish`)."""
+        if not self._hold:
+            await self.settle()
+            return
+        self.flush(send=False)
+        await self._quiet()
+        if self._error is not None:
+            raise self._error
+
+    async def _quiet(self) -> None:
+        """Until no batch is in flight and none waits to be sent again."""
+        while self._inflight or self._resend is not None:
+            self._moved.clear()
+            await self._moved.wait()
+
+    async def finish(self, make: Callable[[list[dict[str, Any]] | None], Unit[T]]) -> T:
+        """The run's last writes and its outcome in one unit, one commit: what is
+        still unsent (coalesced deltas), then ``make(held)``, the outcome's unit
+        given the held answer's rows (it writes them, or nothing if the outcome is
+        not recorded). Raises `Unfinished` with the held rows if that unit was not
+        stored; the unsent writes are then back in the sink, in order, and a
+        caller settles them before it writes the outcome by itself."""
+        self.flush(send=False)
+        await self._quiet()
+        held, self._held = self._held, None
+        pending, self._backlog = self._backlog, []
+        outcome = make(held)
+        if self._broken is not None:
+            self._backlog = pending
+            raise Unfinished(held, self._broken)
+
+        def unit(tx: Tx) -> T:
+            for fn, _done in pending:
+                fn(tx)
+            return outcome(tx)
+
+        try:
+            value = await self._journal.write(unit)
+        except StorageError as exc:
+            if exc.ambiguous:  # it may have been stored: none of it is written again
+                for _fn, done in pending:
+                    _fail(done, exc)
+            else:
+                self._backlog = pending + self._backlog
+            raise Unfinished(held, exc) from exc
+        except BaseException as exc:  # a unit's own failure (Fenced, a bug)
+            self._held = held
+            for _fn, done in pending:
+                _fail(done, exc)
+            self._send()
+            raise
+        for _fn, done in pending:
+            if not done.done():
+                done.set_result(None)
+        if not self._backlog and not self._inflight:
+            self._idle.set()
+        return value
+
+
+class Unfinished(Exception):
+    """`EventSink.finish`'s unit was not stored (``error`` says why); ``held`` are
+    the answer's rows the outcome still has to write."""
+
+    def __init__(self, held: list[dict[str, Any]] | None, error: StorageError) -> None:
+        super().__init__(error.detail)
+        self.held = held
+        self.error = error
 
 
 def _fail(done: asyncio.Future[Any], error: BaseException) -> None:

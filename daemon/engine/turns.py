@@ -24,7 +24,7 @@ from tether.store import StorageError
 from ..config.core import Config
 from ..config.turn import ResolveError, resolve_turn
 from ..ledger import outcomes
-from ..ledger.journal import Fenced, Journal, ride_out
+from ..ledger.journal import Fenced, Journal, Unit, ride_out
 from ..ledger.placement import Placement
 from ..ledger.rules import TURN_OPTION_KEY, Event
 from ..ledger.scheduler import Scheduler
@@ -35,7 +35,7 @@ from .agent import AgentResult
 from .compaction import CompactionFailed, Compactor, Target
 from .core import AgentRun, Engine
 from .recall import Recall
-from .sink import EventSink
+from .sink import EventSink, Unfinished
 from .transcript import client_request, turn_messages
 
 __all__ = ["TurnRunner"]
@@ -58,6 +58,8 @@ class _Running:
     entered: bool = False
     # its outcome is being recorded: a stop now would only lose it (see _finish)
     finishing: bool = False
+    # what it reports to; it holds the answer until the outcome is written with it
+    sink: EventSink | None = None
 
 
 class TurnRunner:
@@ -169,7 +171,8 @@ class TurnRunner:
             with contextlib.suppress(Exception):
                 # whichever applies: it had started, or it crashed before it could
                 for event in (Event.FINISH, Event.WITHDRAW):
-                    await self._finish(session_id, admission_id, event, "failed", error=error)
+                    await self._finish(session_id, admission_id, event, "failed", error=error,
+                                       sink=run.sink)
         finally:
             run.done.set()
             self.running.pop(session_id, None)
@@ -194,8 +197,8 @@ class TurnRunner:
             return
         row, session, history, summary = started
         payload = orjson.loads(row["payload_json"])
-        sink = EventSink(self._journal_for(sid), sid, aid,
-                         give_up=lambda: self._supervisor.draining)
+        sink = run.sink = EventSink(self._journal_for(sid), sid, aid, hold_answer=True,
+                                    give_up=lambda: self._supervisor.draining)
         result: AgentResult | None = None
         # filled as the agent goes: a turn stopped halfway still counts what it spent
         progress = AgentResult(text="", exit_reason="interrupted", model="")
@@ -236,10 +239,6 @@ class TurnRunner:
                 "owner shut down before the turn finished")
             # this task was cancelled on purpose; finish recording below
             asyncio.current_task().uncancel()  # type: ignore[union-attr]
-        # what the turn reported is stored (or given up) before its outcome, so the
-        # outcome's events come last even when the store was refusing writes
-        with contextlib.suppress(Exception):
-            await sink.settle()
         text = result.text if result is not None else "".join(sink.streamed)
         spent = result or (progress if progress.api_calls else None)
         calls = result.tool_calls if result is not None else None
@@ -252,7 +251,7 @@ class TurnRunner:
                            usage=spent.usage if spent else {}, error=error,
                            model=spent.model if spent else None,
                            requests=spent.api_calls if spent else 0, tool_calls=calls,
-                           context=context)
+                           context=context, sink=sink)
 
     async def _fill(self, budget: Any, spent: AgentResult, msgs: list[dict[str, Any]],
                     settings: Any, sid: str, request: dict[str, Any]) -> dict[str, Any]:
@@ -312,7 +311,8 @@ class TurnRunner:
                       error: str | None = None, model: str | None = None,
                       requests: int = 0,
                       tool_calls: list[dict[str, Any]] | None = None,
-                      context: dict[str, Any] | None = None) -> None:
+                      context: dict[str, Any] | None = None,
+                      sink: EventSink | None = None) -> None:
         if (run := self.running.get(sid)) is not None and run.admission_id == aid:
             # from here on a stop (interrupt, cancel) must not cut the retries short:
             # that would leave the admission started, and the next owner calls it unknown
@@ -322,11 +322,27 @@ class TurnRunner:
         # Only a shutdown ends this early: the admission then stays `started`, and
         # the next owner reports it `unknown` rather than guessing its outcome.
         sup = self._supervisor
+
+        def unit(held: list[dict[str, Any]] | None) -> Unit[bool]:
+            return lambda tx: outcomes.settle(
+                tx, self._scheduler, sid, aid, event, outcome, text=text, usage=usage,
+                error=error, model=model, requests=requests, prices=self.prices,
+                tool_calls=tool_calls, context=context, record=held)
+
+        held = None
+        if sink is not None:
+            # the turn's last writes (its unsent deltas, its answer) and its outcome go
+            # in one unit: one commit ends the turn
+            try:
+                await sink.finish(unit)
+                return
+            except Unfinished as exc:
+                held = exc.held
+            # not stored: what the turn reported is stored (or given up) first, so the
+            # outcome's events come last even when the store was refusing writes
+            with contextlib.suppress(Exception):
+                await sink.settle()
         with contextlib.suppress(StorageError):
             await self._journal_for(sid).persist(
-                lambda tx: outcomes.settle(tx, self._scheduler, sid, aid, event, outcome,
-                                           text=text, usage=usage, error=error, model=model,
-                                           requests=requests, prices=self.prices,
-                                           tool_calls=tool_calls, context=context),
-                f"the outcome of {aid} ({outcome})",
+                unit(held), f"the outcome of {aid} ({outcome})",
                 give_up=lambda n: sup.draining and n >= FINISH_ATTEMPTS_WHILE_DRAINING)

@@ -71,10 +71,14 @@ def settle(tx: Tx, view: Scheduler, session_id: str, admission_id: str, event: E
            outcome: str, *, text: str = "", usage: dict[str, Any] | None = None,
            error: str | None = None, model: str | None = None, requests: int = 0,
            prices: Prices | None = None, tool_calls: list[dict[str, Any]] | None = None,
-           context: dict[str, Any] | None = None) -> bool:
+           context: dict[str, Any] | None = None,
+           record: list[dict[str, Any]] | None = None) -> bool:
     """→ terminal/``outcome`` by ``event``, announced with ``message.complete`` and
     ``session.info``; False (and nothing written) if the row's status does not
     allow ``event`` (it was settled already, say).
+
+    ``record``: the turn's answer, as transcript rows, written in the same unit
+    (only with the outcome: a retry of a unit that was stored writes neither).
 
     A turn that asked a model (``model``) also adds its ``usage`` to the session's
     sums in the same commit: ``message.complete`` carries the turn's usage and
@@ -93,6 +97,8 @@ def settle(tx: Tx, view: Scheduler, session_id: str, admission_id: str, event: E
     sums = sessions.usage_later(tx.conn, session_id) if model is not None else None
     if not admissions.finish(tx.conn, admission_id, outcome, body, tx.now, sources(event)):
         return False
+    if record:
+        messages.append(tx.conn, session_id, record, tx.now)
     complete: dict[str, Any] = {"admission_id": admission_id, "outcome": outcome, "text": text,
                                 "usage": usage, **extra}
     if error:

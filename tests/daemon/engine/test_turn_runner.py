@@ -11,6 +11,7 @@ step); here the two calls are made back to back, so it happens every time.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from typing import Any
 
 import pytest
@@ -97,3 +98,61 @@ async def test_a_turn_that_crashes_is_recorded_failed_not_left_started(runner):
     row = await rt.db.read(lambda c: admission_rows.get(c, aid))
     assert "internal_error: the turn crashed (RuntimeError)" in row["result_json"]
     assert SID not in turns.running
+
+
+# -- a turn's end is one commit ----------------------------------------------------
+
+
+async def transcript(rt: Parts) -> list[tuple[str, str | None]]:
+    rows = await rt.db.read(lambda c: c.execute(
+        "SELECT role, content FROM messages WHERE session_id = ? ORDER BY idx",
+        (SID,)).fetchall())
+    return [(r[0], r[1]) for r in rows]
+
+
+async def event_types(rt: Parts, admission_id: str) -> list[str]:
+    rows = await rt.db.read(lambda c: c.execute(
+        "SELECT type FROM events WHERE session_id = ? AND admission_id = ? ORDER BY seq",
+        (SID, admission_id)).fetchall())
+    return [r[0] for r in rows]
+
+
+async def test_an_answered_turn_is_two_commits_its_start_and_its_end(runner):
+    """The streamed text, the answer's transcript row and the outcome are written
+    in one unit: a turn that asks the model once commits twice."""
+    rt, turns = runner
+    aid = await admit(rt, "one answer")
+    before = rt.db.commits
+    turns.pump()
+    await asyncio.wait_for(turns.wait(SID, aid, 10), 10)
+    assert rt.db.commits - before == 2
+    assert await status(rt, aid) == ("terminal", "completed")
+    assert [role for role, _ in await transcript(rt)] == ["user", "assistant"]
+    kinds = await event_types(rt, aid)
+    assert kinds[0] == "message.start" and kinds[-1] == "message.complete"
+    assert "message.delta" in kinds[1:-1]
+
+
+async def test_an_end_the_store_refuses_is_written_later_once_in_order(runner):
+    """The end's unit refused (a transient failure of the store): the deltas, then
+    the answer with the outcome, are written once each when the store takes them."""
+    rt, turns = runner
+    aid = await admit(rt, "refused end")
+    groups = 0
+
+    def refuse_the_end(conn: Any) -> None:
+        nonlocal groups
+        groups += 1
+        if groups == 2:  # the first group is the turn's start; the second its end
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    rt.db.before_group = refuse_the_end
+    turns.pump()
+    await asyncio.wait_for(turns.wait(SID, aid, 30), 30)
+    assert groups > 2  # the end was written again after its refusal
+    assert await status(rt, aid) == ("terminal", "completed")
+    assert await transcript(rt) == [("user", "refused end"), ("assistant", "ok")]
+    kinds = await event_types(rt, aid)
+    assert kinds.count("message.complete") == 1 and kinds[-1] == "message.complete"
+    assert kinds.count("message.delta") == 1
+    assert kinds.index("message.delta") < kinds.index("message.complete")
