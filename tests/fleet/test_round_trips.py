@@ -36,11 +36,10 @@ from tether.store.tables import sessions as session_rows
 #: and the lease take in one pipeline), the group's COMMIT
 ADMISSION = 3
 #: a finite turn, its admission included: ADMISSION; the start (its one wait, the
-#: fence riding with it) and COMMIT; the transcript, one statement; the streamed
-#: text and the assistant's row, each a group of its own whose only waits are the
-#: transaction id (learnt before COMMIT, to settle a COMMIT whose answer is lost)
-#: and COMMIT; the outcome (its one wait) and COMMIT
-TURN = ADMISSION + 2 + 1 + 2 + 2 + 2
+#: fence riding with it) and COMMIT; the transcript, one statement; the end, one
+#: unit (the streamed text, the assistant's row and the outcome): the outcome's
+#: one wait and COMMIT
+TURN = ADMISSION + 2 + 1 + 2
 
 
 @pytest.fixture
