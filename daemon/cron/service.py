@@ -231,6 +231,10 @@ class CronService:
                             cwd=job["cwd"], options=options, now=tx.now)
 
         def extra(tx: Tx) -> None:
+            if plan is None and cron_rows.get_job(tx.conn, job_id) is None:
+                # removed since it was read: the run is refused whole (a scheduled
+                # fire is checked by the plan's record, which wants the job unchanged)
+                raise NotFound(f"no cron job {name!r}: it was removed", name=name)
             row = admissions.find(tx.conn, "cron", session_id, request_id)
             assert row is not None  # inserted just before, in this transaction
             if not cron_rows.insert_run(tx.conn, run_id=run_id, job_id=job_id,

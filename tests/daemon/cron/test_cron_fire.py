@@ -28,6 +28,7 @@ from tether.daemon.config.store import StoreConfig
 from tether.daemon.cron.service import CronService, request_id_of
 from tether.daemon.runtime.home import Home
 from tether.daemon.services import Services, build_services
+from tether.rpc.errors import NotFound
 from tether.rpc.models.cron import CronCreateParams, CronUpdateParams
 from tether.store.tables import cron as cron_rows
 from tether.store.tables import fleet as fleet_rows
@@ -149,3 +150,22 @@ async def test_a_job_edited_after_a_fire_read_it_runs_as_edited(services):
     (request_id, payload), = admitted
     assert "the new prompt" in payload and "the old prompt" not in payload
     assert request_id == request_id_of("tick", fired[0]["scheduled_for"])
+
+
+async def test_a_job_removed_after_a_manual_run_read_it_does_not_run(services):
+    await services.cron_jobs.create(CronCreateParams(
+        name="tick", schedule="every 1h", prompt="the old prompt"))
+    admit = ChangeFirst(services, lambda: services.cron_jobs.remove("tick"))
+    cron = CronService(services.journal, admit, services.supervisor, services.config,
+                       services.placement)
+    with pytest.raises(NotFound, match="removed"):
+        await cron.run_now("tick")  # it has read the job; the removal commits first
+    assert admit.tried.is_set() and not admit.committed.is_set()
+
+    def read(c: Any) -> Any:
+        return ([r[0] for r in c.execute("SELECT job_id FROM cron_runs")],
+                [r[0] for r in c.execute("SELECT request_id FROM session_admissions")],
+                [r[0] for r in c.execute("SELECT source FROM sessions")])
+    runs, admitted, sources = await services.db.read(read)
+    # nothing of the run was written: no orphan run row, no admission, no session
+    assert runs == [] and admitted == [] and "cron" not in sources
