@@ -289,21 +289,7 @@ class FleetBench:
         floors = {id(v): (await v.call("session.resume", session_id=sid))["last_seq"]
                   for vs in groups.values() for v in vs}
         start = min(floors.values())
-        seq, i = start, 0
-        while seq - start < target:
-            aid = (await driver.result("prompt.submit", session_id=sid, input_id=f"x-{i}",
-                                       text=f"{STREAM_PREFIX}20", finite=True))["admission_id"]
-            while not any(e["type"] == "message.complete" and e["admission_id"] == aid
-                          for e in driver.events):
-                msg = orjson.loads(await driver.ws.recv())
-                if msg.get("method") == "event":
-                    driver.events.append(msg["params"])
-            seq = max(e["seq"] for e in driver.events)
-            driver.events.clear()
-            i += 1
-        await asyncio.sleep(0.05)  # the final session.info follows message.complete
-        last = (await driver.result("session.events.since", session_id=sid,
-                                    after_seq=seq))["last_seq"]
+        last = await driver.extend_log(sid, start, target, text=f"{STREAM_PREFIX}20", tag="x")
         done = time.monotonic()
 
         def missing(vs: list[RawViewer]) -> bool:

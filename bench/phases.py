@@ -254,25 +254,8 @@ class Bench:
         for v in viewers:
             floors.append((await v.call("session.resume", session_id=sid))["last_seq"])
         start = min(floors)
-        chunks = 20
-        i = 0
-        seq = start
-        while seq - start < target:
-            reply = await driver.result("prompt.submit", session_id=sid, input_id=f"fan-{i}",
-                                        text=f"{STREAM_PREFIX}{chunks}", finite=True)
-            aid = reply["admission_id"]
-            while not any(e["type"] == "message.complete" and e["admission_id"] == aid
-                          for e in driver.events):
-                msg = orjson.loads(await driver.ws.recv())
-                if msg.get("method") == "event":
-                    driver.events.append(msg["params"])
-            seq = max(e["seq"] for e in driver.events)
-            driver.events.clear()
-            i += 1
-        # the final session.info follows message.complete: ask the log where it ends
-        await asyncio.sleep(0.05)
-        last = (await driver.result("session.events.since", session_id=sid,
-                                    after_seq=seq))["last_seq"]
+        last = await driver.extend_log(sid, start, target, text=f"{STREAM_PREFIX}20",
+                                       tag="fan")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and any(
                 v.frames_seen < last - f for v, f in zip(viewers, floors, strict=True)):
