@@ -36,8 +36,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from .clients import Conn, RawViewer, fanout_latency, progress
 from .pgside import PgSide, cpu_spent
 from .phases import PER_SESSION, Bench
@@ -252,16 +250,7 @@ class FleetBench:
 
         async def session(conn: Conn, sid: str, r: int) -> None:
             conn.events.clear()
-            for i in range(each):
-                reply = await conn.call("prompt.submit", session_id=sid,
-                                        input_id=f"turn-{r}-{i}", text="hello", finite=True)
-                if "result" not in reply:
-                    raise RuntimeError(f"prompt.submit failed: {reply['error']}")
-            seen = sum(e["type"] == "message.complete" for e in conn.events)
-            while seen < each:
-                msg = orjson.loads(await conn.ws.recv())
-                if msg.get("method") == "event" and msg["params"]["type"] == "message.complete":
-                    seen += 1
+            await conn.run_turns(sid, each, f"turn-{r}")
 
         for r in range(rounds):
             for j, lay in enumerate(LAYOUTS):

@@ -18,8 +18,6 @@ import sys
 import time
 from typing import Any
 
-import orjson
-
 from .clients import Conn, RawViewer, fanout_latency, pct, progress, timed
 from .processes import Processes
 from .servers import HOLD_PREFIX, STREAM_PREFIX
@@ -221,16 +219,7 @@ class Bench:
         async def session(conn: Conn, sid: str) -> None:
             conn.events.clear()
             await go.wait()
-            for i in range(each):
-                reply = await conn.call("prompt.submit", session_id=sid, input_id=f"turn-{i}",
-                                        text="hello", finite=True)
-                if "result" not in reply:
-                    raise RuntimeError(f"prompt.submit failed: {reply['error']}")
-            seen = sum(e["type"] == "message.complete" for e in conn.events)
-            while seen < each:
-                msg = orjson.loads(await conn.ws.recv())
-                if msg.get("method") == "event" and msg["params"]["type"] == "message.complete":
-                    seen += 1
+            await conn.run_turns(sid, each, "turn")
             done_at.append(time.perf_counter())
 
         tasks = [asyncio.create_task(session(c, s)) for c, s in zip(conns, sids, strict=True)]
