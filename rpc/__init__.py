@@ -67,9 +67,8 @@ _SUBMODULES = frozenset({*_SOURCES.values(), "models"})
 
 def _core_models() -> list[str]:
     """The core models' names: tether.rpc.models' ``__all__`` (this loads pydantic)."""
-    models = importlib.import_module(f"{__name__}.models")
-    # TurnDefaults came later and was never offered here
-    return [name for name in models.__all__ if name != "TurnDefaults"]
+    names: list[str] = importlib.import_module(f"{__name__}.models").__all__
+    return names
 
 
 def __getattr__(name: str) -> Any:
