@@ -94,6 +94,44 @@ class Conn:
             raise RuntimeError(f"{method} failed: {reply.get('error')}")
         return reply["result"]
 
+    async def run_turns(self, sid: str, n: int, tag: str) -> list[dict[str, Any]]:
+        """Submit ``n`` finite turns ("hello", input ids ``{tag}-0``, ``{tag}-1``, ...)
+        back to back, then wait for as many ``message.complete`` events (those already
+        kept count) and return them."""
+        for i in range(n):
+            reply = await self.call("prompt.submit", session_id=sid, input_id=f"{tag}-{i}",
+                                    text="hello", finite=True)
+            if "result" not in reply:
+                raise RuntimeError(f"prompt.submit failed: {reply['error']}")
+        done = [e for e in self.events if e["type"] == "message.complete"]
+        while len(done) < n:
+            msg = orjson.loads(await self.ws.recv())
+            if msg.get("method") == "event" and msg["params"]["type"] == "message.complete":
+                done.append(msg["params"])
+        return done
+
+    async def extend_log(self, sid: str, start: int, target: int, *, text: str,
+                         tag: str) -> int:
+        """Submit turns of ``text`` (input ids ``{tag}-0``, ``{tag}-1``, ...) one after
+        another, each to its ``message.complete``, until the session's log stands
+        ``target`` events past ``start``; return the log's last seq then."""
+        seq, i = start, 0
+        while seq - start < target:
+            aid = (await self.result("prompt.submit", session_id=sid, input_id=f"{tag}-{i}",
+                                     text=text, finite=True))["admission_id"]
+            while not any(e["type"] == "message.complete" and e["admission_id"] == aid
+                          for e in self.events):
+                msg = orjson.loads(await self.ws.recv())
+                if msg.get("method") == "event":
+                    self.events.append(msg["params"])
+            seq = max(e["seq"] for e in self.events)
+            self.events.clear()
+            i += 1
+        # the final session.info follows message.complete: ask the log where it ends
+        await asyncio.sleep(0.05)
+        return (await self.result("session.events.since", session_id=sid,
+                                  after_seq=seq))["last_seq"]
+
     async def close(self) -> None:
         await self.ws.close()
 

@@ -36,8 +36,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from .clients import Conn, RawViewer, fanout_latency, progress
 from .pgside import PgSide, cpu_spent
 from .phases import PER_SESSION, Bench
@@ -252,16 +250,7 @@ class FleetBench:
 
         async def session(conn: Conn, sid: str, r: int) -> None:
             conn.events.clear()
-            for i in range(each):
-                reply = await conn.call("prompt.submit", session_id=sid,
-                                        input_id=f"turn-{r}-{i}", text="hello", finite=True)
-                if "result" not in reply:
-                    raise RuntimeError(f"prompt.submit failed: {reply['error']}")
-            seen = sum(e["type"] == "message.complete" for e in conn.events)
-            while seen < each:
-                msg = orjson.loads(await conn.ws.recv())
-                if msg.get("method") == "event" and msg["params"]["type"] == "message.complete":
-                    seen += 1
+            await conn.run_turns(sid, each, f"turn-{r}")
 
         for r in range(rounds):
             for j, lay in enumerate(LAYOUTS):
@@ -289,21 +278,7 @@ class FleetBench:
         floors = {id(v): (await v.call("session.resume", session_id=sid))["last_seq"]
                   for vs in groups.values() for v in vs}
         start = min(floors.values())
-        seq, i = start, 0
-        while seq - start < target:
-            aid = (await driver.result("prompt.submit", session_id=sid, input_id=f"x-{i}",
-                                       text=f"{STREAM_PREFIX}20", finite=True))["admission_id"]
-            while not any(e["type"] == "message.complete" and e["admission_id"] == aid
-                          for e in driver.events):
-                msg = orjson.loads(await driver.ws.recv())
-                if msg.get("method") == "event":
-                    driver.events.append(msg["params"])
-            seq = max(e["seq"] for e in driver.events)
-            driver.events.clear()
-            i += 1
-        await asyncio.sleep(0.05)  # the final session.info follows message.complete
-        last = (await driver.result("session.events.since", session_id=sid,
-                                    after_seq=seq))["last_seq"]
+        last = await driver.extend_log(sid, start, target, text=f"{STREAM_PREFIX}20", tag="x")
         done = time.monotonic()
 
         def missing(vs: list[RawViewer]) -> bool:

@@ -21,8 +21,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from .clients import Conn, progress
 from .processes import cpu_s
 
@@ -93,16 +91,7 @@ async def http_turns(bench: Any, sessions: int, each: int) -> dict[str, Any]:
 
 async def _turns(conn: Conn, sid: str, tag: str, each: int) -> None:
     conn.events.clear()
-    for i in range(each):
-        reply = await conn.call("prompt.submit", session_id=sid, input_id=f"{tag}-{i}",
-                                text="hello", finite=True)
-        if "result" not in reply:
-            raise RuntimeError(f"prompt.submit failed: {reply['error']}")
-    done = [e for e in conn.events if e["type"] == "message.complete"]
-    while len(done) < each:
-        msg = orjson.loads(await conn.ws.recv())
-        if msg.get("method") == "event" and msg["params"]["type"] == "message.complete":
-            done.append(msg["params"])
+    done = await conn.run_turns(sid, each, tag)
     conn.events.clear()
     failed = [e for e in done if e["payload"].get("outcome") != "completed"]
     if failed:

@@ -18,8 +18,6 @@ import sys
 import time
 from typing import Any
 
-import orjson
-
 from .clients import Conn, RawViewer, fanout_latency, pct, progress, timed
 from .processes import Processes
 from .servers import HOLD_PREFIX, STREAM_PREFIX
@@ -221,16 +219,7 @@ class Bench:
         async def session(conn: Conn, sid: str) -> None:
             conn.events.clear()
             await go.wait()
-            for i in range(each):
-                reply = await conn.call("prompt.submit", session_id=sid, input_id=f"turn-{i}",
-                                        text="hello", finite=True)
-                if "result" not in reply:
-                    raise RuntimeError(f"prompt.submit failed: {reply['error']}")
-            seen = sum(e["type"] == "message.complete" for e in conn.events)
-            while seen < each:
-                msg = orjson.loads(await conn.ws.recv())
-                if msg.get("method") == "event" and msg["params"]["type"] == "message.complete":
-                    seen += 1
+            await conn.run_turns(sid, each, "turn")
             done_at.append(time.perf_counter())
 
         tasks = [asyncio.create_task(session(c, s)) for c, s in zip(conns, sids, strict=True)]
@@ -254,25 +243,8 @@ class Bench:
         for v in viewers:
             floors.append((await v.call("session.resume", session_id=sid))["last_seq"])
         start = min(floors)
-        chunks = 20
-        i = 0
-        seq = start
-        while seq - start < target:
-            reply = await driver.result("prompt.submit", session_id=sid, input_id=f"fan-{i}",
-                                        text=f"{STREAM_PREFIX}{chunks}", finite=True)
-            aid = reply["admission_id"]
-            while not any(e["type"] == "message.complete" and e["admission_id"] == aid
-                          for e in driver.events):
-                msg = orjson.loads(await driver.ws.recv())
-                if msg.get("method") == "event":
-                    driver.events.append(msg["params"])
-            seq = max(e["seq"] for e in driver.events)
-            driver.events.clear()
-            i += 1
-        # the final session.info follows message.complete: ask the log where it ends
-        await asyncio.sleep(0.05)
-        last = (await driver.result("session.events.since", session_id=sid,
-                                    after_seq=seq))["last_seq"]
+        last = await driver.extend_log(sid, start, target, text=f"{STREAM_PREFIX}20",
+                                       tag="fan")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and any(
                 v.frames_seen < last - f for v, f in zip(viewers, floors, strict=True)):

@@ -23,7 +23,8 @@ Built on pydantic, for the owner's validation and for ``tether schema``:
 
 Every public name is importable from here, but the submodules load on first use
 (PEP 562), so ``from tether.rpc import PROTOCOL`` costs no more than the
-constant, while ``models`` pulls in pydantic (~100 ms).
+constant, while ``models`` pulls in pydantic (~100 ms); so does ``__all__``, since
+the core models in it are those ``models`` exports.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# name -> submodule that defines it; drives the lazy __getattr__ below
+# name -> submodule that defines it; drives the lazy __getattr__ below. The core
+# models are not listed: they are what tether.rpc.models exports, asked of it on first use.
 _SOURCES: dict[str, str] = {}
 for _module, _names in {
     "dispatch": ("MAX_BATCH", "MAX_FIELD_ERRORS", "Dispatcher", "Handler"),
@@ -50,17 +52,6 @@ for _module, _names in {
     ),
     "home": ("EXIT_OWNER_RUNNING", "HOME_ENV", "HomeLayout", "resolve_home"),
     "methods": ("METHODS", "Method"),
-    "models": (
-        "TURN_OPTION_FIELDS", "Attachment", "Event", "EventsSinceResult", "InterruptResult",
-        "Model", "OkResult", "PendingAdmission", "PingParams", "PingResult",
-        "PromptCancelParams", "PromptReceiptParams", "PromptResolveUnknownParams",
-        "PromptSubmitParams", "Receipt", "RuntimeDescribeParams", "RuntimeDescribeResult",
-        "RuntimeShutdownParams", "SessionCreateParams", "SessionDetachParams",
-        "SessionEventsSinceParams", "SessionInfo", "SessionInterruptParams",
-        "SessionListParams", "SessionListResult", "SessionResumeParams", "SessionSummary",
-        "ShutdownResult", "Snapshot", "TokenCreateParams", "TokenCreateResult",
-        "TranscriptMessage", "TurnOptions", "TurnResult",
-    ),
     "protocol": (
         "EVENT_METHOD", "JSONRPC_VERSION", "MAX_ATTACHMENTS", "MAX_ID_CHARS", "MAX_SEQ",
         "MAX_TEXT_CHARS", "PROTOCOL", "SUBPROTOCOL", "TOKEN_PREFIX",
@@ -71,24 +62,32 @@ for _module, _names in {
         _SOURCES[_name] = _module
 del _module, _names, _name
 
-# the public surface is exactly the names above (tests/rpc/test_rpc_surface.py pins it)
-__all__ = list(_SOURCES)
+_SUBMODULES = frozenset({*_SOURCES.values(), "models"})
 
 
-_SUBMODULES = frozenset(_SOURCES.values())
+def _core_models() -> list[str]:
+    """The core models' names: tether.rpc.models' ``__all__`` (this loads pydantic)."""
+    names: list[str] = importlib.import_module(f"{__name__}.models").__all__
+    return names
 
 
 def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:  # `tether.rpc.models` as an attribute, as eager imports allowed
         return importlib.import_module(f"{__name__}.{name}")
     module = _SOURCES.get(name)
-    if module is None:
+    if module is not None:
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    elif name == "__all__":
+        # the public surface: the names above and the core models
+        # (tests/rpc/test_rpc_surface.py pins it)
+        value = [*_SOURCES, *_core_models()]
+    elif not name.startswith("_") and name in _core_models():
+        value = getattr(importlib.import_module(f"{__name__}.models"), name)
+    else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value  # later lookups skip this function
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+    return sorted(set(globals()) | set(__getattr__("__all__")))

@@ -26,7 +26,8 @@ def test_public_names_are_pinned():
         RuntimeDescribeResult RuntimeShutdownParams SessionCreateParams SessionDetachParams
         SessionEventsSinceParams SessionInfo SessionInterruptParams SessionListParams
         SessionListResult SessionResumeParams SessionSummary ShutdownResult Snapshot
-        TokenCreateParams TokenCreateResult TranscriptMessage TurnOptions TurnResult
+        TokenCreateParams TokenCreateResult TranscriptMessage TurnDefaults TurnOptions
+        TurnResult
         METHODS Method decode_reply encode_error encode_event
         encode_notification encode_request encode_result MAX_BATCH MAX_FIELD_ERRORS
         Dispatcher Handler protocol_schema

@@ -12,7 +12,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,27 +44,37 @@ class TerminalEditor(TerminalHost):
         return [u for u in self.updates if u.session_update == kind]
 
 
+@contextlib.contextmanager
+def owner_for(tmp_path: Path, reap_owners: Any, model: ScriptedModel,
+              **tools: Any) -> Iterator[tuple[Path, Path, TerminalEditor]]:
+    """A home whose owner (reaped after the test) asks ``model``, approving on its
+    own; a working directory; an editor with terminals."""
+    why = sandbox_missing()
+    if why:
+        pytest.skip(why)
+    with FakeProvider(model) as provider:
+        home, work = tmp_path / "home", tmp_path / "work"
+        work.mkdir()
+        write_config(home, provider.url, approvals={"mode": "auto"}, tools=tools)
+        reap_owners(home)
+        yield home, work, TerminalEditor()
+
+
 @contextlib.asynccontextmanager
-async def adapter(home: Path, editor: TerminalEditor) -> AsyncIterator[tuple[Any, Any]]:
+async def adapter(home: Path, work: Path,
+                  editor: TerminalEditor) -> AsyncIterator[tuple[Any, Any, str]]:
+    """`tether acp` started by ``editor`` with a new session in ``work``: (the
+    connection, the adapter's process, the session id)."""
     try:
         async with spawn_agent_process(editor, sys.executable, "-m", "tether.clients.cli",
                                        "acp", env=clean_env(home),
                                        transport_kwargs={"stderr": None}) as (conn, proc):
             await asyncio.wait_for(conn.initialize(
                 protocol_version=1, client_capabilities=ClientCapabilities(terminal=True)), 60)
-            yield conn, proc
+            sid = (await conn.new_session(cwd=str(work), mcp_servers=[])).session_id
+            yield conn, proc, sid
     finally:
         editor.close()
-
-
-def setup(tmp_path: Path, provider_url: str, **tools: Any) -> tuple[Path, Path]:
-    why = sandbox_missing()
-    if why:
-        pytest.skip(why)
-    home, work = tmp_path / "home", tmp_path / "work"
-    work.mkdir()
-    write_config(home, provider_url, approvals={"mode": "auto"}, tools=tools)
-    return home, work
 
 
 async def ask(conn: Any, sid: str, text: str) -> Any:
@@ -96,12 +106,8 @@ async def test_sandboxed_commands_run_in_the_editor_s_terminal_in_the_same_bound
                                    "reason": "the test asks for it"})],
         "background": [("terminal", {"command": "echo bg > bg.txt", "background": True})],
     })
-    with FakeProvider(model) as provider:
-        home, work = setup(tmp_path, provider.url)
-        reap_owners(home)
-        editor = TerminalEditor()
-        async with adapter(home, editor) as (conn, proc):
-            sid = (await conn.new_session(cwd=str(work), mcp_servers=[])).session_id
+    with owner_for(tmp_path, reap_owners, model) as (home, work, editor):
+        async with adapter(home, work, editor) as (conn, proc, sid):
             for text in ("env", "inside", "outside", "home", "long", "escalate",
                          "background"):
                 assert (await ask(conn, sid, text)).stop_reason == "end_turn"
@@ -153,12 +159,8 @@ async def test_a_stopped_turn_and_a_timeout_end_the_editor_s_command(tmp_path, r
         "timeout": [("terminal", {"command": "sleep 30", "timeout_s": 1})],
         "deaf": [("terminal", {"command": "sleep 30", "timeout_s": 1})],
     })
-    with FakeProvider(model) as provider:
-        home, work = setup(tmp_path, provider.url)
-        reap_owners(home)
-        editor = TerminalEditor()
-        async with adapter(home, editor) as (conn, proc):
-            sid = (await conn.new_session(cwd=str(work), mcp_servers=[])).session_id
+    with owner_for(tmp_path, reap_owners, model) as (home, work, editor):
+        async with adapter(home, work, editor) as (conn, proc, sid):
             slow = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("slow")]))
             await until(lambda: lines(work / "runs.txt"))
             started = time.monotonic()
@@ -192,12 +194,8 @@ async def test_an_editor_that_fails_never_gets_a_command_run_twice(tmp_path, rea
         "hang": [("terminal", {"command": "echo there >> hang.txt; sleep 30"})],
         "gone": [("terminal", {"command": "echo there >> gone.txt; sleep 30"})],
     })
-    with FakeProvider(model) as provider:
-        home, work = setup(tmp_path, provider.url, editor_fs_timeout_seconds=1)
-        reap_owners(home)
-        editor = TerminalEditor()
-        async with adapter(home, editor) as (conn, proc):
-            sid = (await conn.new_session(cwd=str(work), mcp_servers=[])).session_id
+    with owner_for(tmp_path, reap_owners, model, editor_fs_timeout_seconds=1) as (home, work, editor):
+        async with adapter(home, work, editor) as (conn, proc, sid):
             # the editor refuses to make a terminal: nothing started, the owner runs it
             editor.refuse = True
             await ask(conn, sid, "refused")
