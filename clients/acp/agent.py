@@ -68,6 +68,7 @@ from .session import OpenSession
 from .terminals import EditorTerminals
 from .updates import (
     call_id,
+    cut_off,
     error_for,
     event_updates,
     input_id_for,
@@ -210,7 +211,8 @@ class TetherAgent:
         self._sessions[sid] = s
         if replay:  # the transcript, then the context's fill and the cost
             usage = s.meter.on_snapshot(snap["info"])
-            for update in [*transcript_updates(snap["messages"], s.cwd), *filter(None, [usage])]:
+            replayed = transcript_updates(snap["messages"], s.cwd, snap["info"].get("running"))
+            for update in [*replayed, *filter(None, [usage])]:
                 await self._editor.session_update(session_id=sid, update=update)
         s.follower = asyncio.create_task(self._follow(s))
         return s
@@ -270,6 +272,13 @@ class TetherAgent:
         elif kind == "approval.resolved":  # answered elsewhere, timed out or cancelled
             await self._asking.end(p.get("approval_id", ""))
         elif kind == "message.complete":
+            # a call its turn ended without (a cancel while it waited for an approval)
+            turn = call_id(event.get("admission_id") or p.get("admission_id"), "")
+            ended = [k for k in s.announced if k.startswith(turn)]
+            for key in ended:
+                s.announced.discard(key)
+                s.terminals.pop(key, None)
+                await self._editor.session_update(session_id=s.sid, update=cut_off(key))
             if len(s.completed) > 64:  # other viewers' turns nobody here waits for
                 s.completed.pop(next(iter(s.completed)))
             s.completed[p.get("admission_id", "")] = p

@@ -29,7 +29,7 @@ from tether.rpc.errors import RpcError
 from ..library.client import OwnerUnavailable, new_input_id
 
 __all__ = ["input_id_for", "error_for", "event_updates", "transcript_updates", "call_id",
-           "tool_update", "terminal_shown", "PERMISSION_OPTIONS", "DECISIONS", "prompt_text",
+           "cut_off", "tool_update", "terminal_shown", "PERMISSION_OPTIONS", "DECISIONS", "prompt_text",
            "turn_usage", "session_page"]
 
 _KINDS = {"terminal": "execute", "process": "execute", "read_file": "read", "list_dir": "read",
@@ -189,10 +189,23 @@ def event_updates(event: dict[str, Any], cwd: str | None, own_inputs: set[str],
     return []
 
 
-def transcript_updates(messages: list[dict[str, Any]], cwd: str | None) -> list[Any]:
-    """The updates that replay a stored transcript (session/load)."""
+#: what a call whose turn ended without its result shows (a cancel or an interrupt
+#: that came while it waited for its approval, say)
+NO_RESULT = "no result: the turn ended before this call finished"
+
+
+def cut_off(key: str) -> Any:
+    """The update that closes the call ``key``: its turn ended without its result."""
+    return _done(key, NO_RESULT, True)
+
+
+def transcript_updates(messages: list[dict[str, Any]], cwd: str | None,
+                       running: str | None = None) -> list[Any]:
+    """The updates that replay a stored transcript (session/load). A call with no
+    result is closed as failed unless its turn is ``running`` (the admission running
+    now, whose live events go on)."""
     out: list[Any] = []
-    names: dict[str, str] = {}
+    open_calls: dict[str, str | None] = {}  # ACP call id → its admission
     for m in messages:
         role, text, aid = m.get("role"), m.get("content") or "", m.get("admission_id")
         if role == "user" and text:
@@ -202,11 +215,14 @@ def transcript_updates(messages: list[dict[str, Any]], cwd: str | None) -> list[
                 out.append(helpers.update_agent_message_text(text))
             for tc in m.get("tool_calls") or []:
                 fn = tc.get("function") or {}
-                names[tc.get("id", "")] = fn.get("name", "")
-                out.append(_start(call_id(aid, tc.get("id", "")), fn.get("name", ""),
-                                  fn.get("arguments"), cwd))
+                key = call_id(aid, tc.get("id", ""))
+                open_calls[key] = aid
+                out.append(_start(key, fn.get("name", ""), fn.get("arguments"), cwd))
         elif role == "tool" and m.get("tool_call_id"):
-            out.append(_done(call_id(aid, m["tool_call_id"]), text, _result_failed(text)))
+            key = call_id(aid, m["tool_call_id"])
+            open_calls.pop(key, None)
+            out.append(_done(key, text, _result_failed(text)))
+    out += [cut_off(key) for key, aid in open_calls.items() if aid is None or aid != running]
     return out
 
 

@@ -208,6 +208,9 @@ test("desktop and phone: steps in order, markdown made safe, a live list, no sid
   assert.equal(await page.textContent(`${md} pre code .hljs-built_in`), "print");
   assert.equal(await page.textContent(`${md} pre code .hljs-string`), '"hello"');
   assert.equal(await page.$$eval(`${md} li`, (els) => els.length), 2);
+  // a quotation is set apart from the answer's own words (a rule at its side)
+  assert.equal(await page.textContent(`${md} blockquote`), "\nquoted from the log, not said here\n");
+  assert.notEqual(await page.$eval(`${md} blockquote`, (el) => getComputedStyle(el).borderLeftStyle), "none");
   assert.equal(await page.getAttribute(`${md} a`, "rel"), "noopener noreferrer");
   assert.equal(await page.$$eval(`${md} script, ${md} [onerror], ${md} img`, (els) => els.length), 0);
   assert.equal(await page.evaluate(() => window.__xss), undefined);

@@ -221,6 +221,41 @@ async def test_a_session_outlives_the_editor(tmp_path, reap_owners):
     assert "DONE" in reopened.of("agent_message_chunk")[-1].content.text
 
 
+async def test_a_call_its_turn_ended_before_it_ran_is_closed_live_and_on_load(
+        tmp_path, reap_owners):
+    """A cancel that lands while a call waits for its approval ends the turn with no
+    result for that call: the editor's card is closed (failed), live and on load,
+    rather than left spinning."""
+    model = ScriptedModel({"guarded": [("terminal", {"command": "touch never-made"})]})
+    with FakeProvider(model) as provider:
+        home, work = setup(tmp_path, provider.url)
+        reap_owners(home)
+        editor = Editor(None)  # the permission dialog stays open
+        async with adapter(home, editor) as (conn, proc):
+            sid = (await conn.new_session(cwd=str(work), mcp_servers=[])).session_id
+            turn = asyncio.create_task(conn.prompt(session_id=sid,
+                                                   prompt=[text_block("guarded one")]))
+            await editor.wait(lambda u: u.session_update == "tool_call")
+            deadline = time.monotonic() + 30
+            while not editor.asked:
+                assert time.monotonic() < deadline, "no permission request"
+                await asyncio.sleep(0.05)
+            async with await Peer.connect(home) as peer:  # cancelled from elsewhere
+                await peer.result("session.interrupt", session_id=sid)
+            ended = await asyncio.wait_for(turn, 60)
+        reopened = Editor()
+        async with adapter(home, reopened) as (conn, proc):
+            await conn.load_session(cwd=str(work), session_id=sid, mcp_servers=[])
+            await asyncio.sleep(0.2)
+    assert ended.stop_reason == "cancelled" and not (work / "never-made").exists()
+    for seen in (editor, reopened):
+        [start] = seen.of("tool_call")
+        assert "touch never-made" in start.title and start.status == "in_progress"
+        [closed] = seen.of("tool_call_update")
+        assert closed.tool_call_id == start.tool_call_id and closed.status == "failed"
+        assert "no result" in closed.content[0].content.text
+
+
 DEMO = str(Path(__file__).resolve().parents[2] / "mcp" / "mcpdemo.py")
 
 

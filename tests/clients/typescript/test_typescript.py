@@ -43,6 +43,8 @@ print("hello")
 |---|---|
 | 1 | 2 |
 
+> quoted from the log, not said here
+
 averyveryveryveryveryveryverylongwordwithoutanyspacesthatmustnotwidenthepageatall
 
 <img src=x onerror="window.__xss = 1"><script>window.__xss = 2</script>
