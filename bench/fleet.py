@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from .clients import Conn, RawViewer, fanout_latency, progress
+from .clients import Conn, RawViewer, fanout_latency, no_collector_pauses, progress
 from .pgside import PgSide, cpu_spent
 from .phases import PER_SESSION, Bench
 from .processes import Processes, machine_busy, stop_all
@@ -278,18 +278,20 @@ class FleetBench:
         floors = {id(v): (await v.call("session.resume", session_id=sid))["last_seq"]
                   for vs in groups.values() for v in vs}
         start = min(floors.values())
-        last = await driver.extend_log(sid, start, target, text=f"{STREAM_PREFIX}20", tag="x")
-        done = time.monotonic()
+        with no_collector_pauses():
+            last = await driver.extend_log(sid, start, target, text=f"{STREAM_PREFIX}20",
+                                           tag="x")
+            done = time.monotonic()
 
-        def missing(vs: list[RawViewer]) -> bool:
-            return any(v.frames_seen < last - floors[id(v)] for v in vs)
+            def missing(vs: list[RawViewer]) -> bool:
+                return any(v.frames_seen < last - floors[id(v)] for v in vs)
 
-        while time.monotonic() < done + 30 and (missing(groups["same_node"])
-                                                or missing(groups["other_node"])):
-            if (time.monotonic() > done + FEED_WAIT
-                    and not any(v.frames_seen for v in groups["other_node"])):
-                break  # nothing from the other node at all: no feed
-            await asyncio.sleep(0.05)
+            while time.monotonic() < done + 30 and (missing(groups["same_node"])
+                                                    or missing(groups["other_node"])):
+                if (time.monotonic() > done + FEED_WAIT
+                        and not any(v.frames_seen for v in groups["other_node"])):
+                    break  # nothing from the other node at all: no feed
+                await asyncio.sleep(0.05)
         await driver.close()
         for vs in groups.values():
             for v in vs:

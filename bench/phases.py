@@ -18,7 +18,7 @@ import sys
 import time
 from typing import Any
 
-from .clients import Conn, RawViewer, fanout_latency, pct, progress, timed
+from .clients import Conn, RawViewer, fanout_latency, no_collector_pauses, pct, progress, timed
 from .processes import Processes
 from .servers import HOLD_PREFIX, STREAM_PREFIX
 
@@ -243,12 +243,13 @@ class Bench:
         for v in viewers:
             floors.append((await v.call("session.resume", session_id=sid))["last_seq"])
         start = min(floors)
-        last = await driver.extend_log(sid, start, target, text=f"{STREAM_PREFIX}20",
-                                       tag="fan")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and any(
-                v.frames_seen < last - f for v, f in zip(viewers, floors, strict=True)):
-            await asyncio.sleep(0.05)
+        with no_collector_pauses():
+            last = await driver.extend_log(sid, start, target, text=f"{STREAM_PREFIX}20",
+                                           tag="fan")
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and any(
+                    v.frames_seen < last - f for v, f in zip(viewers, floors, strict=True)):
+                await asyncio.sleep(0.05)
         await driver.close()
         for v in viewers:
             v.close()
