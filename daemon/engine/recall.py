@@ -13,6 +13,7 @@ Whatever it hands out is a copy: a turn may change its list.
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -22,11 +23,27 @@ from tether.store.tables import compactions
 __all__ = ["Recall", "KEPT_SESSIONS", "NEW_MOST"]
 
 #: the sessions whose transcripts are kept (the least recently read go first) ...
-KEPT_SESSIONS = 128
+KEPT_SESSIONS = 32
 #: ... and the most text they may hold together (characters of content)
 KEPT_CHARS = 8_000_000
 #: more new messages than this since a session's last turn: read it all, off the loop
 NEW_MOST = 64
+
+
+#: what a turn reads of a kept message (transcript.chat_history; ``index`` for a
+#: compaction's cut); the rest of the row (its admission, its time) is not kept
+_ALWAYS = ("role", "content", "index")
+_IF_SET = ("tool_calls", "tool_call_id", "name")
+
+
+def _slim(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with only what a turn reads of it: the cache holds thousands."""
+    out = {k: row[k] for k in _ALWAYS}
+    out["role"] = sys.intern(out["role"])  # four words, shared by every row
+    for k in _IF_SET:
+        if row.get(k):
+            out[k] = row[k]
+    return out
 
 
 @dataclass
@@ -38,6 +55,7 @@ class _Kept:
     chars: int = 0  # of content held
 
     def add(self, rows: list[dict[str, Any]]) -> None:
+        rows = [_slim(r) for r in rows]
         self.rows.extend(rows)
         self.chars += sum(len(r["content"] or "") for r in rows)
         if rows:

@@ -12,6 +12,7 @@ import pytest
 
 from tether.daemon.engine import recall as recall_mod
 from tether.daemon.engine.recall import Recall
+from tether.daemon.engine.transcript import chat_history
 from tether.store.pg import PgDatabase
 from tether.store.sqlite.db import Database
 from tether.store.tables import compactions, messages
@@ -81,9 +82,12 @@ async def test_a_later_turn_reads_only_what_was_added(db, calls):
     rows, _ = await recall.transcript(SID)  # nothing new
     assert texts(rows) == ["one", "two", "three"]
     assert calls == ["current", "since", "since"]
-    # what it hands out is what a whole read gives
+    # what it hands out is what a whole read gives, as a turn reads it (the rows'
+    # admission and time are not kept)
     whole, summary, mark = await db.read(lambda c: compactions.current(c, SID))
-    assert whole == rows and summary is None and mark is None
+    assert chat_history(whole) == chat_history(rows) and summary is None and mark is None
+    assert [r["index"] for r in whole] == [r["index"] for r in rows]
+    assert set(rows[0]) == {"role", "content", "index"}
 
 
 async def test_a_compaction_since_makes_it_read_the_whole(db, calls):
