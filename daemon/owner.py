@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import logging.handlers
 import os
 import signal
 from collections.abc import Mapping
@@ -33,6 +32,7 @@ from .config.core import Config, load_config
 from .config.store import StoreConfig, load_store_config
 from .model.provider import Provider
 from .runtime.home import Home
+from .runtime.logfile import LogFile
 from .services import build_services, tether_version
 from .transport.server import tcp_address
 
@@ -48,8 +48,7 @@ def setup_logging(home: Home, *, foreground: bool) -> None:
     root = logging.getLogger("tether")
     root.setLevel(logging.INFO)
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    handler = logging.handlers.RotatingFileHandler(home.owner_log,
-                                                   maxBytes=5 * 1024 * 1024, backupCount=3)
+    handler = LogFile(home.owner_log, max_bytes=5 * 1024 * 1024, backups=3)
     handlers: list[logging.Handler] = [handler]
     if foreground:
         handlers.append(logging.StreamHandler())
