@@ -122,21 +122,24 @@ class OwnerProcess:
         return self.proc.wait(timeout)
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        """SIGKILL the owner (if it still runs: a test may have killed it itself),
+        reap it, and on PostgreSQL wait until its writer's backend has ended."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
-            self._writer_gone()
+        self._writer_gone(self.proc.pid)
 
-    def _writer_gone(self, timeout: float = 10.0) -> None:
-        """On PostgreSQL, wait until the killed owner's writer backend has ended: a
-        COMMIT the server had already received when the process died still lands,
-        and a test reading the ledger before then would miss it."""
+    def _writer_gone(self, pid: int, timeout: float = 10.0) -> None:
+        """On PostgreSQL: a COMMIT the server had already received when the owner
+        died still lands, after the process is gone; a test reading the ledger
+        before its backend ended would miss it."""
         if STORE_URL is None or "application_name=" in self.env.get("TETHER_STORE", ""):
             return
         import pgstore
 
-        assert self.proc is not None
-        name = f"tether-writer {self.proc.pid}"
+        name = f"tether-writer {pid}"
         deadline = time.monotonic() + timeout
         while pgstore.rows(STORE_URL, "SELECT 1 FROM pg_stat_activity "
                                       "WHERE application_name = ?", name):
