@@ -340,8 +340,15 @@ class TurnRunner:
                 held = exc.held
             # not stored: what the turn reported is stored (or given up) first, so the
             # outcome's events come last even when the store was refusing writes
-            with contextlib.suppress(Exception):
+            try:
                 await sink.settle()
+            except StorageError as exc:
+                if outcome == "completed":
+                    # refused past store.outage_seconds: as for any write of a running
+                    # turn, it ends failed, the answer kept as its text, not as a row
+                    outcome, error, held = "failed", f"storage_unavailable: {exc.detail}", None
+            except Exception:  # noqa: BLE001 - its outcome is written whatever happened
+                pass
         with contextlib.suppress(StorageError):
             await self._journal_for(sid).persist(
                 unit(held), f"the outcome of {aid} ({outcome})",
