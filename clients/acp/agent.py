@@ -15,9 +15,8 @@ editor: close it mid-turn, the turn finishes in the owner; open it again
   ``_meta.messageId`` when it sends one, else fresh), resubmitted with the same
   id if the owner connection drops; it returns when the admission ends;
 - every event of an open session → ``session/update`` (updates.py);
-- ``approval.requested`` → ``session/request_permission``; an answer given
-  elsewhere first (``approval.resolved``) withdraws the editor's request
-  (asking.py);
+- ``approval.requested`` → ``session/request_permission``; an answer given elsewhere
+  first (``approval.resolved``) withdraws the editor's request (asking.py);
 - ``session/cancel`` → prompt.cancel of the running prompt;
 - config options (and session modes) ``sandbox`` and ``approvals``
   (options.py): the editor may make this session's sandbox stricter,
@@ -210,9 +209,9 @@ class TetherAgent:
         s = OpenSession(sid, snap["info"].get("cwd") or cwd, stream)
         self._sessions[sid] = s
         if replay:  # the transcript, then the context's fill and the cost
-            usage = s.meter.on_snapshot(snap["info"])
-            replayed = transcript_updates(snap["messages"], s.cwd, snap["info"].get("running"))
-            for update in [*replayed, *filter(None, [usage])]:
+            usage = s.meter.on_snapshot(info := snap["info"])
+            for update in [*transcript_updates(snap["messages"], s.cwd, info.get("running")),
+                           *filter(None, [usage])]:
                 await self._editor.session_update(session_id=sid, update=update)
         s.follower = asyncio.create_task(self._follow(s))
         return s
@@ -272,12 +271,8 @@ class TetherAgent:
         elif kind == "approval.resolved":  # answered elsewhere, timed out or cancelled
             await self._asking.end(p.get("approval_id", ""))
         elif kind == "message.complete":
-            # a call its turn ended without (a cancel while it waited for an approval)
             turn = call_id(event.get("admission_id") or p.get("admission_id"), "")
-            ended = [k for k in s.announced if k.startswith(turn)]
-            for key in ended:
-                s.announced.discard(key)
-                s.terminals.pop(key, None)
+            for key in s.end_calls(turn):  # calls its turn ended without
                 await self._editor.session_update(session_id=s.sid, update=cut_off(key))
             if len(s.completed) > 64:  # other viewers' turns nobody here waits for
                 s.completed.pop(next(iter(s.completed)))

@@ -41,3 +41,13 @@ class OpenSession:
         the call's card now, or None when the call's announcement will carry it."""
         self.terminals[key] = terminal_id
         return terminal_shown(key, terminal_id) if key in self.announced else None
+
+    def end_calls(self, turn: str) -> list[str]:
+        """The calls of a turn (``turn``: its call-key prefix) still open when it
+        ended, forgotten here: each is to be shown cut off (a cancel while it
+        waited for an approval)."""
+        ended = [k for k in self.announced if k.startswith(turn)]
+        for key in ended:
+            self.announced.discard(key)
+            self.terminals.pop(key, None)
+        return ended
