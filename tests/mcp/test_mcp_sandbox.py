@@ -71,8 +71,11 @@ async def test_a_sandboxed_server_reads_nothing_of_the_owner_and_writes_only_its
     assert f[f"read {config}"].startswith("ok: ") and f[f"write {escape}"] == "ok"
     assert f["HOME"] != str(state)
     assert listed["free"]["sandbox"].startswith("none — mcp.servers.free.sandbox is false")
-    assert boxed_info["hung"]["state"] == "failed"
-    assert "within 2 s" in boxed_info["hung"]["error"]
+    # it did not start within its 2 s: failed, or (its first backoff is 1 s, and the
+    # turn asked for the tools again after that) already being tried again
+    hung = boxed_info["hung"]
+    assert "within 2 s" in hung["error"]
+    assert hung["state"] == "failed" or (hung["state"] == "starting" and hung["starts"] >= 2)
     assert (home / "mcp-state" / "hung" / "started").exists() and not left, left
 
 
