@@ -279,8 +279,15 @@ class FleetNode:
 
     async def _adopt_held(self) -> None:
         """Schedule what others admitted for sessions held here; let idle leases go."""
-        rows = await self._journal.db.read(lambda c: fleet_rows.held_open(c, self.epoch))
-        rows = [r for r in rows if r["target_session_id"] in self.held]
+        left = self._scheduler.watch()
+        try:
+            rows = await self._journal.db.read(lambda c: fleet_rows.held_open(c, self.epoch))
+        finally:
+            self._scheduler.unwatch(left)
+        # an admission that finished or was resolved here while the rows were read is
+        # stale in them: adopting it would queue or pause it again
+        rows = [r for r in rows if r["target_session_id"] in self.held
+                and r["admission_id"] not in left]
         if changed := adopt(self._scheduler, rows, self._policy):
             # the node that admitted them could not say what the queue is: the holder does
             def announce(tx: Tx) -> None:

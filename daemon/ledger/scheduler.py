@@ -30,6 +30,8 @@ class Scheduler:
         # admissions written by a unit whose commit has not been handed over yet,
         # per session, in commit order
         self._admitting: dict[str, list[str]] = {}
+        # sets collecting the admissions that leave while a reader looks elsewhere
+        self._watchers: list[set[str]] = []
 
     # -- inputs -----------------------------------------------------------
 
@@ -62,6 +64,7 @@ class Scheduler:
             return None
         place = q.index(admission_id)
         del q[place]
+        self._left(admission_id)
         if not q:
             del self._queued[session_id]
             self._ready.pop(session_id, None)
@@ -83,13 +86,31 @@ class Scheduler:
         if ids is None:
             return
         ids.discard(admission_id)
+        self._left(admission_id)
         if not ids:
             del self._unknown[session_id]
             self._mark(session_id)
 
     def finished(self, session_id: str) -> None:
-        self.running.pop(session_id, None)
+        if (admission_id := self.running.pop(session_id, None)) is not None:
+            self._left(admission_id)
         self._mark(session_id)
+
+    def watch(self) -> set[str]:
+        """A set that collects every admission leaving the scheduler (finished,
+        cancelled, resolved) until `unwatch`: a caller that read the store's open
+        admissions, awaiting the read, drops those before it adopts the rest, whose
+        state it read before they left."""
+        left: set[str] = set()
+        self._watchers.append(left)
+        return left
+
+    def unwatch(self, left: set[str]) -> None:
+        self._watchers.remove(left)
+
+    def _left(self, admission_id: str) -> None:
+        for left in self._watchers:
+            left.add(admission_id)
 
     # -- outputs ----------------------------------------------------------
 
