@@ -279,11 +279,8 @@ class FleetNode:
 
     async def _adopt_held(self) -> None:
         """Schedule what others admitted for sessions held here; let idle leases go."""
-        left = self._scheduler.watch()
-        try:
+        with self._scheduler.watch() as left:
             rows = await self._journal.db.read(lambda c: fleet_rows.held_open(c, self.epoch))
-        finally:
-            self._scheduler.unwatch(left)
         # an admission that finished or was resolved here while the rows were read is
         # stale in them: adopting it would queue or pause it again
         rows = [r for r in rows if r["target_session_id"] in self.held

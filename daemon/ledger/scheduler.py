@@ -13,6 +13,8 @@ it: ``pending`` (queued admissions, then those whose commit is on its way) and
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 __all__ = ["Scheduler"]
 
@@ -96,17 +98,18 @@ class Scheduler:
             self._left(admission_id)
         self._mark(session_id)
 
-    def watch(self) -> set[str]:
+    @contextmanager
+    def watch(self) -> Iterator[set[str]]:
         """A set that collects every admission leaving the scheduler (finished,
-        cancelled, resolved) until `unwatch`: a caller that read the store's open
-        admissions, awaiting the read, drops those before it adopts the rest, whose
-        state it read before they left."""
+        cancelled, resolved) while the block runs: a caller that awaits a read of the
+        store's open admissions drops those before it adopts the rest, since their
+        rows were read before they left."""
         left: set[str] = set()
         self._watchers.append(left)
-        return left
-
-    def unwatch(self, left: set[str]) -> None:
-        self._watchers.remove(left)
+        try:
+            yield left
+        finally:
+            self._watchers.remove(left)
 
     def _left(self, admission_id: str) -> None:
         for left in self._watchers:

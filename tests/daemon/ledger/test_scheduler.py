@@ -122,20 +122,19 @@ def test_the_bound_must_be_positive():
 
 def test_a_watch_collects_what_leaves_while_it_is_held():
     """Finished, cancelled and resolved admissions are collected while a watch is
-    held; what is merely queued or blocked is not, and nothing after `unwatch`."""
+    held; what is merely queued or blocked is not, and nothing after the block."""
     s = Scheduler(max_running=4)
     s.enqueue("s1", "a1")
     s.enqueue("s2", "a2")
     s.block("s3", "u3")
-    left = s.watch()
-    assert s.next() == ("s1", "a1")
-    s.finished("s1")
-    assert s.cancel("s2", "a2") == 0
-    s.unblock("s3", "u3")
-    s.enqueue("s4", "a4")
-    s.block("s5", "u5")
-    s.finished("s6")  # nothing ran there
-    assert left == {"a1", "a2", "u3"}
-    s.unwatch(left)
+    with s.watch() as left:
+        assert s.next() == ("s1", "a1")
+        s.finished("s1")
+        assert s.cancel("s2", "a2") == 0
+        s.unblock("s3", "u3")
+        s.enqueue("s4", "a4")
+        s.block("s5", "u5")
+        s.finished("s6")  # nothing ran there
+        assert left == {"a1", "a2", "u3"}
     s.unblock("s5", "u5")
     assert left == {"a1", "a2", "u3"}
