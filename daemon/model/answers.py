@@ -1,19 +1,20 @@
-"""Reading one model answer off an httpx response, as it arrives.
+"""Reading one model answer off a response, as it arrives.
 
 `read_stream` feeds a ``text/event-stream`` body through completions.py's parser and hands
 each piece of text and reasoning to the caller's callbacks in order; `read_body` collects
 a plain body. Both stop at ``cap`` bytes (an endpoint that never stops sending cannot
 exhaust the owner's memory) and tell the attempt's `RequestClock` each time the provider
-is heard from. httpx exceptions pass through untouched: provider.py translates them.
+is heard from. The response is an httpx.Response or the model client's own transport's
+`Reply` (transport.py): `Response` is what both give. httpx exceptions pass through
+untouched: provider.py translates them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
-
-import httpx
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Protocol
 
 from .completions import (
     AttemptFailed,
@@ -25,9 +26,28 @@ from .completions import (
 )
 from .request_clock import RequestClock
 
-__all__ = ["DeltaCallback", "Progress", "read_body", "read_stream"]
+__all__ = ["DeltaCallback", "Progress", "Response", "read_body", "read_stream"]
 
 DeltaCallback = Callable[[str], Awaitable[None]]
+
+
+class Response(Protocol):
+    """What the model client reads of a response: httpx.Response's names."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def url(self) -> object: ...
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+
+    def aiter_text(self) -> AsyncIterator[str]: ...
+
+    async def aclose(self) -> None: ...
 
 #: how long the end of a body may take to follow a stream's ``[DONE]``: read to its
 #: end, the connection goes back to the client's pool for the next request; a
@@ -50,7 +70,7 @@ def _too_large(cap: int) -> AttemptFailed:
 
 
 async def read_stream(
-    response: httpx.Response,
+    response: Response,
     model: str,
     on_delta: DeltaCallback | None,
     on_reasoning: DeltaCallback | None,
@@ -117,7 +137,7 @@ async def _drain(pieces: AsyncIterator[str], cap: int) -> None:
                     return
 
 
-async def read_body(response: httpx.Response, clock: RequestClock, *, cap: int) -> bytes:
+async def read_body(response: Response, clock: RequestClock, *, cap: int) -> bytes:
     """The whole plain body; `AttemptFailed` if it exceeds ``cap``."""
     body = bytearray()
     async for piece in response.aiter_bytes():

@@ -34,6 +34,7 @@ from collections.abc import Callable
 
 import httpx
 
+from .answers import Response
 from .completions import AttemptFailed, classify_status, malformed, retry_after_seconds
 
 __all__ = [
@@ -147,10 +148,10 @@ def attempt_failure(
     )
 
 
-def _where(response: httpx.Response) -> str:
+def _where(response: Response) -> str:
     try:
-        return str(response.request.url)
-    except RuntimeError:  # a response built without its request (tests)
+        return str(response.url)
+    except RuntimeError:  # an httpx.Response built without its request (tests)
         return ""
 
 
@@ -198,7 +199,7 @@ def refused(exc: BaseException) -> bool:
 
 
 async def status_failure(
-    response: httpx.Response, heard: Callable[[], None], api_key: str | None
+    response: Response, heard: Callable[[], None], api_key: str | None
 ) -> AttemptFailed:
     """The failure of an attempt answered with a non-2xx status, with an excerpt of its body
     (an HTML page summarised), the URL, and the likely fix when there is one."""

@@ -33,7 +33,7 @@ import httpx
 import orjson
 
 from ..config.values import base_url_problem
-from .answers import DeltaCallback, Progress, read_body, read_stream
+from .answers import DeltaCallback, Progress, Response, read_body, read_stream
 from .completions import (
     AttemptFailed,
     Completion,
@@ -54,6 +54,7 @@ from .errors import (
     status_failure,
 )
 from .request_clock import RequestClock
+from .transport import H11Transport, ModelClient, Target
 
 __all__ = [
     "Completion",
@@ -81,6 +82,11 @@ log = logging.getLogger(__name__)
 
 #: the longest one model request may take, retries included, unless configured otherwise
 REQUEST_TIMEOUT = 600.0
+
+#: what a post on the owner's own transport says besides the request's own headers
+#: (httpx's client would add its own of each): an answer uncompressed, from a model
+#: server on the same machine or network, costs less to read than to inflate
+_DIRECT_HEADERS = ((b"Accept-Encoding", b"identity"), (b"User-Agent", b"tether"))
 
 #: the most one answer may hold: a plain body, or what a stream collects (text,
 #: reasoning, tool calls), and any single line of a stream; an endpoint that
@@ -181,6 +187,13 @@ class OpenAIProvider:
         self._timeout = httpx.Timeout(
             connect=connect_timeout, read=None, write=read_timeout, pool=read_timeout
         )
+        # a plain http:// endpoint of the owner's client is posted to on its transport,
+        # without httpx's layers (transport.py)
+        self._direct: tuple[H11Transport, Target] | None = None
+        if isinstance(client, ModelClient) and client.direct is not None \
+                and isinstance(self._url, httpx.URL) and self._url.scheme == "http":
+            self._direct = (client.direct, Target(self._url))
+        self._timeouts = self._timeout.as_dict()
 
     def __repr__(self) -> str:
         return (f"OpenAIProvider(name={self.name!r}, url={self.url!r}, "
@@ -328,16 +341,26 @@ class OpenAIProvider:
         clock: RequestClock,
         stream: bool,
     ) -> Completion:
+        direct = self._direct
         try:
-            request = self._client.build_request(
-                "POST", self._url, content=body, headers=headers, timeout=self._timeout,
-                extensions={"trace": clock.trace},
-            )
+            if direct is None:
+                request = self._client.build_request(
+                    "POST", self._url, content=body, headers=headers, timeout=self._timeout,
+                    extensions={"trace": clock.trace},
+                )
+            else:
+                head = [*((k.encode("ascii"), v.encode("ascii")) for k, v in headers.items()),
+                        *_DIRECT_HEADERS]
         except BUILD_FAILURES as exc:
             raise self._failure(exc) from None
+        response: Response
         try:
             async with clock:
-                response = await self._client.send(request, stream=True)
+                if direct is None:
+                    response = await self._client.send(request, stream=True)
+                else:
+                    response = await direct[0].post(direct[1], head, body, self._timeouts,
+                                                    clock.trace)
                 try:
                     if not 200 <= response.status_code < 300:
                         raise await status_failure(response, clock.heard, self._api_key)

@@ -1,5 +1,5 @@
 """The model client's transport for plain ``http://`` endpoints: HTTP/1.1 on h11 over
-asyncio, under httpx's own API.
+asyncio, under httpx's API and, for the model client's own requests, with nothing above it.
 
 Local model servers (vLLM, llama.cpp, Ollama, LM Studio) speak plain HTTP/1.1 on the same
 machine or network, and a turn's model request spent more of the owner's CPU in httpx's
@@ -21,15 +21,26 @@ behaviour wherever httpx and errors.py can see it:
 - httpx's exceptions, as httpx's default transport raises them (ConnectError with the
   socket's error as its cause, RemoteProtocolError, ReadError, each timeout kind).
 
-`model_client` builds the owner's httpx client: this transport for ``http://`` unless a
-proxy variable of the environment applies to plain HTTP (then httpx's default transport
-and its proxy rules stay, as for every ``https://`` endpoint).
+It serves two callers. Through httpx (`handle_async_request`), any request of the
+owner's client. And `post`, which provider.py calls for a chat-completions request: the
+request's head is the provider's own few headers, and the answer is a `Reply` with the
+part of httpx.Response's API the model client reads. httpx's request and response
+objects, its header normalising, cookie jar, auth and redirect steps and its chain of
+body iterators cost a turn about as much CPU as this transport itself (docs/performance.md,
+"Round 11"), and a model request needs none of them.
+
+`model_client` builds the owner's httpx client, a `ModelClient`: this transport for
+``http://`` unless a proxy variable of the environment applies to plain HTTP (then
+httpx's default transport and its proxy rules stay, and so does httpx above it, as for
+every ``https://`` endpoint).
 """
 
 from __future__ import annotations
 
 import asyncio
+import codecs
 import urllib.request
+import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -39,19 +50,109 @@ import httpx
 
 from .wire import Wire, connect
 
-__all__ = ["H11Transport", "model_client"]
+__all__ = ["H11Transport", "ModelClient", "Reply", "Target", "model_client"]
 
 Trace = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 
-def model_client() -> httpx.AsyncClient:
+class ModelClient(httpx.AsyncClient):
+    """The owner's httpx client, and ``direct``, the `H11Transport` mounted for plain
+    ``http://`` when no proxy of the environment applies to it (else None): the model
+    client posts its requests to that transport itself (`H11Transport.post`), without
+    httpx's request and response objects, cookies and hooks above it."""
+
+    def __init__(self, direct: H11Transport | None) -> None:
+        super().__init__(mounts={"http://": direct} if direct is not None else None)
+        self.direct = direct
+
+
+def model_client() -> ModelClient:
     """The owner's client for model servers (the caller closes it)."""
     proxies = urllib.request.getproxies()
     if proxies.get("http") or proxies.get("all"):
-        return httpx.AsyncClient()
+        return ModelClient(None)
     # a NO_PROXY host is mounted to httpx's default transport by httpx itself (a more
-    # specific pattern than "http://"), so it keeps that transport too
-    return httpx.AsyncClient(mounts={"http://": H11Transport()})
+    # specific pattern than "http://"), so requests through httpx keep that transport;
+    # the model client's own posts go direct to every plain http:// endpoint, as no
+    # proxy applies to any of them
+    return ModelClient(H11Transport())
+
+
+class Target:
+    """Where `H11Transport.post` sends: an ``http://`` URL taken apart once."""
+
+    __slots__ = ("url", "origin", "host_header", "path")
+
+    def __init__(self, url: httpx.URL) -> None:
+        if url.scheme != "http":
+            raise httpx.UnsupportedProtocol(f"this transport speaks plain http, not {url.scheme!r}")
+        self.url = str(url)
+        self.origin = (url.host, url.port or 80)
+        self.host_header = url.netloc
+        self.path = url.raw_path
+
+
+class Reply:
+    """A response of `H11Transport.post`, with the part of httpx.Response's API that the
+    model client reads: ``status_code``, ``headers`` (a dict by lower-case name, repeated
+    headers joined by ", " as httpx joins them), ``url``, `aiter_bytes` (gzip and deflate
+    undone, other codings left as they are, as httpx does), `aiter_text` and `aclose`."""
+
+    __slots__ = ("status_code", "headers", "url", "_body")
+
+    def __init__(self, status_code: int, raw: Any, url: str, body: _Body) -> None:
+        self.status_code = status_code
+        headers: dict[str, str] = {}
+        for name, value in raw:  # h11's names are lower-case already
+            key, text = name.decode("latin-1"), value.decode("latin-1")
+            headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        self.headers = headers
+        self.url = url
+        self._body = body
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        codings = [c.strip().lower() for c in self.headers.get("content-encoding", "").split(",")]
+        inflaters = [zlib.decompressobj(zlib.MAX_WBITS | (16 if c in ("gzip", "x-gzip") else 32))
+                     for c in reversed(codings) if c in ("gzip", "x-gzip", "deflate")]
+        if not inflaters:
+            async for chunk in self._body:
+                yield chunk
+            return
+        try:
+            async for chunk in self._body:
+                for inflater in inflaters:
+                    chunk = inflater.decompress(chunk)
+                if chunk:
+                    yield chunk
+            tail = b""
+            for inflater in inflaters:
+                tail = inflater.decompress(tail) + inflater.flush()
+        except zlib.error as exc:
+            raise httpx.DecodingError(f"the body's Content-Encoding is broken: {exc}") from None
+        if tail:
+            yield tail
+
+    async def aiter_text(self) -> AsyncIterator[str]:
+        decoder = codecs.getincrementaldecoder(self._charset())(errors="replace")
+        async for chunk in self.aiter_bytes():
+            if text := decoder.decode(chunk):
+                yield text
+        if text := decoder.decode(b"", True):
+            yield text
+
+    def _charset(self) -> str:
+        for param in self.headers.get("content-type", "").split(";")[1:]:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "charset":
+                charset = value.strip().strip('"')
+                try:
+                    return codecs.lookup(charset).name
+                except LookupError:
+                    break
+        return "utf-8"
+
+    async def aclose(self) -> None:
+        await self._body.aclose()
 
 
 class _NotSent(Exception):
@@ -161,15 +262,47 @@ class H11Transport(httpx.AsyncBaseTransport):
             raise httpx.UnsupportedProtocol(f"this transport speaks plain http, not {url.scheme!r}")
         timeouts = request.extensions.get("timeout", {})
         trace: Trace | None = request.extensions.get("trace")
-        origin = (url.host, url.port or 80)
+        stream = request.stream
+        assert isinstance(stream, httpx.AsyncByteStream)
+        info = {"request": request}
+        wire, event = await self._send((url.host, url.port or 80), request.method.encode("ascii"),
+                                       url.raw_path, request.headers.raw, stream,
+                                       timeouts, trace, info)
+        return httpx.Response(
+            event.status_code, headers=event.headers.raw_items(),
+            stream=_Body(self._pool, wire, info, timeouts.get("read"), trace),
+            extensions={"http_version": b"HTTP/" + event.http_version,
+                        "reason_phrase": event.reason},
+        )
+
+    async def post(self, target: Target, headers: list[tuple[bytes, bytes]], body: bytes,
+                   timeouts: dict[str, Any], trace: Trace | None) -> Reply:
+        """POST ``body`` to ``target`` with no httpx above the transport: the model
+        client's own requests (provider.py). ``headers`` are sent as given, after Host and
+        Content-Length; the same exceptions, timeouts and trace events as through httpx."""
+        info = {"url": target.url}
+        head = [(b"Host", target.host_header), (b"Content-Length", b"%d" % len(body)),
+                *headers]
+        wire, event = await self._send(target.origin, b"POST", target.path, head, body,
+                                       timeouts, trace, info)
+        return Reply(event.status_code, event.headers, target.url,
+                     _Body(self._pool, wire, info, timeouts.get("read"), trace))
+
+    async def _send(self, origin: tuple[str, int], method: bytes, target: bytes,
+                    headers: Any, body: Any, timeouts: dict[str, Any], trace: Trace | None,
+                    info: dict[str, Any]) -> tuple[Wire, h11.Response]:
+        """The request sent on a pooled or new connection and its response's head read;
+        ``body`` bytes or an httpx stream (either may be sent twice)."""
         reuse = True
         while True:
             wire = await self._pool.acquire(origin, timeouts.get("pool"), reuse=reuse)
             reused = wire is not None
             if wire is None:
-                wire = await self._connect(origin, timeouts.get("connect"), trace, request)
+                wire = await self._connect(origin, timeouts.get("connect"), trace)
             try:
-                return await self._exchange(wire, request, timeouts, trace, reused)
+                event = await self._exchange(wire, method, target, headers, body, timeouts,
+                                             trace, info, reused)
+                return wire, event
             except _NotSent:
                 wire.close()  # sent once more, on a new connection
                 reuse = False
@@ -179,7 +312,7 @@ class H11Transport(httpx.AsyncBaseTransport):
                 raise
 
     async def _connect(self, origin: tuple[str, int], timeout: float | None,
-                       trace: Trace | None, request: httpx.Request) -> Wire:
+                       trace: Trace | None) -> Wire:
         info = {"host": origin[0], "port": origin[1], "local_address": None,
                 "timeout": timeout, "socket_options": None}
         wire: Wire | None = None
@@ -195,15 +328,14 @@ class H11Transport(httpx.AsyncBaseTransport):
         self._pool.opened(wire)
         return wire
 
-    async def _exchange(self, wire: Wire, request: httpx.Request, timeouts: dict[str, Any],
-                        trace: Trace | None, reused: bool) -> httpx.Response:
-        info = {"request": request}
+    async def _exchange(self, wire: Wire, method: bytes, target: bytes, headers: Any,
+                        body: Any, timeouts: dict[str, Any], trace: Trace | None,
+                        info: dict[str, Any], reused: bool) -> h11.Response:
         conn = wire.h11
         write_timeout = timeouts.get("write")
         async with _traced(trace, "http11.send_request_headers", info):
             try:
-                head = conn.send(h11.Request(method=request.method, target=request.url.raw_path,
-                                             headers=request.headers.raw))
+                head = conn.send(h11.Request(method=method, target=target, headers=headers))
             except h11.LocalProtocolError as exc:
                 raise httpx.LocalProtocolError(str(exc)) from None
         # a small request goes out in one write with its body; a write that finds the
@@ -211,13 +343,14 @@ class H11Transport(httpx.AsyncBaseTransport):
         out = bytearray(head or b"")
         first = True
         async with _traced(trace, "http11.send_request_body", info):
-            stream = request.stream
-            assert isinstance(stream, httpx.AsyncByteStream)
-            async for chunk in stream:
-                out += conn.send(h11.Data(data=chunk)) or b""
-                if len(out) >= 64 * 1024:
-                    first = await self._write(wire, out, write_timeout, reused and first)
-                    out = bytearray()
+            if isinstance(body, bytes):
+                out += conn.send(h11.Data(data=body)) or b""
+            else:
+                async for chunk in body:
+                    out += conn.send(h11.Data(data=chunk)) or b""
+                    if len(out) >= 64 * 1024:
+                        first = await self._write(wire, out, write_timeout, reused and first)
+                        out = bytearray()
             out += conn.send(h11.EndOfMessage()) or b""
             await self._write(wire, out, write_timeout, reused and first)
         read_timeout = timeouts.get("read")
@@ -231,12 +364,7 @@ class H11Transport(httpx.AsyncBaseTransport):
                         f"unexpected {type(event).__name__} before the response")
             done["return_value"] = (b"HTTP/" + event.http_version, event.status_code,
                                     event.reason, event.headers.raw_items())
-        return httpx.Response(
-            event.status_code, headers=event.headers.raw_items(),
-            stream=_Body(self._pool, wire, request, read_timeout, trace),
-            extensions={"http_version": b"HTTP/" + event.http_version,
-                        "reason_phrase": event.reason},
-        )
+        return event
 
     @staticmethod
     async def _write(wire: Wire, data: bytearray, timeout: float | None, first: bool) -> bool:
@@ -277,11 +405,11 @@ class _Body(httpx.AsyncByteStream):
     """A response's body as it arrives. Read to its end and closed, its connection goes back
     to the pool; closed before (or failed, or cancelled), its connection is closed."""
 
-    def __init__(self, pool: _Pool, wire: Wire, request: httpx.Request,
+    def __init__(self, pool: _Pool, wire: Wire, info: dict[str, Any],
                  read_timeout: float | None, trace: Trace | None) -> None:
         self._pool = pool
         self._wire = wire
-        self._request = request
+        self._info = info
         self._read_timeout = read_timeout
         self._trace = trace
         self._closed = False
@@ -290,8 +418,7 @@ class _Body(httpx.AsyncByteStream):
         if self._closed:
             raise httpx.StreamClosed()
         try:
-            async with _traced(self._trace, "http11.receive_response_body",
-                               {"request": self._request}):
+            async with _traced(self._trace, "http11.receive_response_body", self._info):
                 while True:
                     event = await _next_event(self._wire, self._read_timeout)
                     if isinstance(event, h11.Data):
@@ -307,7 +434,7 @@ class _Body(httpx.AsyncByteStream):
             return
         conn = self._wire.h11
         done = conn.our_state is h11.DONE and conn.their_state is h11.DONE
-        async with _traced(self._trace, "http11.response_closed", {"request": self._request}):
+        async with _traced(self._trace, "http11.response_closed", self._info):
             self._close(keep=done)
 
     def _close(self, *, keep: bool) -> None:

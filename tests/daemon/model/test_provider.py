@@ -30,6 +30,7 @@ from tether.daemon.model.provider import (
     SSEDecoder,
 )
 from tether.daemon.model.providers import make_provider
+from tether.daemon.model.transport import model_client
 
 KEY = "sk-test-SECRET-0123456789"
 USER = [{"role": "user", "content": "hello there"}]
@@ -45,9 +46,10 @@ TOOLS = [
 ]
 
 
-@pytest.fixture
-async def client():
-    async with httpx.AsyncClient() as c:
+@pytest.fixture(params=["own", "httpx"])
+async def client(request):
+    """The owner's client, whose plain-http posts skip httpx (transport.py), and httpx's."""
+    async with (model_client() if request.param == "own" else httpx.AsyncClient()) as c:
         yield c
 
 

@@ -13,6 +13,7 @@ from fakeservers import error_mid_stream, llama_cpp_python, ollama, refuses_stre
 from tether.daemon.config.core import ConfigError, build_config
 from tether.daemon.model.provider import OpenAIProvider, ProviderError
 from tether.daemon.model.stream_mode import StreamMemory
+from tether.daemon.model.transport import model_client
 
 USER = [{"role": "user", "content": "what is in notes.txt?"}]
 TOOLS = [{"type": "function", "function": {
@@ -20,9 +21,10 @@ TOOLS = [{"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}]
 
 
-@pytest.fixture
-async def client():
-    async with httpx.AsyncClient() as c:
+@pytest.fixture(params=["own", "httpx"])
+async def client(request):
+    """The owner's client, whose plain-http posts skip httpx (transport.py), and httpx's."""
+    async with (model_client() if request.param == "own" else httpx.AsyncClient()) as c:
         yield c
 
 
