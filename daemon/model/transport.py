@@ -61,8 +61,15 @@ class ModelClient(httpx.AsyncClient):
     client posts its requests to that transport itself (`H11Transport.post`), without
     httpx's request and response objects, cookies and hooks above it."""
 
-    def __init__(self, direct: H11Transport | None) -> None:
-        super().__init__(mounts={"http://": direct} if direct is not None else None)
+    def __init__(self, direct: H11Transport | None, *, proxied: bool = True) -> None:
+        mounts = {"http://": direct} if direct is not None else None
+        if proxied:
+            super().__init__(mounts=mounts)
+        else:
+            # no proxy variable at all: httpx's default transport is made when an
+            # https:// request first needs it (``transport`` given, httpx would
+            # also ignore the environment's proxies, which is why only then)
+            super().__init__(mounts=mounts, transport=_OnFirstUse())
         self.direct = direct
 
 
@@ -75,7 +82,26 @@ def model_client() -> ModelClient:
     # specific pattern than "http://"), so requests through httpx keep that transport;
     # the model client's own posts go direct to every plain http:// endpoint, as no
     # proxy applies to any of them
-    return ModelClient(H11Transport())
+    return ModelClient(H11Transport(), proxied=bool(proxies))
+
+
+class _OnFirstUse(httpx.AsyncBaseTransport):
+    """httpx's default transport, made on the first request that needs it. Making one
+    loads the TLS trust store (about 25–75 ms), and closing one, even unused, imports
+    anyio (about 40 ms): an owner whose model server is local pays neither, at its
+    start or its stop."""
+
+    def __init__(self) -> None:
+        self.made: httpx.AsyncHTTPTransport | None = None
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.made is None:
+            self.made = httpx.AsyncHTTPTransport()
+        return await self.made.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        if self.made is not None:
+            await self.made.aclose()
 
 
 class Target:

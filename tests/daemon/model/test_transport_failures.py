@@ -15,7 +15,7 @@ from rawhttp import Peer, Server, answering, head, plain
 
 from tether.daemon.model.errors import refused
 from tether.daemon.model.provider import OpenAIProvider, ProviderError
-from tether.daemon.model.transport import H11Transport, model_client
+from tether.daemon.model.transport import H11Transport, _OnFirstUse, model_client
 
 KINDS = ["h11", "httpx"]
 
@@ -211,8 +211,8 @@ async def test_plain_http_uses_the_own_transport_and_https_httpxs(monkeypatch):
         monkeypatch.delenv(name.lower(), raising=False)
     async with model_client() as http:
         assert isinstance(_transport_for(http, "http://127.0.0.1:8000/v1"), H11Transport)
-        assert isinstance(_transport_for(http, "https://api.openai.com/v1"),
-                          httpx.AsyncHTTPTransport)
+        https = _transport_for(http, "https://api.openai.com/v1")
+        assert isinstance(https, _OnFirstUse) and https.made is None
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     async with model_client() as http:  # a NO_PROXY host keeps httpx's transport
         assert isinstance(_transport_for(http, "http://127.0.0.1:8000/v1"),
@@ -239,3 +239,16 @@ async def test_a_proxy_in_the_environment_leaves_httpxs_transport_in_place(monke
             assert await post(http, origin.url) == b"via the proxy"
         target = origin.url.encode() + b"/v1/chat/completions"
     assert targets == [b"POST " + target + b" HTTP/1.1"]
+
+
+async def test_httpxs_default_transport_is_made_only_when_a_request_needs_it(monkeypatch):
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    lazy = _OnFirstUse()
+    await lazy.aclose()  # never used: nothing to close, nothing made
+    assert lazy.made is None
+    async with Server(answering(plain(b"through httpx's own"))) as server:
+        async with httpx.AsyncClient(transport=lazy) as c:
+            assert await post(c, server.url) == b"through httpx's own"
+        assert isinstance(lazy.made, httpx.AsyncHTTPTransport)
