@@ -54,7 +54,7 @@ from .errors import (
     status_failure,
 )
 from .request_clock import RequestClock
-from .transport import H11Transport, ModelClient, Target
+from .transport import direct_route, encode_head
 
 __all__ = [
     "Completion",
@@ -69,24 +69,13 @@ __all__ = [
 ]
 
 from .retry_notice import announce_retry
-from .stream_mode import (
-    STREAM_MODES,
-    CannotStream,
-    StreamMemory,
-    normalise_mode,
-    stream_failure,
-)
+from .stream_mode import STREAM_MODES, CannotStream, StreamMemory, normalise_mode, stream_failure
 
 log = logging.getLogger(__name__)
 
 
 #: the longest one model request may take, retries included, unless configured otherwise
 REQUEST_TIMEOUT = 600.0
-
-#: what a post on the owner's own transport says besides the request's own headers
-#: (httpx's client would add its own of each): an answer uncompressed, from a model
-#: server on the same machine or network, costs less to read than to inflate
-_DIRECT_HEADERS = ((b"Accept-Encoding", b"identity"), (b"User-Agent", b"tether"))
 
 #: the most one answer may hold: a plain body, or what a stream collects (text,
 #: reasoning, tool calls), and any single line of a stream; an endpoint that
@@ -187,12 +176,8 @@ class OpenAIProvider:
         self._timeout = httpx.Timeout(
             connect=connect_timeout, read=None, write=read_timeout, pool=read_timeout
         )
-        # a plain http:// endpoint of the owner's client is posted to on its transport,
-        # without httpx's layers (transport.py)
-        self._direct: tuple[H11Transport, Target] | None = None
-        if isinstance(client, ModelClient) and client.direct is not None \
-                and isinstance(self._url, httpx.URL) and self._url.scheme == "http":
-            self._direct = (client.direct, Target(self._url))
+        # a plain http:// endpoint of the owner's client: posted without httpx's layers
+        self._direct = direct_route(client, self._url)
         self._timeouts = self._timeout.as_dict()
 
     def __repr__(self) -> str:
@@ -349,8 +334,7 @@ class OpenAIProvider:
                     extensions={"trace": clock.trace},
                 )
             else:
-                head = [*((k.encode("ascii"), v.encode("ascii")) for k, v in headers.items()),
-                        *_DIRECT_HEADERS]
+                head = encode_head(headers)
         except BUILD_FAILURES as exc:
             raise self._failure(exc) from None
         response: Response

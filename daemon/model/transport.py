@@ -8,12 +8,10 @@ default transport (httpcore on anyio) than in everything tether does with the an
 request is h11's state machine fed from an asyncio protocol (wire.py), with httpcore's
 behaviour wherever httpx and errors.py can see it:
 
-- a pool of kept-alive connections per (host, port): a connection goes back to it only
-  when its response was read to the end (h11 ``start_next_cycle``), at most
-  ``max_keepalive`` idle ones for at most ``keepalive_expiry`` seconds, at most
-  ``max_connections`` open; a kept connection that the server closed while it was idle
-  is found before it is used, or, when the request's first write finds it closed, the
-  request is sent once more on a new connection (nothing of it went out);
+- a pool of kept-alive connections per (host, port) (wire.py's `Pool`): a connection
+  goes back to it only when its response was read to the end (h11
+  ``start_next_cycle``); when the request's first write finds a kept connection
+  closed, the request is sent once more on a new connection (nothing of it went out);
 - the request's ``timeout`` extension (connect, read, write, pool) and its ``trace``
   extension, with httpcore's event names (``connection.connect_tcp``,
   ``http11.send_request_headers``, ... ``http11.response_closed``, each ``.started`` and
@@ -21,39 +19,29 @@ behaviour wherever httpx and errors.py can see it:
 - httpx's exceptions, as httpx's default transport raises them (ConnectError with the
   socket's error as its cause, RemoteProtocolError, ReadError, each timeout kind).
 
-It serves two callers. Through httpx (`handle_async_request`), any request of the
-owner's client. And `post`, which provider.py calls for a chat-completions request: the
-request's head is the provider's own few headers, and the answer is a `Reply` with the
-part of httpx.Response's API the model client reads. httpx's request and response
-objects, its header normalising, cookie jar, auth and redirect steps and its chain of
-body iterators cost a turn about as much CPU as this transport itself (docs/performance.md,
-"Round 11"), and a model request needs none of them.
-
-`model_client` builds the owner's httpx client, a `ModelClient`: this transport for
-``http://`` unless a proxy variable of the environment applies to plain HTTP (then
-httpx's default transport and its proxy rules stay, and so does httpx above it, as for
+It serves any request of the owner's httpx client (`handle_async_request`), and `post`,
+for provider.py's chat-completions requests with nothing above the transport: httpx's
+request and response objects, cookie jar, auth and redirect steps cost a turn about as
+much CPU as the transport itself (docs/performance.md, "Round 11"). `model_client`
+builds the owner's client, a `ModelClient`: this transport for ``http://`` unless a
+proxy variable of the environment applies to plain HTTP (then httpx stays whole, as for
 every ``https://`` endpoint).
 """
 
 from __future__ import annotations
 
-import asyncio
 import codecs
 import urllib.request
 import zlib
-from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import h11
 import httpx
 
-from .wire import Wire, connect
+from .wire import Pool, Target, Trace, Wire, connect, traced
 
-__all__ = ["H11Transport", "ModelClient", "Reply", "Target", "model_client"]
-
-Trace = Callable[[str, dict[str, Any]], Awaitable[None]]
-
+__all__ = ["H11Transport", "ModelClient", "Reply", "direct_route", "encode_head", "model_client"]
 
 class ModelClient(httpx.AsyncClient):
     """The owner's httpx client, and ``direct``, the `H11Transport` mounted for plain
@@ -66,9 +54,7 @@ class ModelClient(httpx.AsyncClient):
         if proxied:
             super().__init__(mounts=mounts)
         else:
-            # no proxy variable at all: httpx's default transport is made when an
-            # https:// request first needs it (``transport`` given, httpx would
-            # also ignore the environment's proxies, which is why only then)
+            # no proxy variable at all (given a ``transport``, httpx ignores them)
             super().__init__(mounts=mounts, transport=_OnFirstUse())
         self.direct = direct
 
@@ -78,11 +64,30 @@ def model_client() -> ModelClient:
     proxies = urllib.request.getproxies()
     if proxies.get("http") or proxies.get("all"):
         return ModelClient(None)
-    # a NO_PROXY host is mounted to httpx's default transport by httpx itself (a more
-    # specific pattern than "http://"), so requests through httpx keep that transport;
-    # the model client's own posts go direct to every plain http:// endpoint, as no
-    # proxy applies to any of them
+    # httpx mounts a NO_PROXY host to its own transport (a more specific pattern), but
+    # with no proxy for plain HTTP, the model client's posts may all go direct
     return ModelClient(H11Transport(), proxied=bool(proxies))
+
+
+def direct_route(client: httpx.AsyncClient, url: httpx.URL | str
+                 ) -> tuple[H11Transport, Target] | None:
+    """Where `H11Transport.post` sends ``url``'s requests: the owner's client's own
+    transport, for a plain ``http://`` URL (None: through httpx)."""
+    if isinstance(client, ModelClient) and client.direct is not None \
+            and isinstance(url, httpx.URL) and url.scheme == "http":
+        return client.direct, Target(url)
+    return None
+
+
+#: what a post says besides the caller's headers (httpx's client would add its own of
+#: each): an answer from a model server nearby costs less to read than to inflate
+_OWN_HEADERS = ((b"Accept-Encoding", b"identity"), (b"User-Agent", b"tether"))
+
+
+def encode_head(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    """A post's ``headers``, as ASCII (UnicodeEncodeError, as httpx raises it)."""
+    return [*((k.encode("ascii"), v.encode("ascii")) for k, v in headers.items()),
+            *_OWN_HEADERS]
 
 
 class _OnFirstUse(httpx.AsyncBaseTransport):
@@ -102,20 +107,6 @@ class _OnFirstUse(httpx.AsyncBaseTransport):
     async def aclose(self) -> None:
         if self.made is not None:
             await self.made.aclose()
-
-
-class Target:
-    """Where `H11Transport.post` sends: an ``http://`` URL taken apart once."""
-
-    __slots__ = ("url", "origin", "host_header", "path")
-
-    def __init__(self, url: httpx.URL) -> None:
-        if url.scheme != "http":
-            raise httpx.UnsupportedProtocol(f"this transport speaks plain http, not {url.scheme!r}")
-        self.url = str(url)
-        self.origin = (url.host, url.port or 80)
-        self.host_header = url.netloc
-        self.path = url.raw_path
 
 
 class Reply:
@@ -170,9 +161,8 @@ class Reply:
         for param in self.headers.get("content-type", "").split(";")[1:]:
             name, _, value = param.partition("=")
             if name.strip().lower() == "charset":
-                charset = value.strip().strip('"')
                 try:
-                    return codecs.lookup(charset).name
+                    return codecs.lookup(value.strip().strip('"')).name
                 except LookupError:
                     break
         return "utf-8"
@@ -185,102 +175,13 @@ class _NotSent(Exception):
     """A kept connection turned out closed at the request's first write."""
 
 
-class _Pool:
-    """Open connections by origin: the idle ones, and how many there are in all."""
-
-    def __init__(self, max_connections: int, max_keepalive: int, expiry: float) -> None:
-        self.max_connections = max_connections
-        self.max_keepalive = max_keepalive
-        self.expiry = expiry
-        self.idle: dict[tuple[str, int], list[Wire]] = {}
-        self.open: set[Wire] = set()
-        self.reserved = 0  # connections being opened
-        self._waiters: deque[asyncio.Future[None]] = deque()
-
-    async def acquire(self, origin: tuple[str, int], timeout: float | None, *,
-                      reuse: bool = True) -> Wire | None:
-        """An idle connection to ``origin`` (unless not ``reuse``), or None: the caller may
-        open one (and must call `opened` or `abandon`). httpx.PoolTimeout when none frees
-        up in time."""
-        loop = asyncio.get_running_loop()
-        while True:
-            now = loop.time()
-            kept = self.idle.get(origin) if reuse else None
-            while kept:
-                wire = kept.pop()  # the most recently used
-                if now - wire.idle_since <= self.expiry and wire.usable():
-                    return wire
-                wire.close()
-            if len(self.open) + self.reserved < self.max_connections:
-                self.reserved += 1
-                return None
-            oldest = min((w for ws in self.idle.values() for w in ws),
-                         key=lambda w: w.idle_since, default=None)
-            if oldest is not None:
-                self.idle[oldest.origin].remove(oldest)
-                oldest.close()
-                continue
-            waiter = loop.create_future()
-            self._waiters.append(waiter)
-            try:
-                async with asyncio.timeout(timeout):
-                    await waiter
-            except BaseException as exc:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
-                elif waiter.done() and not waiter.cancelled():
-                    self._wake()  # woken as it gave up: the next waiter's turn
-                if isinstance(exc, TimeoutError):
-                    raise httpx.PoolTimeout(f"no connection of the {self.max_connections} "
-                                            f"freed up in {timeout:g} s") from None
-                raise
-
-    def opened(self, wire: Wire) -> None:
-        self.reserved -= 1
-        self.open.add(wire)
-        wire._on_close = self._closed
-
-    def abandon(self) -> None:
-        """The connection `acquire` allowed was not opened."""
-        self.reserved -= 1
-        self._wake()
-
-    def release(self, wire: Wire) -> None:
-        """A response ended whole: keep its connection idle, or close it past the limit."""
-        if not wire.closed and sum(map(len, self.idle.values())) < self.max_keepalive:
-            wire.idle_since = asyncio.get_running_loop().time()
-            self.idle.setdefault(wire.origin, []).append(wire)
-            self._wake()
-        else:
-            wire.close()
-
-    def _closed(self, wire: Wire) -> None:
-        self.open.discard(wire)
-        kept = self.idle.get(wire.origin)
-        if kept and wire in kept:
-            kept.remove(wire)
-        self._wake()
-
-    def _wake(self) -> None:
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-
-    def close_all(self) -> None:
-        for wire in list(self.open):
-            wire.close()
-        self.idle.clear()
-
-
 class H11Transport(httpx.AsyncBaseTransport):
     """HTTP/1.1 for ``http://`` URLs; see the module docstring. The limits default to
     httpx's (100 connections, 20 kept alive for 5 s)."""
 
     def __init__(self, *, max_connections: int = 100, max_keepalive: int = 20,
                  keepalive_expiry: float = 5.0) -> None:
-        self._pool = _Pool(max_connections, max_keepalive, keepalive_expiry)
+        self._pool = Pool(max_connections, max_keepalive, keepalive_expiry)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
@@ -343,7 +244,7 @@ class H11Transport(httpx.AsyncBaseTransport):
                 "timeout": timeout, "socket_options": None}
         wire: Wire | None = None
         try:
-            async with _traced(trace, "connection.connect_tcp", info) as done:
+            async with traced(trace, "connection.connect_tcp", info) as done:
                 wire = await connect(origin, timeout)
                 done["return_value"] = wire
         except BaseException:
@@ -359,7 +260,7 @@ class H11Transport(httpx.AsyncBaseTransport):
                         info: dict[str, Any], reused: bool) -> h11.Response:
         conn = wire.h11
         write_timeout = timeouts.get("write")
-        async with _traced(trace, "http11.send_request_headers", info):
+        async with traced(trace, "http11.send_request_headers", info):
             try:
                 head = conn.send(h11.Request(method=method, target=target, headers=headers))
             except h11.LocalProtocolError as exc:
@@ -368,7 +269,7 @@ class H11Transport(httpx.AsyncBaseTransport):
         # connection closed is not an error yet: the server may have answered (httpcore)
         out = bytearray(head or b"")
         first = True
-        async with _traced(trace, "http11.send_request_body", info):
+        async with traced(trace, "http11.send_request_body", info):
             if isinstance(body, bytes):
                 out += conn.send(h11.Data(data=body)) or b""
             else:
@@ -380,7 +281,7 @@ class H11Transport(httpx.AsyncBaseTransport):
             out += conn.send(h11.EndOfMessage()) or b""
             await self._write(wire, out, write_timeout, reused and first)
         read_timeout = timeouts.get("read")
-        async with _traced(trace, "http11.receive_response_headers", info) as done:
+        async with traced(trace, "http11.receive_response_headers", info) as done:
             while True:
                 event = await _next_event(wire, read_timeout)
                 if isinstance(event, h11.Response):
@@ -431,7 +332,7 @@ class _Body(httpx.AsyncByteStream):
     """A response's body as it arrives. Read to its end and closed, its connection goes back
     to the pool; closed before (or failed, or cancelled), its connection is closed."""
 
-    def __init__(self, pool: _Pool, wire: Wire, info: dict[str, Any],
+    def __init__(self, pool: Pool, wire: Wire, info: dict[str, Any],
                  read_timeout: float | None, trace: Trace | None) -> None:
         self._pool = pool
         self._wire = wire
@@ -444,7 +345,7 @@ class _Body(httpx.AsyncByteStream):
         if self._closed:
             raise httpx.StreamClosed()
         try:
-            async with _traced(self._trace, "http11.receive_response_body", self._info):
+            async with traced(self._trace, "http11.receive_response_body", self._info):
                 while True:
                     event = await _next_event(self._wire, self._read_timeout)
                     if isinstance(event, h11.Data):
@@ -460,7 +361,7 @@ class _Body(httpx.AsyncByteStream):
             return
         conn = self._wire.h11
         done = conn.our_state is h11.DONE and conn.their_state is h11.DONE
-        async with _traced(self._trace, "http11.response_closed", self._info):
+        async with traced(self._trace, "http11.response_closed", self._info):
             self._close(keep=done)
 
     def _close(self, *, keep: bool) -> None:
@@ -474,29 +375,3 @@ class _Body(httpx.AsyncByteStream):
                 self._pool.release(wire)
                 return
         wire.close()
-
-
-class _traced:
-    """httpcore's `Trace`: ``name.started`` before the step, then ``name.complete`` (with
-    ``return_value`` if the step set one in the dict it is given) or ``name.failed``."""
-
-    __slots__ = ("_trace", "_name", "_info", "_out")
-
-    def __init__(self, trace: Trace | None, name: str, info: dict[str, Any]) -> None:
-        self._trace = trace
-        self._name = name
-        self._info = info
-        self._out: dict[str, Any] = {"return_value": None}
-
-    async def __aenter__(self) -> dict[str, Any]:
-        if self._trace is not None:
-            await self._trace(self._name + ".started", self._info)
-        return self._out
-
-    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if self._trace is None:
-            return
-        if exc is None:
-            await self._trace(self._name + ".complete", self._out)
-        elif not isinstance(exc, asyncio.CancelledError | GeneratorExit):
-            await self._trace(self._name + ".failed", {"exception": exc})

@@ -1,10 +1,13 @@
-"""One HTTP/1.1 connection of the model client's own transport (transport.py): a TCP
-connection on an asyncio protocol, with h11's state machine for the exchanges on it.
+"""The connections of the model client's own transport (transport.py): each a TCP
+connection on an asyncio protocol, with h11's state machine for the exchanges on it,
+and the pool that keeps them.
 
 `connect` opens it (every address of the host in turn, as anyio does for httpcore);
 `Wire` reads and writes bytes with the timeouts a request carries and knows whether an
-idle connection is still usable. Failures are raised as httpx's exceptions, as httpx's
-default transport raises them, so errors.py translates both alike.
+idle connection is still usable; `Pool` keeps them by origin; `Target` is a URL taken
+apart for them; `traced` reports a step as httpcore's trace extension does. Failures are
+raised as httpx's exceptions, as httpx's default transport raises them, so errors.py
+translates both alike.
 """
 
 from __future__ import annotations
@@ -12,12 +15,16 @@ from __future__ import annotations
 import asyncio
 import select
 import socket
+from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import h11
 import httpx
 
-__all__ = ["READ_BYTES", "Wire", "connect"]
+__all__ = ["READ_BYTES", "Pool", "Target", "Trace", "Wire", "connect", "traced"]
+
+Trace = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 #: the most one read hands to h11, and how much may wait unread before the socket
 #: is no longer read (as httpcore's 64 KiB reads)
@@ -206,3 +213,135 @@ async def connect(origin: tuple[str, int], timeout: float | None) -> Wire:
     # as anyio words it: errors.py's refused() knows this sentence
     raise httpx.ConnectError("All connection attempts failed") from (
         failures[-1] if failures else None)
+
+
+class Pool:
+    """Open connections by origin: the idle ones, and how many there are in all. At
+    most ``max_keepalive`` idle ones are kept, each for at most ``expiry`` seconds, and
+    at most ``max_connections`` are open; a kept connection that the server closed
+    while it was idle is found before it is used (`Wire.usable`)."""
+
+    def __init__(self, max_connections: int, max_keepalive: int, expiry: float) -> None:
+        self.max_connections = max_connections
+        self.max_keepalive = max_keepalive
+        self.expiry = expiry
+        self.idle: dict[tuple[str, int], list[Wire]] = {}
+        self.open: set[Wire] = set()
+        self.reserved = 0  # connections being opened
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    async def acquire(self, origin: tuple[str, int], timeout: float | None, *,
+                      reuse: bool = True) -> Wire | None:
+        """An idle connection to ``origin`` (unless not ``reuse``), or None: the caller may
+        open one (and must call `opened` or `abandon`). httpx.PoolTimeout when none frees
+        up in time."""
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            kept = self.idle.get(origin) if reuse else None
+            while kept:
+                wire = kept.pop()  # the most recently used
+                if now - wire.idle_since <= self.expiry and wire.usable():
+                    return wire
+                wire.close()
+            if len(self.open) + self.reserved < self.max_connections:
+                self.reserved += 1
+                return None
+            oldest = min((w for ws in self.idle.values() for w in ws),
+                         key=lambda w: w.idle_since, default=None)
+            if oldest is not None:
+                self.idle[oldest.origin].remove(oldest)
+                oldest.close()
+                continue
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                async with asyncio.timeout(timeout):
+                    await waiter
+            except BaseException as exc:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+                elif waiter.done() and not waiter.cancelled():
+                    self._wake()  # woken as it gave up: the next waiter's turn
+                if isinstance(exc, TimeoutError):
+                    raise httpx.PoolTimeout(f"no connection of the {self.max_connections} "
+                                            f"freed up in {timeout:g} s") from None
+                raise
+
+    def opened(self, wire: Wire) -> None:
+        self.reserved -= 1
+        self.open.add(wire)
+        wire._on_close = self._closed
+
+    def abandon(self) -> None:
+        """The connection `acquire` allowed was not opened."""
+        self.reserved -= 1
+        self._wake()
+
+    def release(self, wire: Wire) -> None:
+        """A response ended whole: keep its connection idle, or close it past the limit."""
+        if not wire.closed and sum(map(len, self.idle.values())) < self.max_keepalive:
+            wire.idle_since = asyncio.get_running_loop().time()
+            self.idle.setdefault(wire.origin, []).append(wire)
+            self._wake()
+        else:
+            wire.close()
+
+    def _closed(self, wire: Wire) -> None:
+        self.open.discard(wire)
+        kept = self.idle.get(wire.origin)
+        if kept and wire in kept:
+            kept.remove(wire)
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def close_all(self) -> None:
+        for wire in list(self.open):
+            wire.close()
+        self.idle.clear()
+
+
+class Target:
+    """Where `H11Transport.post` sends: an ``http://`` URL taken apart once."""
+
+    __slots__ = ("url", "origin", "host_header", "path")
+
+    def __init__(self, url: httpx.URL) -> None:
+        if url.scheme != "http":
+            raise httpx.UnsupportedProtocol(f"this transport speaks plain http, not {url.scheme!r}")
+        self.url = str(url)
+        self.origin = (url.host, url.port or 80)
+        self.host_header = url.netloc
+        self.path = url.raw_path
+
+
+class traced:
+    """httpcore's `Trace`: ``name.started`` before the step, then ``name.complete`` (with
+    ``return_value`` if the step set one in the dict it is given) or ``name.failed``."""
+
+    __slots__ = ("_trace", "_name", "_info", "_out")
+
+    def __init__(self, trace: Trace | None, name: str, info: dict[str, Any]) -> None:
+        self._trace = trace
+        self._name = name
+        self._info = info
+        self._out: dict[str, Any] = {"return_value": None}
+
+    async def __aenter__(self) -> dict[str, Any]:
+        if self._trace is not None:
+            await self._trace(self._name + ".started", self._info)
+        return self._out
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self._trace is None:
+            return
+        if exc is None:
+            await self._trace(self._name + ".complete", self._out)
+        elif not isinstance(exc, asyncio.CancelledError | GeneratorExit):
+            await self._trace(self._name + ".failed", {"exception": exc})

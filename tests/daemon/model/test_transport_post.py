@@ -11,7 +11,8 @@ import pytest
 from rawhttp import Peer, Server, answering, chunked, head, plain
 
 from tether.daemon.model.provider import OpenAIProvider
-from tether.daemon.model.transport import H11Transport, Reply, Target, model_client
+from tether.daemon.model.transport import H11Transport, Reply, model_client
+from tether.daemon.model.wire import Target
 
 TIMEOUTS = {"connect": 5.0, "read": 5.0, "write": 5.0, "pool": 5.0}
 
