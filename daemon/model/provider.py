@@ -343,8 +343,7 @@ class OpenAIProvider:
                 if direct is None:
                     response = await self._client.send(request, stream=True)
                 else:
-                    response = await direct[0].post(direct[1], head, body, self._timeouts,
-                                                    clock.trace)
+                    response = await direct(head, body, self._timeouts, clock.trace)
                 try:
                     if not 200 <= response.status_code < 300:
                         raise await status_failure(response, clock.heard, self._api_key)

@@ -31,9 +31,10 @@ every ``https://`` endpoint).
 from __future__ import annotations
 
 import codecs
+import functools
 import urllib.request
 import zlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import h11
@@ -42,6 +43,7 @@ import httpx
 from .wire import Pool, Target, Trace, Wire, connect, traced
 
 __all__ = ["H11Transport", "ModelClient", "Reply", "direct_route", "encode_head", "model_client"]
+
 
 class ModelClient(httpx.AsyncClient):
     """The owner's httpx client, and ``direct``, the `H11Transport` mounted for plain
@@ -69,13 +71,16 @@ def model_client() -> ModelClient:
     return ModelClient(H11Transport(), proxied=bool(proxies))
 
 
-def direct_route(client: httpx.AsyncClient, url: httpx.URL | str
-                 ) -> tuple[H11Transport, Target] | None:
-    """Where `H11Transport.post` sends ``url``'s requests: the owner's client's own
-    transport, for a plain ``http://`` URL (None: through httpx)."""
+Post = Callable[[list[tuple[bytes, bytes]], bytes, dict[str, Any], Trace | None],
+               Awaitable["Reply"]]
+
+
+def direct_route(client: httpx.AsyncClient, url: httpx.URL | str) -> Post | None:
+    """``url``'s `H11Transport.post` on the owner's client's own transport, for a plain
+    ``http://`` URL (None: its requests go through httpx)."""
     if isinstance(client, ModelClient) and client.direct is not None \
             and isinstance(url, httpx.URL) and url.scheme == "http":
-        return client.direct, Target(url)
+        return functools.partial(client.direct.post, Target(url))
     return None
 
 

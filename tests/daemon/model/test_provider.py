@@ -30,7 +30,6 @@ from tether.daemon.model.provider import (
     SSEDecoder,
 )
 from tether.daemon.model.providers import make_provider
-from tether.daemon.model.transport import model_client
 
 KEY = "sk-test-SECRET-0123456789"
 USER = [{"role": "user", "content": "hello there"}]
@@ -44,13 +43,6 @@ TOOLS = [
         },
     }
 ]
-
-
-@pytest.fixture(params=["own", "httpx"])
-async def client(request):
-    """The owner's client, whose plain-http posts skip httpx (transport.py), and httpx's."""
-    async with (model_client() if request.param == "own" else httpx.AsyncClient()) as c:
-        yield c
 
 
 def make(client: httpx.AsyncClient, fake: FakeProvider, **opts) -> OpenAIProvider:

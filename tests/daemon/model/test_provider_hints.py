@@ -10,19 +10,11 @@ import pytest
 from fakeprovider import FakeProvider, Status
 
 from tether.daemon.model.provider import OpenAIProvider, ProviderError
-from tether.daemon.model.transport import model_client
 
 USER = [{"role": "user", "content": "hello"}]
 HTML_501 = ("<!DOCTYPE html><html><head><title>Error response</title></head><body>"
             "<h1>Error response</h1><p>Error code: 501</p><p>Message: Unsupported method "
             "('POST').</p>" + "<p>filler</p>" * 200 + "</body></html>")
-
-
-@pytest.fixture(params=["own", "httpx"])
-async def client(request):
-    """The owner's client, whose plain-http posts skip httpx (transport.py), and httpx's."""
-    async with (model_client() if request.param == "own" else httpx.AsyncClient()) as c:
-        yield c
 
 
 async def fail(client: httpx.AsyncClient, base_url: str) -> ProviderError:

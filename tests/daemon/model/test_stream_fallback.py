@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
 from fakeprovider import FakeProvider, Stall, text_reply, tool_call_reply
 from fakeservers import error_mid_stream, llama_cpp_python, ollama, refuses_stream
@@ -13,19 +12,11 @@ from fakeservers import error_mid_stream, llama_cpp_python, ollama, refuses_stre
 from tether.daemon.config.core import ConfigError, build_config
 from tether.daemon.model.provider import OpenAIProvider, ProviderError
 from tether.daemon.model.stream_mode import StreamMemory
-from tether.daemon.model.transport import model_client
 
 USER = [{"role": "user", "content": "what is in notes.txt?"}]
 TOOLS = [{"type": "function", "function": {
     "name": "read_file", "description": "read a file",
     "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}]
-
-
-@pytest.fixture(params=["own", "httpx"])
-async def client(request):
-    """The owner's client, whose plain-http posts skip httpx (transport.py), and httpx's."""
-    async with (model_client() if request.param == "own" else httpx.AsyncClient()) as c:
-        yield c
 
 
 def make(client, fake, memory=None, **opts) -> OpenAIProvider:
