@@ -14,7 +14,9 @@ The rules:
   cancelled caller never leaves a transaction open, and its unit still commits.
   BEGIN and the units run on the loop; COMMIT, and whatever must wait (a lock
   held by another process, a connection being made), run on the writer's own
-  thread (worker.py).
+  thread (worker.py). A writer whose units wait on the network gives a
+  ``runner`` that lets the loop go on meanwhile (PostgreSQL's: pg/suspend.py);
+  the units of a group still run one after another, in submit order.
 - A unit that fails alone (its savepoint rolled back) fails only its caller.
 - A failure of the whole group (the connection lost, the transaction rolled
   back under it, COMMIT refused) fails every unit of it with that error.
@@ -36,7 +38,7 @@ from typing import Any, Protocol
 from .errors import StorageError
 from .worker import Worker
 
-__all__ = ["GroupCommit", "GroupFailed", "Job", "MAX_GROUP", "Writer"]
+__all__ = ["GroupCommit", "GroupFailed", "Job", "MAX_GROUP", "Runner", "Writer", "at_once"]
 
 log = logging.getLogger("tether.store")
 
@@ -90,6 +92,22 @@ class Writer(Protocol):
         error its callers get."""
 
 
+#: how a group's units are run, from a loop callback: ``runner(units, done)`` calls
+#: ``units()`` and then ``done(None)``, or ``done(error)`` with what it raised
+Runner = Callable[[Callable[[], None], Callable[[BaseException | None], None]], None]
+
+
+def at_once(units: Callable[[], None], done: Callable[[BaseException | None], None]) -> None:
+    """The runner of a writer whose units never wait on the network (SQLite's):
+    the units run there and then."""
+    try:
+        units()
+    except BaseException as exc:  # noqa: BLE001 - it fails its group, not the loop
+        done(exc)
+        return
+    done(None)
+
+
 class Job:
     __slots__ = ("unit", "future", "after_commit")
 
@@ -120,8 +138,9 @@ def resolve(job: Job, ok: bool, value: Any) -> None:
 class GroupCommit:
     """The queue and the groups of one writer; ``writer`` supplies the dialect."""
 
-    def __init__(self, writer: Writer, thread: str) -> None:
+    def __init__(self, writer: Writer, thread: str, runner: Runner | None = None) -> None:
         self.writer = writer
+        self._runner = runner or at_once
         self.worker = Worker(thread)
         self._pending: list[Job] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -186,20 +205,28 @@ class GroupCommit:
     def _run(self, group: list[Job]) -> None:
         writer = self.writer
         outcomes: list[tuple[bool, Any]] = []
-        i = 0
-        try:
+
+        def units() -> None:
             for i, job in enumerate(group):
                 outcomes.append(writer.run_unit(i, job.unit))
             writer.before_commit()
-        except GroupFailed as failed:
+
+        self._runner(units, lambda exc: self._ran(group, outcomes, exc))
+
+    def _ran(self, group: list[Job], outcomes: list[tuple[bool, Any]],
+             exc: BaseException | None) -> None:
+        if isinstance(exc, GroupFailed):
+            # the unit that raised it is the last one that ran (or the last of the
+            # group, when the statements before COMMIT did)
+            i = min(len(outcomes), len(group) - 1)
             self._pending[0:0] = group[i + 1:]  # never ran: they go next
-            self._fail_group(group[:i + 1], failed)
+            self._fail_group(group[:i + 1], exc)
             return
-        except BaseException as exc:  # noqa: BLE001 - the whole group fails
-            self._fail(group, writer.abort(exc))
+        if exc is not None:  # the whole group fails
+            self._fail(group, self.writer.abort(exc))
             return
         assert self._loop is not None
-        self.worker.call(writer.commit, self._loop,
+        self.worker.call(self.writer.commit, self._loop,
                          lambda ok, err: self._finish(group, outcomes, ok, err))
 
     def _finish(self, group: list[Job], outcomes: list[tuple[bool, Any]], ok: bool,

@@ -42,6 +42,10 @@ log = logging.getLogger("tether.approvals")
 _STATUS = {"once": "approved", "session": "approved", "always": "approved", "deny": "denied"}
 
 
+
+class _Withdrawn(Exception):
+    """An answer's unit found its prompt's turn gone: the unit rolls back alone."""
+
 class ApprovalCall:
     """Who asks: the tool call, its session and turn, and whether a person can answer."""
 
@@ -211,10 +215,21 @@ class ApprovalService:
                               approval_id=approval_id, now=tx.now)
             self._resolve_unit(tx, approval_id, session_id, row["admission_id"],
                                _STATUS[decision], "answered", decision, answered_by, reason)
-            return {"status": "resolved", "approval": public(rows.get(tx.conn, approval_id)
-                                                             or row)}
+            resolved = rows.get(tx.conn, approval_id) or row
+            if approval_id not in self._waiting:
+                # the turn that asked ended while this unit waited for the store (on
+                # PostgreSQL the loop runs meanwhile): nothing is approved for it
+                raise _Withdrawn
+            return {"status": "resolved", "approval": public(resolved)}
 
-        out = await self._journal.write(unit)
+        try:
+            out = await self._journal.write(unit)
+        except _Withdrawn:
+            now = await self._journal.db.read(lambda c: rows.get(c, approval_id))
+            if now is None:
+                raise NotFound(f"no approval {approval_id!r} in session {session_id!r}",
+                               approval_id=approval_id, session_id=session_id) from None
+            return {"status": "already_resolved", "approval": public(now)}
         fut = self._waiting.get(approval_id)
         if out["status"] == "resolved" and fut is not None and not fut.done():
             fut.set_result((decision, reason))

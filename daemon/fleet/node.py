@@ -63,8 +63,8 @@ class _FencedJournal(Journal):
     answered with the unit's first wait, or its group's COMMIT); ``lost`` is told,
     on the loop, when one refused."""
 
-    def __init__(self, base: Journal, check: Callable[[Tx], None],
-                 lost: Callable[[], None]) -> None:
+    def __init__(self, base: Journal, check: Callable[[Tx], int],
+                 lost: Callable[[int | None], None]) -> None:
         super().__init__(base.db, base.bus, base.announce,
                          outage_seconds=base.outage_seconds)
         self._check = check
@@ -72,18 +72,19 @@ class _FencedJournal(Journal):
 
     def submit(self, fn: Unit[T]) -> asyncio.Future[tuple[T, list[Any]]]:
         check = self._check
+        fenced_at: list[int] = []  # the lease's generation the unit was fenced with
 
         def fenced(tx: Tx) -> T:
-            check(tx)
+            fenced_at.append(check(tx))
             return fn(tx)
 
         future = super().submit(fenced)
-        future.add_done_callback(self._refused)
+        future.add_done_callback(lambda f: self._refused(f, fenced_at))
         return future
 
-    def _refused(self, future: asyncio.Future[Any]) -> None:
+    def _refused(self, future: asyncio.Future[Any], fenced_at: list[int]) -> None:
         if not future.cancelled() and isinstance(future.exception(), Fenced):
-            self._lost()
+            self._lost(fenced_at[-1] if fenced_at else None)
 
 
 class FleetNode:
@@ -182,14 +183,18 @@ class FleetNode:
             return Fenced(f"this node (epoch {self.epoch}) no longer holds session "
                           f"{session_id}: another node took it over")
 
-        def check(tx: Tx) -> None:
+        def check(tx: Tx) -> int:
             generation = self.held.get(session_id)
             if generation is None:
                 raise refusal()
             fleet_rows.fence(tx.conn, session_id, self.epoch, generation, refusal)
+            return generation
 
-        def lost() -> None:
-            self.held.pop(session_id, None)
+        def lost(generation: int | None) -> None:
+            # only the lease that refused: a unit that ran since may have taken the
+            # session again, at a new generation
+            if generation is None or self.held.get(session_id) == generation:
+                self.held.pop(session_id, None)
 
         return _FencedJournal(self._journal, check, lost)
 
@@ -272,7 +277,11 @@ class FleetNode:
 
         def unit(tx: Tx) -> list[str]:
             claimable = fleet_rows.lock_claimable(tx.conn, sessions, tx.now)
-            return [sid for sid in claimable if self._take(tx, sid)]
+            # every take waits for its answer: what is held is noted after the last
+            # one, so a unit that fails halfway leaves nothing noted
+            taken = [(sid, fleet_rows.take(tx.conn, sid, self.epoch, tx.now, self.ttl))
+                     for sid in claimable]
+            return [sid for sid, generation in taken if self._hold(sid, generation)]
 
         if await self._journal.write(unit):
             await self._adopt_held()
@@ -304,8 +313,14 @@ class FleetNode:
         def release(tx: Tx) -> list[str]:
             keep = self._scheduler.held()
             gone = fleet_rows.release_idle(tx.conn, self.epoch, keep)
+            # work may have come back for one of them while the release waited (a
+            # cancel that could not be recorded puts its prompt back): take it again
+            now_held = set(self._scheduler.held())
+            back = [sid for sid in gone if sid in now_held]
             for sid in gone:
                 self.held.pop(sid, None)
+            for sid in back:
+                self._take(tx, sid)
             return gone
 
         await self._journal.write(release)

@@ -2,10 +2,11 @@
 interface), ``writer`` (its part of the group commit: a group's statements in
 psycopg's pipeline), ``connection`` (the adapter a query sees, which counts the
 round trips) and ``schema`` (the schema rendered for PostgreSQL, and its
-migration).
+migration), ``suspend`` (a group's units waiting for the server without
+blocking the loop).
 
 May import: the store's shared core (``conn``, ``errors``, ``group_commit``,
-``worker``) and psycopg.
+``worker``), psycopg and greenlet.
 """
 
 from .connection import PgConn, round_trips, row_factory

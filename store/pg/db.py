@@ -10,11 +10,11 @@ runs:
   in flight joins the next one, each unit in its own SAVEPOINT, one COMMIT for
   the group) and, as there, run on the event loop back to back: units touch
   the owner's in-memory state (the scheduler's view), which only the loop may.
-  A statement whose answer a unit reads is a round trip the loop waits for
-  (tens of microseconds on a local socket; see docs/scale-out.md for a remote
-  server); ``statement_timeout`` bounds how long a statement can hold the loop.
-  COMMIT, the step that waits for the server's fsync, and (re)connecting run on
-  the writer's thread. Submit order is commit
+  A statement whose answer a unit reads is a round trip; the loop does not
+  wait for it: the group runs in a greenlet that gives the loop back until the
+  socket is ready (suspend.py). ``statement_timeout`` bounds how long a
+  statement can hold a group. COMMIT, the step that waits for the server's
+  fsync, and (re)connecting run on the writer's thread. Submit order is commit
   order, and ``after_commit`` hooks run on the loop in that order.
   A unit may ask for a statement to run once right before its group's COMMIT
   (``PgConn.before_commit``): the fleet announces a commit that wrote events
@@ -69,7 +69,7 @@ __all__ = ["PgDatabase", "PgConn", "PgRow", "Answer", "Trips", "round_trips", "r
 T = TypeVar("T")
 
 #: a writer statement that has not answered in this long fails (a lock held by a
-#: stuck transaction elsewhere, a server in trouble): it runs on the event loop
+#: stuck transaction elsewhere, a server in trouble), and its group with it
 STATEMENT_TIMEOUT_MS = 5000
 
 
@@ -91,7 +91,9 @@ class PgDatabase:
         self.trips = Trips()
         self._writer = PgWriter(connect, self.trips, pipelined=pipelined,
                                 outage_seconds=outage_seconds)
-        self._groups = GroupCommit(self._writer, "tether-pg-writer")
+        from .suspend import on_loop  # greenlet: only a PostgreSQL store needs it
+
+        self._groups = GroupCommit(self._writer, "tether-pg-writer", runner=on_loop)
         self._closed = False
         COUNTED.add(self)
 
@@ -120,6 +122,8 @@ class PgDatabase:
         from psycopg.conninfo import conninfo_to_dict
         from psycopg_pool import ConnectionPool
 
+        from .suspend import LoopConnection
+
         # the writer shows in pg_stat_activity as "tether-writer PID" unless the URL
         # names it (the bench tells its nodes apart by the name it gives each)
         info = conninfo_to_dict(url)
@@ -129,9 +133,9 @@ class PgDatabase:
 
         def connect() -> Any:
             # a statement that waits longer fails (and its group) rather than stall the loop
-            conn = psycopg.connect(url, autocommit=True, row_factory=row_factory,
-                                   connect_timeout=max(1, int(connect_timeout)),
-                                   application_name=name)
+            conn = LoopConnection.connect(url, autocommit=True, row_factory=row_factory,
+                                          connect_timeout=max(1, int(connect_timeout)),
+                                          application_name=name)
             conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
             return conn
 
