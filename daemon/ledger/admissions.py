@@ -154,18 +154,16 @@ class AdmissionService:
         ``title`` names the session with a new row if it has no title yet.
         """
         digest = ledger.digest(payload_json)
-        existing = await self._find(principal, session_id, request_id)
-        if existing is not None:
-            return self._receipt(_same(existing, digest))
-        if self._supervisor.draining and not internal:
-            raise RuntimeDraining("the owner is shutting down and admits nothing new")
-        if not internal and (paused_on := self._scheduler.unknown(session_id)):
-            # a new prompt would wait behind the pause with nobody told why (a finite
-            # CLI would hang): refuse it, naming what to resolve (docs/recovery.md)
-            raise UnknownExecution(
-                f"session {session_id} is paused: admission(s) {', '.join(paused_on)} were "
-                "running when the previous owner stopped; settle them with "
-                "prompt.resolve_unknown", admission_id=paused_on[0], admission_ids=paused_on)
+        refusal = self._refusal(session_id, internal)
+        if refusal is not None or prepare is not None:
+            # a retry is answered even when a new admission would be refused, and
+            # before ``prepare`` runs again; otherwise the unit's insert finds it
+            existing = await self._find(principal, session_id, request_id)
+            if existing is not None:
+                return self._receipt(_same(existing, digest))
+            refusal = self._refusal(session_id, internal)
+        if refusal is not None:
+            raise refusal
         limit = self._limits.max_queued_per_session
         admission_id = new_admission_id()
         scheduler, epoch, place = self._scheduler, self._epoch, self._placement.place
@@ -212,6 +210,21 @@ class AdmissionService:
         fut.add_done_callback(lambda f: self._on_admitted(f, session_id, admission_id))
         (created, row), _ = await asyncio.shield(fut)
         return self._receipt(_same(row, digest) if not created else row)
+
+    def _refusal(self, session_id: str, internal: bool) -> Exception | None:
+        """Why a new admission of the session is refused now, if it is."""
+        if internal:
+            return None
+        if self._supervisor.draining:
+            return RuntimeDraining("the owner is shutting down and admits nothing new")
+        if paused_on := self._scheduler.unknown(session_id):
+            # a new prompt would wait behind the pause with nobody told why (a finite
+            # CLI would hang): refuse it, naming what to resolve (docs/recovery.md)
+            return UnknownExecution(
+                f"session {session_id} is paused: admission(s) {', '.join(paused_on)} were "
+                "running when the previous owner stopped; settle them with "
+                "prompt.resolve_unknown", admission_id=paused_on[0], admission_ids=paused_on)
+        return None
 
     async def _find(self, principal: str, session_id: str,
                     request_id: str) -> dict[str, Any] | None:
