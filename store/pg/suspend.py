@@ -76,20 +76,26 @@ class _Group(greenlet.greenlet):
         poll = self._poll
         try:
             wait = next(gen)
+        except StopIteration as stop:  # nothing to wait for
+            return stop.value
+        mask = _POLL_OF[wait]
+        poll.register(fd, mask)
+        try:
             while True:
-                poll.register(fd, _POLL_OF[wait])
-                try:
-                    got = poll.poll(0)
-                finally:
-                    poll.unregister(fd)
+                got = poll.poll(0)
                 if got:
-                    ready = _ready_of(got[0][1])
+                    ready = _READY_OF.get(got[0][1]) or _ready_of(got[0][1])
                 else:
                     assert self.parent is not None
                     ready = self.parent.switch((fd, wait))
                 wait = gen.send(ready)
+                if _POLL_OF[wait] != mask:
+                    mask = _POLL_OF[wait]
+                    poll.modify(fd, mask)
         except StopIteration as stop:
             return stop.value
+        finally:
+            poll.unregister(fd)
 
 
 _POLL_OF = {Wait.R: select.POLLIN, Wait.W: select.POLLOUT,
@@ -103,6 +109,11 @@ def _ready_of(events: int) -> Ready:
     if readable and writable:
         return Ready.RW
     return Ready.R if readable else Ready.W
+
+
+#: poll's answers as psycopg's Ready, for the ones a healthy socket gives
+_READY_OF = {e: _ready_of(e) for e in (select.POLLIN, select.POLLOUT,
+                                       select.POLLIN | select.POLLOUT)}
 
 
 def on_loop(body: Callable[[], None], done: Callable[[BaseException | None], None]) -> None:
