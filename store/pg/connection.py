@@ -44,9 +44,29 @@ class PgRow(tuple):  # noqa: SLOT000
 
 
 def row_factory(cursor: Any) -> Callable[[Any], PgRow]:
-    names = tuple(c.name for c in cursor.description or ())
-    row_type = type("Row", (PgRow,), {"__slots__": (), "_names": names})
-    return lambda values: row_type(values)
+    """psycopg's row factory: the row type of the result's columns. Called for every
+    statement's result (one with no columns too), so the type is made once per
+    set of column names, read off the result itself (``cursor.description``
+    builds a Column object per field)."""
+    res = cursor.pgresult
+    if res is None or not res.nfields:
+        return PgRow
+    return _row_type(tuple(res.fname(i) for i in range(res.nfields)), cursor.connection)
+
+
+def _row_type(raw: tuple[bytes | None, ...], conn: Any) -> type[PgRow]:
+    row_type = _ROW_TYPES.get(raw)
+    if row_type is None:
+        encoding = conn.info.encoding
+        names = tuple(b.decode(encoding) if b is not None else "" for b in raw)
+        row_type = type("Row", (PgRow,), {"__slots__": (), "_names": names})
+        if len(_ROW_TYPES) < 4096:  # the statements are the query modules': a few hundred
+            _ROW_TYPES[raw] = row_type
+    return row_type
+
+
+#: the row type of each set of column names seen (raw, as the server sent them)
+_ROW_TYPES: dict[tuple[bytes | None, ...], type[PgRow]] = {}
 
 
 def params_of(params: Any) -> Any:
