@@ -20,7 +20,10 @@ keep (in-memory state is read and changed after a unit's last wait, or read
 again after it).
 
 Outside a group's greenlet (COMMIT on the writer's thread, connecting,
-settling a lost COMMIT) the connection waits as psycopg's does.
+settling a lost COMMIT) the connection waits as psycopg's does. The group's
+BEGIN, sent on the loop just before the greenlet starts, reads nothing: it
+and the request for the transaction's id go out on a connection the last
+COMMIT left with nothing in flight.
 """
 
 from __future__ import annotations
