@@ -29,6 +29,7 @@ COMMIT left with nothing in flight.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import select
 from collections.abc import Callable
 from typing import Any
@@ -46,6 +47,9 @@ class _Group(greenlet.greenlet):
     def __init__(self, body: Callable[[], None], done: Callable[[BaseException | None], None],
                  loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(body)
+        # the units see the context vars of the callback that runs the group, as
+        # they would without a greenlet (a new greenlet starts with an empty context)
+        self.gr_context = contextvars.copy_context()
         self._done = done
         self._loop = loop
         self._fd = -1
