@@ -87,6 +87,11 @@ class Writer(Protocol):
         """COMMIT (off the loop); on failure nothing of the group is left open.
         Raises `GroupFailed`, or anything else: then the group failed."""
 
+    def commit_unchanged(self) -> bool:
+        """On the loop, after ``before_commit``: if the group changed nothing,
+        COMMIT now (there is nothing to make durable, so nothing to wait for)
+        and return True; else False, and ``commit`` runs off the loop."""
+
     def abort(self, exc: BaseException) -> BaseException:
         """The whole group failed at ``exc`` on the loop: clean up and return the
         error its callers get."""
@@ -226,6 +231,14 @@ class GroupCommit:
             self._fail(group, self.writer.abort(exc))
             return
         assert self._loop is not None
+        try:
+            unchanged = self.writer.commit_unchanged()
+        except BaseException as failed:  # noqa: BLE001 - it fails its group, not the loop
+            self._fail(group, self.writer.abort(failed))
+            return
+        if unchanged:  # a group of retries that found their rows: no thread hop
+            self._loop.call_soon(self._finish, group, outcomes, True, None)
+            return
         self.worker.call(self.writer.commit, self._loop,
                          lambda ok, err: self._finish(group, outcomes, ok, err))
 

@@ -115,6 +115,9 @@ class PgWriter:
             self._failed_before(exc)
             raise
 
+    def commit_unchanged(self) -> bool:
+        return False  # COMMIT is a round trip whatever the group did: off the loop
+
     def commit(self) -> None:
         # on the writer's thread: the round trip that waits for the server's fsync
         conn, raw = self._conn, self.raw

@@ -19,6 +19,7 @@ from tether.store.sqlite import migrations
 
 def make_table(conn):
     conn.execute("CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY, v INTEGER)")
+    conn.execute("CREATE TABLE IF NOT EXISTS marks (n INTEGER)")
 
 
 def insert(key, value=0):
@@ -53,7 +54,9 @@ class ParkedCommit:
 
 
 def park(conn):
-    """A unit that does nothing: its group's commit is the one parked."""
+    """A unit that writes a row of its own: its group's commit is the one parked (a
+    group that changed nothing commits on the loop and is never parked)."""
+    conn.execute("INSERT INTO marks(n) VALUES (1)")
 
 
 @pytest.fixture
@@ -300,3 +303,28 @@ async def test_a_failing_migration_leaves_the_previous_version(tmp_path, monkeyp
         await Database.open(path)
     assert user_version(path) == SCHEMA_VERSION
     assert "extra" not in tables(path)
+
+
+async def test_retries_that_find_their_rows_do_not_wait_for_the_commit_thread(db):
+    await db.write(insert("k", 1))
+    gate = threading.Event()
+    loop = asyncio.get_running_loop()
+    blocked = loop.create_future()
+    # the commit thread is busy with something else until the gate opens
+    db._groups.worker.call(lambda: gate.wait(10), loop,
+                           lambda ok, value: blocked.set_result(ok))
+
+    def find_or_skip(conn):  # a retry's shape: an insert that finds the row, a read
+        conn.execute("INSERT INTO t(k, v) VALUES ('k', 2) ON CONFLICT DO NOTHING")
+        return conn.execute("SELECT v FROM t WHERE k = 'k'").fetchone()[0]
+
+    try:
+        assert await asyncio.wait_for(db.write(find_or_skip), 5) == 1
+        writing = asyncio.ensure_future(db.write(insert("other")))
+        done, _ = await asyncio.wait({writing}, timeout=0.3)
+        assert not done  # a group that wrote a row waits for its COMMIT's thread
+    finally:
+        gate.set()
+    assert await blocked is True
+    assert await writing == "other"
+    assert await keys(db) == ["k", "other"]
