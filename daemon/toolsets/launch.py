@@ -48,14 +48,45 @@ async def spawn(argv: list[str], cwd: str, env: Mapping[str, str], *,
     so what it starts cannot answer the owner's approval prompts; the caller
     unregisters it once it has ended."""
     env, token = marked(env)
-    proc = await asyncio.create_subprocess_exec(
+    starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
         *argv, cwd=cwd, env=env,
         start_new_session=True,
         stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT))
+    try:
+        # not cancelled half-way: asyncio would then kill only the process it forked
+        # and wait for its pipes, which what that process started (a sandbox's inner
+        # init, in a session of its own) keeps open: the caller would hang, and that
+        # would be left running
+        proc = await asyncio.shield(starting)
+    except asyncio.CancelledError:
+        # the turn stops while its command starts: once started, it goes with it
+        starting.add_done_callback(lambda done: _end_started(done, token))
+        raise
     _tokens[proc] = token
     lineage.register(proc.pid)  # lineage: the agent's process (peers.py refuses it)
     return proc
+
+
+#: ends of commands whose caller was cancelled while they started (kept referenced)
+_ending: set[asyncio.Task[None]] = set()
+
+
+def _end_started(starting: asyncio.Future[asyncio.subprocess.Process], token: str) -> None:
+    if starting.cancelled() or starting.exception() is not None:
+        return  # nothing started
+    proc = starting.result()
+    _tokens[proc] = token
+
+    async def ending() -> None:
+        try:
+            await end(proc)
+        finally:
+            _release(proc)
+
+    task = asyncio.ensure_future(ending())
+    _ending.add(task)
+    task.add_done_callback(_ending.discard)
 
 
 def marked(env: Mapping[str, str]) -> tuple[dict[str, str], str]:
