@@ -255,7 +255,41 @@ CREATE TABLE compactions (
 CREATE INDEX compactions_session ON compactions(session_id, end_index)
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+# session_admissions without AUTOINCREMENT. Its counter row in sqlite_sequence was
+# rewritten at the end of every INSERT, even one that its ON CONFLICT skipped: a
+# retry's group wrote a WAL frame and waited for an fsync although it changed no
+# row. ``seq`` only orders the ledger (SPEC §4), and a rowid one above the largest
+# already does that; a seq of a deleted session's last admission may come again.
+_V8 = """
+CREATE TABLE session_admissions_v8 (
+    seq               INTEGER PRIMARY KEY,
+    admission_id      TEXT NOT NULL UNIQUE,
+    target_session_id TEXT NOT NULL REFERENCES sessions(session_id),
+    principal_id      TEXT NOT NULL,
+    request_id        TEXT NOT NULL,
+    payload_json      TEXT NOT NULL,
+    payload_digest    TEXT NOT NULL,
+    status            TEXT NOT NULL
+                      CHECK (status IN ('queued', 'started', 'unknown', 'terminal')),
+    outcome           TEXT
+                      CHECK (outcome IN ('completed', 'failed', 'cancelled', 'interrupted')),
+    result_json       TEXT,
+    owner_epoch       INTEGER NOT NULL,
+    created_at        REAL NOT NULL,
+    started_at        REAL,
+    finished_at       REAL,
+    UNIQUE (principal_id, target_session_id, request_id),
+    CHECK ((status = 'terminal') = (outcome IS NOT NULL))
+);
+INSERT INTO session_admissions_v8 (seq, admission_id, target_session_id, principal_id, request_id, payload_json, payload_digest, status, outcome, result_json, owner_epoch, created_at, started_at, finished_at)
+    SELECT seq, admission_id, target_session_id, principal_id, request_id, payload_json, payload_digest, status, outcome, result_json, owner_epoch, created_at, started_at, finished_at FROM session_admissions;
+DROP TABLE session_admissions;
+ALTER TABLE session_admissions_v8 RENAME TO session_admissions;
+CREATE INDEX admissions_open ON session_admissions(target_session_id, seq)
+    WHERE status != 'terminal'
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
