@@ -92,6 +92,16 @@ class TurnRunner:
             task = self._supervisor.spawn(self._turn(session_id, admission_id), f"turn:{admission_id}")
             self.running[session_id] = _Running(session_id, admission_id, task)
 
+    def begin(self, session_id: str, admission_id: str,
+              started: tuple[dict[str, Any], dict[str, Any]]) -> None:
+        """Run the turn its admission's own commit started (the scheduler gave it
+        its slot in that unit: `Scheduler.start_now`); ``started`` is that start's
+        (row, session). Even while draining: it is started, so it runs until
+        stop_all interrupts it, and ends with an outcome."""
+        task = self._supervisor.spawn(self._turn(session_id, admission_id, started),
+                                      f"turn:{admission_id}")
+        self.running[session_id] = _Running(session_id, admission_id, task)
+
     def stop(self, session_id: str, outcome: str, admission_id: str | None = None) -> str | None:
         """Cancel the session's running turn (only if it runs ``admission_id``, when
         given); returns the admission_id it stopped."""
@@ -137,6 +147,10 @@ class TurnRunner:
 
     async def stop_all(self, grace: float) -> None:
         """Shutdown: let running turns finish within ``grace``, then interrupt them."""
+        # an admission whose unit started its turn may still be committing: once
+        # every unit before this one has, its turn is among those running
+        with contextlib.suppress(StorageError):
+            await self._journal.write(lambda tx: None)
         runs = list(self.running.values())
         if runs:
             await asyncio.wait([r.task for r in runs], timeout=grace)
@@ -147,12 +161,15 @@ class TurnRunner:
 
     # -- one turn ---------------------------------------------------------
 
-    async def _turn(self, session_id: str, admission_id: str) -> None:
+    async def _turn(self, session_id: str, admission_id: str,
+                    started: tuple[dict[str, Any], dict[str, Any]] | None = None) -> None:
         run = self.running[session_id]
         run.entered = True
         try:
-            if run.cancel_outcome is None:
-                await self._run(run)
+            if run.cancel_outcome is None or started is not None:
+                # (one started with its admission has an outcome to record, even when
+                # stopped before it began: _run records it)
+                await self._run(run, started)
             elif run.cancel_outcome == "cancelled":
                 # stopped before it began: nothing of it ran, the admission is queued
                 await self._finish(session_id, admission_id, Event.WITHDRAW, "cancelled",
@@ -179,11 +196,12 @@ class TurnRunner:
             self._scheduler.finished(session_id)
             self.pump()
 
-    async def _run(self, run: _Running) -> None:
+    async def _run(self, run: _Running,
+                   started_with: tuple[dict[str, Any], dict[str, Any]] | None = None) -> None:
         sid, aid = run.session_id, run.admission_id
         # starting is not interruptible halfway: once begun, we learn whether the
         # admission was marked started, so a stop right now still records an outcome
-        start = asyncio.ensure_future(self._start(sid, aid))
+        start = asyncio.ensure_future(self._start(sid, aid, started_with))
         try:
             started = await asyncio.shield(start)
         except asyncio.CancelledError:
@@ -194,6 +212,11 @@ class TurnRunner:
                                    error=f"turn {outcome} before it ran")
             return
         if started is None:
+            return
+        if run.cancel_outcome is not None:
+            # stopped before it began; only a turn its admission started gets here
+            await self._finish(sid, aid, Event.FINISH, run.cancel_outcome,
+                               error=f"turn {run.cancel_outcome} before it ran")
             return
         row, session, history, summary = started
         payload = orjson.loads(row["payload_json"])
@@ -272,18 +295,22 @@ class TurnRunner:
             log.warning("compaction of %s failed: %s", sid, exc)
             return None
 
-    async def _start(self, sid: str, aid: str) -> tuple[dict, dict, list, str | None] | None:
-        """Mark the admission started; (row, session, transcript from the latest
+    async def _start(self, sid: str, aid: str,
+                     started: tuple[dict[str, Any], dict[str, Any]] | None = None,
+                     ) -> tuple[dict, dict, list, str | None] | None:
+        """Mark the admission started (unless its admission's unit did: ``started``);
+        (row, session, transcript from the latest
         compaction on, that compaction's summary), or None if it no longer was queued. A failing store is retried until it heals (the turn keeps
         its place: the session's queue waits); while draining it gives up instead,
         leaving the admission queued for the next owner."""
-        try:
-            started = await self._journal_for(sid).persist(
-                lambda tx: outcomes.start(tx, self._scheduler, sid, aid, self._epoch),
-                f"the start of admission {aid}",
-                give_up=lambda _: self._supervisor.draining)
-        except StorageError:
-            return None
+        if started is None:
+            try:
+                started = await self._journal_for(sid).persist(
+                    lambda tx: outcomes.start(tx, self._scheduler, sid, aid, self._epoch),
+                    f"the start of admission {aid}",
+                    give_up=lambda _: self._supervisor.draining)
+            except StorageError:
+                return None
         if started is None:
             return None
         # the transcript can be long: read it off the loop, never in a write unit

@@ -43,6 +43,9 @@ from .scheduler import Scheduler
 
 __all__ = ["AdmissionService", "Turns", "payload_of"]
 
+#: a turn's start as outcomes.start returns it: the admission's row, the session's
+Started = tuple[dict[str, Any], dict[str, Any]]
+
 #: how long prompt.cancel waits for a started turn to record its outcome
 CANCEL_WAIT_SECONDS = 10.0
 
@@ -50,10 +53,14 @@ CANCEL_WAIT_SECONDS = 10.0
 class Turns(Protocol):
     """What the ledger tells the side that runs turns (turns.py's TurnRunner), which
     it does not import: ``pump`` — sessions may have a turn ready to start (an
-    admission committed, a pause lifted, a withdrawal undone); ``stop_and_wait`` —
+    admission committed, a pause lifted, a withdrawal undone); ``begin`` — run the
+    turn an admission's own commit started (`Scheduler.start_now`), given that
+    start's (row, session); ``stop_and_wait`` —
     stop the turn a started admission runs, wherever it runs."""
 
     def pump(self) -> None: ...
+
+    def begin(self, session_id: str, admission_id: str, started: Started) -> None: ...
 
     async def stop_and_wait(self, session_id: str, admission_id: str | None,
                             wait: float) -> str | None: ...
@@ -167,8 +174,11 @@ class AdmissionService:
         limit = self._limits.max_queued_per_session
         admission_id = new_admission_id()
         scheduler, epoch, place = self._scheduler, self._epoch, self._placement.place
+        supervisor = self._supervisor
+        # a fleet's turn starts under its lease, in a unit of its own (docs/scale-out.md)
+        fold = not self._placement.shared
 
-        def unit(tx: Tx) -> tuple[bool, dict[str, Any]]:
+        def unit(tx: Tx) -> tuple[bool, dict[str, Any], Started | None]:
             # the session's bound and the insert (one statement on PostgreSQL), then the
             # placement sent along, conditional on the insert: one wait for the three
             if prepare is not None:
@@ -189,7 +199,7 @@ class AdmissionService:
                 # session is at its bound: a retry is answered even then
                 found = admissions.find(tx.conn, principal, session_id, request_id)
                 if found is not None:
-                    return False, found
+                    return False, found, None
                 assert not internal and got.open >= limit
                 raise Overloaded(f"session {session_id} already has {limit} open admissions",
                                  limit=limit)
@@ -197,18 +207,26 @@ class AdmissionService:
                 sessions.title_if_untitled(tx.conn, session_id, title)
             if extra_unit is not None:
                 extra_unit(tx)
+            if not placed():
+                # another node of the fleet holds the session: it announces its queue
+                return True, got.row, None
+            if fold and not supervisor.draining and scheduler.start_now(session_id,
+                                                                        admission_id):
+                # nothing is ahead of it: its turn starts in this commit (outcomes.start
+                # announces the session's state); a failure from here on frees the slot
+                started = outcomes.start(tx, scheduler, session_id, admission_id, epoch)
+                assert started is not None  # inserted queued by this very unit
+                return True, started[0], started
             # last: nothing after it in this unit can fail (the group still can)
-            if placed():
-                scheduler.admitting(session_id, admission_id)
-                tx.event(session_id, "session.info", scheduler.view(session_id))
-            # else another node of the fleet holds the session: it announces its queue
-            return True, got.row
+            scheduler.admitting(session_id, admission_id)
+            tx.event(session_id, "session.info", scheduler.view(session_id))
+            return True, got.row, None
 
         fut = self._journal.submit(unit)
         # scheduled from a done-callback: runs even if this caller is cancelled
         # after the commit, so a committed admission is always scheduled
         fut.add_done_callback(lambda f: self._on_admitted(f, session_id, admission_id))
-        (created, row), _ = await asyncio.shield(fut)
+        (created, row, _started), _ = await asyncio.shield(fut)
         return self._receipt(_same(row, digest) if not created else row)
 
     def _refusal(self, session_id: str, internal: bool) -> Exception | None:
@@ -235,10 +253,14 @@ class AdmissionService:
 
     def _on_admitted(self, fut: asyncio.Future[Any], session_id: str,
                      admission_id: str) -> None:
-        created = not fut.cancelled() and fut.exception() is None and fut.result()[0][0]
+        done = not fut.cancelled() and fut.exception() is None
+        created, _, started = fut.result()[0] if done else (False, None, None)
         self._scheduler.admitted(session_id, admission_id, committed=created)
-        if created:
-            self._turns.pump()
+        if created and started is not None:
+            # started in the admission's commit: its turn runs now, even if the
+            # owner began draining meanwhile (stop_all then gives it the grace)
+            self._turns.begin(session_id, admission_id, started)
+        self._turns.pump()
 
     # -- prompt.receipt ---------------------------------------------------
 

@@ -25,8 +25,8 @@ __all__ = ["start", "settle", "orphan", "start_payload", "START_TEXT_CHARS"]
 
 def start(tx: Tx, view: Scheduler, session_id: str, admission_id: str,
           epoch: int) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """queued → started, with its user message, ``message.start`` and
-    ``session.info``; (row, session), or None if it was no longer queued."""
+    """queued → started, with its user message, ``session.info`` and
+    ``message.start``; (row, session), or None if it was no longer queued."""
     # the session's row is asked for first, so that it is answered with the
     # transition's (one wait on PostgreSQL)
     session_row = sessions.get_later(tx.conn, session_id)
@@ -45,9 +45,11 @@ def start(tx: Tx, view: Scheduler, session_id: str, admission_id: str,
     payload = orjson.loads(row["payload_json"])
     messages.append(tx.conn, session_id, [{**m, "admission_id": admission_id}
                                           for m in input_messages(payload)], tx.now)
+    # the session's state first (it now names the turn as running), then the turn's
+    # first event, as docs/protocol.md §6 shows them
+    tx.event(session_id, "session.info", view.view(session_id))
     tx.event(session_id, "message.start", start_payload(admission_id, row, payload),
              admission_id)
-    tx.event(session_id, "session.info", view.view(session_id))
     return row, session
 
 

@@ -32,6 +32,9 @@ class Scheduler:
         # admissions written by a unit whose commit has not been handed over yet,
         # per session, in commit order
         self._admitting: dict[str, list[str]] = {}
+        # admissions given a turn slot by the unit that admits them (`start_now`),
+        # whose commit has not been handed over yet: admission_id -> session_id
+        self._starting: dict[str, str] = {}
         # sets collecting the admissions that leave while a reader looks elsewhere
         self._watchers: list[set[str]] = []
 
@@ -45,10 +48,31 @@ class Scheduler:
         """A unit that admits ``admission_id`` is about to commit: pending already."""
         self._admitting.setdefault(session_id, []).append(admission_id)
 
+    def start_now(self, session_id: str, admission_id: str) -> bool:
+        """In the unit that admits ``admission_id``: whether its turn would start the
+        moment it commits, and if so the turn's slot, taken now, so that the unit
+        starts it too (one commit for both). That is when nothing is ahead of it:
+        no turn of the session running, queued, being admitted or paused, no other
+        session waiting for a slot, and a slot free. `admitted` keeps the slot
+        (committed) or frees it."""
+        if (session_id in self.running or session_id in self._queued
+                or session_id in self._admitting or session_id in self._unknown
+                or self._ready or len(self.running) >= self.max_running):
+            return False
+        self.running[session_id] = admission_id
+        self._starting[admission_id] = session_id
+        return True
+
     def admitted(self, session_id: str, admission_id: str, *, committed: bool) -> None:
-        """That unit ended: committed, the admission is queued; otherwise forgotten.
-        (An admission whose unit never called `admitting` runs elsewhere: in a
-        fleet, on the node that holds its session.)"""
+        """That unit ended: committed, the admission is queued (or, given its slot by
+        `start_now`, running); otherwise forgotten. (An admission whose unit never
+        called `admitting` or `start_now` runs elsewhere: in a fleet, on the node
+        that holds its session.)"""
+        if self._starting.pop(admission_id, None) is not None:
+            if not committed and self.running.get(session_id) == admission_id:
+                del self.running[session_id]
+                self._mark(session_id)
+            return
         ids = self._admitting.get(session_id)
         if ids is None or admission_id not in ids:
             return

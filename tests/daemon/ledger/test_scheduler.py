@@ -138,3 +138,33 @@ def test_a_watch_collects_what_leaves_while_it_is_held():
         assert left == {"a1", "a2", "u3"}
     s.unblock("s5", "u5")
     assert left == {"a1", "a2", "u3"}
+
+
+def test_start_now_only_when_nothing_is_ahead():
+    s = Scheduler(max_running=2)
+    assert s.start_now("A", "a1")  # idle session, free slot, nobody waiting
+    assert s.running == {"A": "a1"} and s.view("A") == {"pending": [], "running": "a1"}
+    assert not s.start_now("A", "a2")  # its session runs a turn
+    s.admitting("B", "b1")
+    assert not s.start_now("B", "b2")  # an earlier admission of B is committing
+    s.admitted("B", "b1", committed=True)
+    assert not s.start_now("C", "c1")  # B is ready and waited first
+    assert drain(s) == [("B", "b1")]
+    assert not s.start_now("C", "c1")  # both slots taken
+    s.finished("B")
+    s.block("D", "d0")
+    assert not s.start_now("D", "d1")  # paused behind an unknown admission
+    assert s.start_now("C", "c1")
+    s.admitted("C", "c1", committed=True)
+    s.admitted("A", "a1", committed=True)
+    assert s.running == {"A": "a1", "C": "c1"} and drain(s) == []
+
+
+def test_a_slot_start_now_took_is_freed_if_its_unit_does_not_commit():
+    s = Scheduler(max_running=1)
+    assert s.start_now("A", "a1")
+    s.enqueue("B", "b1")  # waits for the only slot
+    assert drain(s) == []
+    s.admitted("A", "a1", committed=False)
+    assert s.running == {} and s.held() == ["B"]
+    assert drain(s) == [("B", "b1")]
