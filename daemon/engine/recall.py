@@ -23,7 +23,7 @@ from tether.store.tables import compactions
 __all__ = ["Recall", "KEPT_SESSIONS", "NEW_MOST"]
 
 #: the sessions whose transcripts are kept (the least recently read go first) ...
-KEPT_SESSIONS = 32
+KEPT_SESSIONS = 256
 #: ... and the most text they may hold together (characters of content)
 KEPT_CHARS = 8_000_000
 #: more new messages than this since a session's last turn: read it all, off the loop
