@@ -130,6 +130,8 @@ class McpManager:
         servers = [s for s in (*self._servers.values(),
                                *self._attached.get(session_id or "", {}).values())
                    if s.config.enabled]
+        if not servers:  # every turn asks: most owners have none
+            return {}
         for s in servers:
             if s.start_failed:
                 s.retry_in_background()
