@@ -183,11 +183,16 @@ class AdmissionService:
             # placement sent along, conditional on the insert: one wait for the three
             if prepare is not None:
                 prepare(tx)
+            # nothing is ahead of it: its turn starts in this commit, so its row goes in
+            # started (outcomes.begun writes the rest of the start below). The slot is
+            # taken here; `admitted` frees it if the unit inserts nothing or fails.
+            start = fold and not supervisor.draining and scheduler.start_now(session_id,
+                                                                             admission_id)
             attempt = admissions.admit(
                 tx.conn, admission_id=admission_id, target_session_id=session_id,
                 principal_id=principal, request_id=request_id, payload_json=payload_json,
                 payload_digest=digest, owner_epoch=epoch, now=tx.now,
-                bound=None if internal else limit)
+                bound=None if internal else limit, started=start)
             placed = place(tx, session_id, admission_id)
             got = attempt()
             if got.last_seq is not None:
@@ -207,16 +212,15 @@ class AdmissionService:
                 sessions.title_if_untitled(tx.conn, session_id, title)
             if extra_unit is not None:
                 extra_unit(tx)
+            if start:
+                # its turn starts in this commit (outcomes.begun announces the
+                # session's state); a failure from here on frees the slot
+                started = outcomes.begun(tx, scheduler, session_id, admission_id, got.row,
+                                         sessions.get(tx.conn, session_id))
+                return True, got.row, started
             if not placed():
                 # another node of the fleet holds the session: it announces its queue
                 return True, got.row, None
-            if fold and not supervisor.draining and scheduler.start_now(session_id,
-                                                                        admission_id):
-                # nothing is ahead of it: its turn starts in this commit (outcomes.start
-                # announces the session's state); a failure from here on frees the slot
-                started = outcomes.start(tx, scheduler, session_id, admission_id, epoch)
-                assert started is not None  # inserted queued by this very unit
-                return True, started[0], started
             # last: nothing after it in this unit can fail (the group still can)
             scheduler.admitting(session_id, admission_id)
             tx.event(session_id, "session.info", scheduler.view(session_id))

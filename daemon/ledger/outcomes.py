@@ -20,7 +20,7 @@ from .journal import Tx
 from .rules import Event, IllegalTransition, input_messages, outcomes, result_json, sources
 from .scheduler import Scheduler
 
-__all__ = ["start", "settle", "orphan", "start_payload", "START_TEXT_CHARS"]
+__all__ = ["start", "begun", "settle", "orphan", "start_payload", "START_TEXT_CHARS"]
 
 
 def start(tx: Tx, view: Scheduler, session_id: str, admission_id: str,
@@ -41,6 +41,15 @@ def start(tx: Tx, view: Scheduler, session_id: str, admission_id: str,
             return None
         assert session is not None
         return row, session
+    return begun(tx, view, session_id, admission_id, row, session)
+
+
+def begun(tx: Tx, view: Scheduler, session_id: str, admission_id: str, row: dict[str, Any],
+          session: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a start writes besides the row's status: the user message,
+    ``session.info`` and ``message.start``; (row, session). `start` calls it after
+    marking the row started; an admission whose turn starts in the same unit
+    inserts its row started and calls it directly (one statement fewer)."""
     assert session is not None  # admissions reference their session
     payload = orjson.loads(row["payload_json"])
     messages.append(tx.conn, session_id, [{**m, "admission_id": admission_id}

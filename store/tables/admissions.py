@@ -27,16 +27,17 @@ def _row(row: Any) -> dict[str, Any] | None:
 
 _INSERT = (
     "INSERT INTO session_admissions(admission_id, target_session_id, principal_id, "
-    "request_id, payload_json, payload_digest, status, owner_epoch, created_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, 'queued', ?, ?)"
+    "request_id, payload_json, payload_digest, status, owner_epoch, created_at, started_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _RETURNING = " RETURNING " + ", ".join(COLUMNS)
 
 
 def insert_new(conn: Conn, *, admission_id: str, target_session_id: str,
                principal_id: str, request_id: str, payload_json: str, payload_digest: str,
-               owner_epoch: int, now: float) -> dict[str, Any] | None:
-    """Insert a queued admission and return the stored row; None when the
+               owner_epoch: int, now: float, started: bool = False) -> dict[str, Any] | None:
+    """Insert a queued admission (``started``: one whose turn starts in this same
+    transaction, stamped started now) and return the stored row; None when the
     identity (principal, session, request_id) already exists (the caller then
     finds that row). Other constraints (the session must exist) still raise
     sqlite3.IntegrityError.
@@ -50,24 +51,28 @@ def insert_new(conn: Conn, *, admission_id: str, target_session_id: str,
         _INSERT + " ON CONFLICT(principal_id, target_session_id, request_id) DO NOTHING"
         + (" RETURNING seq" if pg else ""),
         (admission_id, target_session_id, principal_id, request_id, payload_json,
-         payload_digest, owner_epoch, now))
+         payload_digest, _status(started), owner_epoch, now, now if started else None))
     if cur.rowcount != 1:
         return None
     # PostgreSQL has no rowid: its identity column answers through RETURNING
     return _new_row(cur.fetchone()[0] if pg else cur.lastrowid, admission_id,
                     target_session_id, principal_id, request_id, payload_json, payload_digest,
-                    owner_epoch, now)
+                    owner_epoch, now, started)
+
+
+def _status(started: bool) -> str:
+    return "started" if started else "queued"
 
 
 def _new_row(seq: int, admission_id: str, target_session_id: str, principal_id: str,
              request_id: str, payload_json: str, payload_digest: str, owner_epoch: int,
-             now: float) -> dict[str, Any]:
+             now: float, started: bool) -> dict[str, Any]:
     return {"seq": seq, "admission_id": admission_id,
             "target_session_id": target_session_id, "principal_id": principal_id,
             "request_id": request_id, "payload_json": payload_json,
-            "payload_digest": payload_digest, "status": "queued", "outcome": None,
+            "payload_digest": payload_digest, "status": _status(started), "outcome": None,
             "result_json": None, "owner_epoch": owner_epoch, "created_at": now,
-            "started_at": None, "finished_at": None}
+            "started_at": now if started else None, "finished_at": None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +98,8 @@ _ADMIT_PG = (
     "(SELECT COUNT(*) FROM session_admissions WHERE target_session_id = ? "
     "AND status != 'terminal') AS open), "
     "ins AS (INSERT INTO session_admissions(admission_id, target_session_id, principal_id, "
-    "request_id, payload_json, payload_digest, status, owner_epoch, created_at) "
-    "SELECT ?, ?, ?, ?, ?, ?, 'queued', ?, ? FROM s WHERE s.present AND s.open < ? "
+    "request_id, payload_json, payload_digest, status, owner_epoch, created_at, started_at) "
+    "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM s WHERE s.present AND s.open < ? "
     "ON CONFLICT(principal_id, target_session_id, request_id) DO NOTHING RETURNING seq) "
     "SELECT s.present, s.open, (SELECT seq FROM ins) FROM s"
 )
@@ -105,10 +110,10 @@ UNBOUNDED = 2 ** 62
 
 def admit(conn: Conn, *, admission_id: str, target_session_id: str, principal_id: str,
           request_id: str, payload_json: str, payload_digest: str, owner_epoch: int,
-          now: float, bound: int | None) -> Callable[[], Admitted]:
-    """Insert a queued admission unless the session is missing, has ``bound`` open
-    admissions already (None: no bound), or holds this identity; what happened is
-    read when the returned function is called.
+          now: float, bound: int | None, started: bool = False) -> Callable[[], Admitted]:
+    """Insert a queued admission (``started``: see `insert_new`) unless the session
+    is missing, has ``bound`` open admissions already (None: no bound), or holds
+    this identity; what happened is read when the returned function is called.
 
     SQLite: the bound (which also says whether the session has a title), then
     `insert_new` (two statements). PostgreSQL: one
@@ -118,13 +123,14 @@ def admit(conn: Conn, *, admission_id: str, target_session_id: str, principal_id
     if dialect(conn) == "postgresql":
         cur = conn.execute(_ADMIT_PG, (
             target_session_id, target_session_id, admission_id, target_session_id,
-            principal_id, request_id, payload_json, payload_digest, owner_epoch, now, limit))
+            principal_id, request_id, payload_json, payload_digest, _status(started),
+            owner_epoch, now, now if started else None, limit))
 
         def answered() -> Admitted:
             present, open_now, seq = cur.fetchone()
             row = None if seq is None else _new_row(
                 int(seq), admission_id, target_session_id, principal_id, request_id,
-                payload_json, payload_digest, owner_epoch, now)
+                payload_json, payload_digest, owner_epoch, now, started)
             return Admitted(bool(present), int(open_now), row)
 
         return answered
@@ -136,7 +142,8 @@ def admit(conn: Conn, *, admission_id: str, target_session_id: str, principal_id
         done = Admitted(True, open_now, insert_new(
             conn, admission_id=admission_id, target_session_id=target_session_id,
             principal_id=principal_id, request_id=request_id, payload_json=payload_json,
-            payload_digest=payload_digest, owner_epoch=owner_epoch, now=now), bool(untitled),
+            payload_digest=payload_digest, owner_epoch=owner_epoch, now=now,
+            started=started), bool(untitled),
             last_seq)
     return lambda: done
 

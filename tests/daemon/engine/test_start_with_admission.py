@@ -83,13 +83,13 @@ async def test_an_admission_behind_a_turn_waits_queued_and_runs_after_it(parts):
 
 
 async def test_a_start_that_fails_in_the_admissions_unit_records_neither(parts, monkeypatch):
-    real = admission_service.outcomes.start
+    real = admission_service.outcomes.begun
 
     def failing(tx, *args, **kwargs):
         real(tx, *args, **kwargs)  # written, then the unit fails: all of it rolls back
         raise StorageError("disk I/O error", "io")
 
-    monkeypatch.setattr(admission_service.outcomes, "start", failing)
+    monkeypatch.setattr(admission_service.outcomes, "begun", failing)
     with pytest.raises(StorageError):
         await admit(parts, "lost")
     assert await row_of(parts, "lost") is None
