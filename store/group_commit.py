@@ -14,7 +14,9 @@ The rules:
   cancelled caller never leaves a transaction open, and its unit still commits.
   BEGIN and the units run on the loop; COMMIT, and whatever must wait (a lock
   held by another process, a connection being made), run on the writer's own
-  thread (worker.py). A writer whose units wait on the network gives a
+  thread (worker.py), unless the writer says the group's COMMIT costs less
+  than the hop (``commit_here``: nothing to make durable; SQLite's small
+  group on a fast disk). A writer whose units wait on the network gives a
   ``runner`` that lets the loop go on meanwhile (PostgreSQL's: pg/suspend.py);
   the units of a group still run one after another, in submit order.
 - A unit that fails alone (its savepoint rolled back) fails only its caller.
@@ -87,10 +89,12 @@ class Writer(Protocol):
         """COMMIT (off the loop); on failure nothing of the group is left open.
         Raises `GroupFailed`, or anything else: then the group failed."""
 
-    def commit_unchanged(self) -> bool:
-        """On the loop, after ``before_commit``: if the group changed nothing,
-        COMMIT now (there is nothing to make durable, so nothing to wait for)
-        and return True; else False, and ``commit`` runs off the loop."""
+    def commit_here(self, units: int) -> bool:
+        """On the loop, after ``before_commit`` of a group of ``units``: COMMIT now
+        and return True where that costs less than the thread's hop (the group
+        changed nothing, so there is nothing to make durable; or the writer
+        knows its COMMIT of so small a group to be short); else False, and
+        ``commit`` runs off the loop."""
 
     def abort(self, exc: BaseException) -> BaseException:
         """The whole group failed at ``exc`` on the loop: clean up and return the
@@ -232,11 +236,11 @@ class GroupCommit:
             return
         assert self._loop is not None
         try:
-            unchanged = self.writer.commit_unchanged()
+            here = self.writer.commit_here(len(group))
         except BaseException as failed:  # noqa: BLE001 - it fails its group, not the loop
             self._fail(group, self.writer.abort(failed))
             return
-        if unchanged:  # a group of retries that found their rows: no thread hop
+        if here:  # committed on the loop: no thread hop
             self._loop.call_soon(self._finish, group, outcomes, True, None)
             return
         self.worker.call(self.writer.commit, self._loop,

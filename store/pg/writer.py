@@ -115,7 +115,7 @@ class PgWriter:
             self._failed_before(exc)
             raise
 
-    def commit_unchanged(self) -> bool:
+    def commit_here(self, units: int) -> bool:
         return False  # COMMIT is a round trip whatever the group did: off the loop
 
     def commit(self) -> None:

@@ -14,7 +14,13 @@ SQLite's part of it: BEGIN IMMEDIATE, a SAVEPOINT per unit, COMMIT.
 Where the work runs, and why. Units are short (a few indexed statements), so
 they run on the event loop, back to back, in submit order; only COMMIT — the
 fsync, the one slow step — runs on the commit thread, and the loop keeps
-serving (and collecting the next group) while it waits. Running the units on a
+serving (and collecting the next group) while it waits. Except for a small
+group (`LOOP_COMMIT_UNITS`) while this disk's commits are short
+(`LOOP_COMMIT_SECONDS`): with little else to serve, the hop to the thread and
+back, each waiting for the GIL behind whatever the loop runs meanwhile, cost
+more than the fsync, so that COMMIT runs on the loop. Checkpoints never do: the
+writer's autocheckpoint is off, and every `CHECKPOINT_EVERY` commits one runs
+on the commit thread. Running the units on a
 writer thread instead would pass the GIL back and forth with the loop on every
 statement (sqlite3 releases it around each step), and under load every one of
 those hand-backs waits for the busy loop to yield: a group of fifty units would
@@ -38,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -47,9 +54,19 @@ from ..group_commit import GroupCommit
 from ..worker import Worker
 from .migrations import migrate
 
-__all__ = ["Database", "StorageError"]
+__all__ = ["CHECKPOINT_EVERY", "Database", "LOOP_COMMIT_SECONDS", "LOOP_COMMIT_UNITS",
+           "StorageError"]
 
 T = TypeVar("T")
+
+#: a group of at most this many units commits on the loop (SqliteWriter.commit_here) ...
+LOOP_COMMIT_UNITS = 2
+#: ... while a COMMIT takes less than this, smoothed over the last few
+LOOP_COMMIT_SECONDS = 0.0015
+#: the writer checkpoints the WAL every this many commits (on the commit thread),
+#: instead of SQLite's autocheckpoint, which would run in whichever COMMIT crossed
+#: its 1,000 pages, on the loop too
+CHECKPOINT_EVERY = 64
 
 
 def _connect(path: str, *, busy_timeout_ms: int, readonly: bool = False,
@@ -74,6 +91,12 @@ class SqliteWriter:
         self.busy_timeout_ms = busy_timeout_ms
         self.before_group: Callable[[sqlite3.Connection], None] | None = None
         self._changes = 0  # the connection's total_changes when the group began
+        #: a COMMIT's duration, smoothed over the last few (seconds)
+        self.commit_seconds = 0.0
+        #: groups of at most this many units may commit on the loop (0: none does)
+        self.loop_commit_units = LOOP_COMMIT_UNITS
+        self.checkpoint_every = CHECKPOINT_EVERY
+        self._since_checkpoint = 0  # commits since the WAL was last checkpointed
 
     def connect(self) -> None:
         return None  # one connection, open for the database's life
@@ -124,18 +147,40 @@ class SqliteWriter:
     def before_commit(self) -> None:
         pass
 
-    def commit_unchanged(self) -> bool:
-        # no row inserted, updated or deleted since BEGIN (a group of retries that
-        # found their rows): COMMIT writes no WAL frame, so there is no fsync to wait
-        # for off the loop. (total_changes does not count DDL; the owner's units make
-        # none, and a group that did would still commit durably, only on the loop.)
-        if self.conn.total_changes != self._changes:
+    def commit_here(self, units: int) -> bool:
+        if self.conn.total_changes == self._changes:
+            # no row inserted, updated or deleted since BEGIN (a group of retries that
+            # found their rows): COMMIT writes no WAL frame, so there is no fsync to
+            # wait for off the loop. (total_changes does not count DDL; the owner's
+            # units make none, and a group that did would still commit durably, only
+            # on the loop.)
+            self._commit()
+            return True
+        if units > self.loop_commit_units or self.commit_seconds > LOOP_COMMIT_SECONDS \
+                or self._since_checkpoint + 1 >= self.checkpoint_every:
             return False
+        # a small group on a disk whose commits are short: the thread's two hops
+        # (and the GIL they wait for behind a busy loop) cost more than the fsync
         self.commit()
         return True
 
     def commit(self) -> None:
-        # on the commit thread: the fsync happens here, off the loop
+        # on the commit thread, or on the loop for a small group (commit_here): the
+        # fsync happens here; every `checkpoint_every` commits, on the thread, the
+        # WAL's frames are copied back into the file (the writer's autocheckpoint is
+        # off, so that no commit on the loop ever runs one)
+        started = time.perf_counter()
+        self._commit()
+        self.commit_seconds += (time.perf_counter() - started - self.commit_seconds) / 5
+        self._since_checkpoint += 1
+        if self._since_checkpoint >= self.checkpoint_every:
+            self._since_checkpoint = 0
+            try:
+                self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error:
+                pass  # the frames stay in the WAL, where readers find them; next time
+
+    def _commit(self) -> None:
         conn = self.conn
         try:
             conn.execute("COMMIT")
@@ -214,6 +259,8 @@ class Database:
                 # the loop must never sleep in SQLite's busy handler: the writer
                 # and the loop's reader fail fast instead, and take a slower path
                 writer.execute("PRAGMA busy_timeout=0")
+                # the writer checkpoints on its thread (SqliteWriter.commit)
+                writer.execute("PRAGMA wal_autocheckpoint=0")
                 looker = _connect(str(path), busy_timeout_ms=0)
                 return writer, looker
             except sqlite3.Error as exc:

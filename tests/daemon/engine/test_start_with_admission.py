@@ -106,6 +106,7 @@ async def test_a_start_that_fails_in_the_admissions_unit_records_neither(parts, 
 async def test_a_stop_while_that_commit_is_in_flight_still_ends_the_turn(parts, monkeypatch):
     writer = parts.db._writer
     commit = writer.commit
+    monkeypatch.setattr(writer, "loop_commit_units", 0)  # the commit parks on its thread
     entered, gate = threading.Event(), threading.Event()
 
     def parked() -> None:

@@ -1,6 +1,7 @@
 """The group-commit writer of store/sqlite/db.py, and its migrations.
 
-Units run on the event loop; only COMMIT runs on the commit thread. To make
+Units run on the event loop; COMMIT runs on the commit thread (a small group's,
+on a disk whose commits are short, on the loop). To make
 grouping deterministic, ``ParkedCommit`` holds the commit of the group in flight
 on a ``threading.Event`` while the units under test are queued behind it;
 releasing it lets the database fold everything queued into its next transaction.
@@ -15,6 +16,7 @@ import pytest
 
 from tether.store import SCHEMA_VERSION, Database, StorageError
 from tether.store.sqlite import migrations
+from tether.store.sqlite.db import LOOP_COMMIT_SECONDS, LOOP_COMMIT_UNITS
 
 
 def make_table(conn):
@@ -30,13 +32,15 @@ def insert(key, value=0):
 
 
 class ParkedCommit:
-    """Holds the next COMMIT on the commit thread until ``release()``."""
+    """Holds the next COMMIT on the commit thread until ``release()``. Every group
+    that writes then commits on that thread (none on the loop, however small)."""
 
     def __init__(self, db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
         self.entered = threading.Event()
         self.gate = threading.Event()
         writer = db._writer
         commit = writer.commit
+        monkeypatch.setattr(writer, "loop_commit_units", 0)
 
         def parked_commit() -> None:
             if not self.gate.is_set():
@@ -305,14 +309,21 @@ async def test_a_failing_migration_leaves_the_previous_version(tmp_path, monkeyp
     assert "extra" not in tables(path)
 
 
-async def test_retries_that_find_their_rows_do_not_wait_for_the_commit_thread(db):
-    await db.write(insert("k", 1))
+def hold_commit_thread(db):
+    """Keeps the commit thread busy until the returned gate is set; the future
+    resolves once it is free again."""
     gate = threading.Event()
     loop = asyncio.get_running_loop()
     blocked = loop.create_future()
-    # the commit thread is busy with something else until the gate opens
     db._groups.worker.call(lambda: gate.wait(10), loop,
                            lambda ok, value: blocked.set_result(ok))
+    return gate, blocked
+
+
+async def test_retries_that_find_their_rows_do_not_wait_for_the_commit_thread(db, monkeypatch):
+    await db.write(insert("k", 1))
+    monkeypatch.setattr(db._writer, "loop_commit_units", 0)  # only a no-change group here
+    gate, blocked = hold_commit_thread(db)
 
     def find_or_skip(conn):  # a retry's shape: an insert that finds the row, a read
         conn.execute("INSERT INTO t(k, v) VALUES ('k', 2) ON CONFLICT DO NOTHING")
@@ -328,6 +339,84 @@ async def test_retries_that_find_their_rows_do_not_wait_for_the_commit_thread(db
     assert await blocked is True
     assert await writing == "other"
     assert await keys(db) == ["k", "other"]
+
+
+async def test_a_small_group_on_a_fast_disk_commits_on_the_loop(db):
+    await db.write(insert("warm"))  # the smoothed COMMIT time starts from real ones
+    assert db._writer.commit_seconds < LOOP_COMMIT_SECONDS
+    gate, blocked = hold_commit_thread(db)
+    try:
+        # a lone write, then LOOP_COMMIT_UNITS queued together: neither waits for the
+        # busy thread, and each is durable when its write returns
+        assert await asyncio.wait_for(db.write(insert("lone")), 5) == "lone"
+        pair = [db.submit(insert(f"pair{i}")) for i in range(LOOP_COMMIT_UNITS)]
+        assert await asyncio.wait_for(asyncio.gather(*pair), 5) == \
+            [f"pair{i}" for i in range(LOOP_COMMIT_UNITS)]
+        assert committed_keys(db.path) == \
+            ["lone", *(f"pair{i}" for i in range(LOOP_COMMIT_UNITS)), "warm"]
+        # one unit more than that is a group for the thread: it waits
+        more = [db.submit(insert(f"more{i}")) for i in range(LOOP_COMMIT_UNITS + 1)]
+        done, _ = await asyncio.wait(more, timeout=0.3)
+        assert not done
+    finally:
+        gate.set()
+    assert await blocked is True
+    assert len(await asyncio.gather(*more)) == LOOP_COMMIT_UNITS + 1
+
+
+async def test_a_slow_disk_keeps_every_commit_on_the_thread(db):
+    await db.write(insert("warm"))
+    db._writer.commit_seconds = LOOP_COMMIT_SECONDS * 2  # as after slow fsyncs
+    gate, blocked = hold_commit_thread(db)
+    try:
+        lone = asyncio.ensure_future(db.write(insert("lone")))
+        done, _ = await asyncio.wait({lone}, timeout=0.3)
+        assert not done
+    finally:
+        gate.set()
+    assert await blocked is True
+    assert await lone == "lone"
+
+
+async def test_the_wal_is_checkpointed_on_the_thread_every_few_commits(db, monkeypatch):
+    writer = db._writer
+    monkeypatch.setattr(writer, "checkpoint_every", 4)
+    for i in range(3):
+        await db.write(insert(f"k{i}"))  # the first commits since the table was made
+    # the fourth commit since the last checkpoint carries one: it goes to the thread
+    gate, blocked = hold_commit_thread(db)
+    try:
+        fourth = asyncio.ensure_future(db.write(insert("k3")))
+        done, _ = await asyncio.wait({fourth}, timeout=0.3)
+        assert not done
+    finally:
+        gate.set()
+    assert await blocked is True
+    await fourth
+    # the writer's autocheckpoint is off: only these keep the WAL from growing with
+    # every commit (it is written from its start again once checkpointed)
+    for i in range(4, 60):
+        await db.write(insert(f"k{i:02}", i))
+    bounded = wal_frames(db.path)
+    monkeypatch.setattr(writer, "checkpoint_every", 10 ** 9)
+    for i in range(60, 116):
+        await db.write(insert(f"k{i:03}", i))
+    grown = wal_frames(db.path)
+    assert bounded <= 4 * 3 < 56 <= grown  # at most 4 commits' frames; without: all 56
+    assert len(await keys(db)) == 116
+
+
+def wal_frames(path):
+    """The frames in the WAL not yet copied back (then copied, by this call)."""
+    with closing(sqlite3.connect(path)) as conn:
+        _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    return frames
+
+
+def committed_keys(path):
+    """The rows another connection sees: what the writer has committed."""
+    with closing(sqlite3.connect(path)) as conn:
+        return [r[0] for r in conn.execute("SELECT k FROM t ORDER BY k")]
 
 
 def _admission(seq, request_id, status="queued"):
