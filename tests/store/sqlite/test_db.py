@@ -364,18 +364,23 @@ async def test_a_small_group_on_a_fast_disk_commits_on_the_loop(db):
     assert len(await asyncio.gather(*more)) == LOOP_COMMIT_UNITS + 1
 
 
-async def test_a_slow_disk_keeps_every_commit_on_the_thread(db):
-    await db.write(insert("warm"))
-    db._writer.commit_seconds = LOOP_COMMIT_SECONDS * 2  # as after slow fsyncs
+async def waits_for_the_thread(db, key):
+    """Writes ``key`` while the commit thread is held: whether the write waited."""
     gate, blocked = hold_commit_thread(db)
     try:
-        lone = asyncio.ensure_future(db.write(insert("lone")))
-        done, _ = await asyncio.wait({lone}, timeout=0.3)
-        assert not done
+        write = asyncio.ensure_future(db.write(insert(key)))
+        done, _ = await asyncio.wait({write}, timeout=0.3)
     finally:
         gate.set()
     assert await blocked is True
-    assert await lone == "lone"
+    assert await write == key
+    return not done
+
+
+async def test_a_slow_disk_keeps_every_commit_on_the_thread(db):
+    await db.write(insert("warm"))
+    db._writer.commit_seconds = LOOP_COMMIT_SECONDS * 2  # as after slow fsyncs
+    assert await waits_for_the_thread(db, "lone")
 
 
 async def test_the_wal_is_checkpointed_on_the_thread_every_few_commits(db, monkeypatch):
@@ -384,15 +389,7 @@ async def test_the_wal_is_checkpointed_on_the_thread_every_few_commits(db, monke
     for i in range(3):
         await db.write(insert(f"k{i}"))  # the first commits since the table was made
     # the fourth commit since the last checkpoint carries one: it goes to the thread
-    gate, blocked = hold_commit_thread(db)
-    try:
-        fourth = asyncio.ensure_future(db.write(insert("k3")))
-        done, _ = await asyncio.wait({fourth}, timeout=0.3)
-        assert not done
-    finally:
-        gate.set()
-    assert await blocked is True
-    await fourth
+    assert await waits_for_the_thread(db, "k3")
     # the writer's autocheckpoint is off: only these keep the WAL from growing with
     # every commit (it is written from its start again once checkpointed)
     for i in range(4, 60):
