@@ -27,7 +27,7 @@ def _row(row: Any) -> dict[str, Any] | None:
 
 _INSERT = (
     "INSERT INTO session_admissions(admission_id, target_session_id, principal_id, "
-    "request_id, payload_json, payload_digest, status, owner_epoch, created_at, started_at) "
+    "request_id, payload_json, payload_digest, status, started_at, owner_epoch, created_at) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _RETURNING = " RETURNING " + ", ".join(COLUMNS)
@@ -51,7 +51,7 @@ def insert_new(conn: Conn, *, admission_id: str, target_session_id: str,
         _INSERT + " ON CONFLICT(principal_id, target_session_id, request_id) DO NOTHING"
         + (" RETURNING seq" if pg else ""),
         (admission_id, target_session_id, principal_id, request_id, payload_json,
-         payload_digest, _status(started), owner_epoch, now, now if started else None))
+         payload_digest, *_stamp(started, now), owner_epoch, now))
     if cur.rowcount != 1:
         return None
     # PostgreSQL has no rowid: its identity column answers through RETURNING
@@ -60,19 +60,21 @@ def insert_new(conn: Conn, *, admission_id: str, target_session_id: str,
                     owner_epoch, now, started)
 
 
-def _status(started: bool) -> str:
-    return "started" if started else "queued"
+def _stamp(started: bool, now: float) -> tuple[str, float | None]:
+    """(status, started_at) of a new row: started now, or queued."""
+    return ("started", now) if started else ("queued", None)
 
 
 def _new_row(seq: int, admission_id: str, target_session_id: str, principal_id: str,
              request_id: str, payload_json: str, payload_digest: str, owner_epoch: int,
              now: float, started: bool) -> dict[str, Any]:
+    status, started_at = _stamp(started, now)
     return {"seq": seq, "admission_id": admission_id,
             "target_session_id": target_session_id, "principal_id": principal_id,
             "request_id": request_id, "payload_json": payload_json,
-            "payload_digest": payload_digest, "status": _status(started), "outcome": None,
+            "payload_digest": payload_digest, "status": status, "outcome": None,
             "result_json": None, "owner_epoch": owner_epoch, "created_at": now,
-            "started_at": now if started else None, "finished_at": None}
+            "started_at": started_at, "finished_at": None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,10 +123,11 @@ def admit(conn: Conn, *, admission_id: str, target_session_id: str, principal_id
     sends next and then waits for (the fleet's lease take, fleet.take_admitted)."""
     limit = UNBOUNDED if bound is None else bound
     if dialect(conn) == "postgresql":
+        status, started_at = _stamp(started, now)
         cur = conn.execute(_ADMIT_PG, (
             target_session_id, target_session_id, admission_id, target_session_id,
-            principal_id, request_id, payload_json, payload_digest, _status(started),
-            owner_epoch, now, now if started else None, limit))
+            principal_id, request_id, payload_json, payload_digest, status,
+            owner_epoch, now, started_at, limit))
 
         def answered() -> Admitted:
             present, open_now, seq = cur.fetchone()
